@@ -1,0 +1,394 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/shoal-db/shoal/api/doc"
+	"github.com/shoal-db/shoal/api/query"
+	"github.com/shoal-db/shoal/store"
+)
+
+const (
+	headerConsistencyToken = "X-Consistency-Token"
+	defaultQueryLimit      = 100
+	maxQueryLimit          = 1000
+	// eraseChunk bounds how many deletions one commit carries when a user
+	// is erased.
+	eraseChunk = 500
+)
+
+// readBody reads a request body up to the configured limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
+	tooLarge := problem(http.StatusRequestEntityTooLarge, TypeBodyTooLarge, "Body too large",
+		fmt.Sprintf("the body is larger than MAX_BODY_BYTES (%d bytes); split the document or raise the limit", s.cfg.MaxBodyBytes))
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return nil, tooLarge
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, tooLarge
+	}
+	if err != nil {
+		return nil, badRequest(TypeInvalidDocument, "the body could not be read: "+err.Error())
+	}
+	return data, nil
+}
+
+// ifMatch parses an If-Match header: a version number, optionally quoted
+// as the ETag we send, or "*" (any existing version). want is -1 when the
+// header is absent, 0 for "*".
+func ifMatch(r *http.Request) (want int64, prob *Problem) {
+	h := strings.TrimSpace(r.Header.Get("If-Match"))
+	if h == "" {
+		return -1, nil
+	}
+	if h == "*" {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(h, "W/"), `"`), 10, 64)
+	if err != nil || v < 1 {
+		return 0, badRequest(TypeInvalidHeader, fmt.Sprintf("If-Match %q is not a document version: send the ETag of the version you read, e.g. \"3\"", h))
+	}
+	return v, nil
+}
+
+// checkVersion enforces If-Match against the current state (nil or a
+// tombstone when the document does not exist).
+func checkVersion(want int64, cur *store.Doc) error {
+	if want < 0 {
+		return nil
+	}
+	if cur == nil || cur.Deleted {
+		return problem(http.StatusPreconditionFailed, TypePreconditionFailed, "Precondition failed",
+			"If-Match was given but the document does not exist")
+	}
+	if want != 0 && cur.Version != want {
+		p := problem(http.StatusPreconditionFailed, TypePreconditionFailed, "Precondition failed",
+			fmt.Sprintf("If-Match asked for version %d but the document is at version %d; read it again and retry", want, cur.Version))
+		v := cur.Version
+		p.Current = &v
+		return p
+	}
+	return nil
+}
+
+func exists(cur *store.Doc) bool { return cur != nil && !cur.Deleted }
+
+// render is a document as clients see it: its body with _id and _version.
+func render(d *store.Doc) map[string]any {
+	out := make(map[string]any, len(d.Body)+2)
+	for k, v := range d.Body {
+		out[k] = v
+	}
+	out["_id"] = d.ID
+	out["_version"] = d.Version
+	return out
+}
+
+func consistencyToken(partition int, d *store.Doc) string {
+	return strconv.Itoa(partition) + ":" + d.Pos.String()
+}
+
+func documentPath(user, coll, id string) string {
+	return "/v1/users/" + url.PathEscape(user) + "/collections/" + url.PathEscape(coll) + "/documents/" + url.PathEscape(id)
+}
+
+// writeDocument answers with a document and the headers that go with it.
+func writeDocument(w http.ResponseWriter, status, partition int, d *store.Doc) {
+	h := w.Header()
+	h.Set("ETag", strconv.Quote(strconv.FormatInt(d.Version, 10)))
+	h.Set(headerConsistencyToken, consistencyToken(partition, d))
+	writeJSON(w, status, render(d))
+}
+
+func (s *Server) createDocument(w http.ResponseWriter, r *http.Request) {
+	user, coll := chi.URLParam(r, "user"), chi.URLParam(r, "coll")
+	data, prob := s.readBody(w, r)
+	if prob != nil {
+		writeProblem(w, prob)
+		return
+	}
+	body, id, err := doc.ParseBody(data)
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidDocument, err.Error()))
+		return
+	}
+	fresh := id == ""
+	if fresh {
+		id = doc.NewID()
+	}
+	p := s.partitionOf(user)
+	res := s.writer.Do(r.Context(), store.Op{Partition: p, User: user, Coll: coll, ID: id, Fresh: fresh,
+		Mutate: func(cur *store.Doc) (store.Next, error) {
+			if exists(cur) {
+				return store.Next{}, problem(http.StatusConflict, TypeAlreadyExists, "Already exists",
+					fmt.Sprintf("document %q already exists in %s; use PUT to replace it", id, coll))
+			}
+			return store.Next{Body: body, Size: len(data)}, nil
+		}})
+	if res.Err != nil {
+		writeProblem(w, storeProblem(res.Err))
+		return
+	}
+	w.Header().Set("Location", documentPath(user, coll, id))
+	writeDocument(w, http.StatusCreated, p, res.Doc)
+}
+
+func (s *Server) getDocument(w http.ResponseWriter, r *http.Request) {
+	user, coll, id := chi.URLParam(r, "user"), chi.URLParam(r, "coll"), chi.URLParam(r, "id")
+	p := s.partitionOf(user)
+	d, err := s.writer.Get(r.Context(), p, store.DocKey(user, coll, id))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && d.Deleted) {
+		writeProblem(w, notFound(fmt.Sprintf("no document %q in collection %q", id, coll)))
+		return
+	}
+	if err != nil {
+		writeProblem(w, storeProblem(err))
+		return
+	}
+	writeDocument(w, http.StatusOK, p, d)
+}
+
+func (s *Server) putDocument(w http.ResponseWriter, r *http.Request) {
+	user, coll, id := chi.URLParam(r, "user"), chi.URLParam(r, "coll"), chi.URLParam(r, "id")
+	want, prob := ifMatch(r)
+	if prob != nil {
+		writeProblem(w, prob)
+		return
+	}
+	data, prob := s.readBody(w, r)
+	if prob != nil {
+		writeProblem(w, prob)
+		return
+	}
+	body, bodyID, err := doc.ParseBody(data)
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidDocument, err.Error()))
+		return
+	}
+	if bodyID != "" && bodyID != id {
+		writeProblem(w, badRequest(TypeInvalidDocument, fmt.Sprintf("the body's _id %q differs from the id in the URL %q", bodyID, id)))
+		return
+	}
+	p := s.partitionOf(user)
+	created := false
+	res := s.writer.Do(r.Context(), store.Op{Partition: p, User: user, Coll: coll, ID: id,
+		Mutate: func(cur *store.Doc) (store.Next, error) {
+			if err := checkVersion(want, cur); err != nil {
+				return store.Next{}, err
+			}
+			created = !exists(cur)
+			return store.Next{Body: body, Size: len(data)}, nil
+		}})
+	if res.Err != nil {
+		writeProblem(w, storeProblem(res.Err))
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", documentPath(user, coll, id))
+	}
+	writeDocument(w, status, p, res.Doc)
+}
+
+func (s *Server) patchDocument(w http.ResponseWriter, r *http.Request) {
+	user, coll, id := chi.URLParam(r, "user"), chi.URLParam(r, "coll"), chi.URLParam(r, "id")
+	want, prob := ifMatch(r)
+	if prob != nil {
+		writeProblem(w, prob)
+		return
+	}
+	data, prob := s.readBody(w, r)
+	if prob != nil {
+		writeProblem(w, prob)
+		return
+	}
+	patch, patchID, err := doc.ParsePatch(data)
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidDocument, err.Error()))
+		return
+	}
+	if patchID != "" && patchID != id {
+		writeProblem(w, badRequest(TypeInvalidDocument, fmt.Sprintf("the patch's _id %q differs from the id in the URL %q; ids cannot change", patchID, id)))
+		return
+	}
+	p := s.partitionOf(user)
+	res := s.writer.Do(r.Context(), store.Op{Partition: p, User: user, Coll: coll, ID: id,
+		Mutate: func(cur *store.Doc) (store.Next, error) {
+			if !exists(cur) {
+				return store.Next{}, notFound(fmt.Sprintf("no document %q in collection %q to patch", id, coll))
+			}
+			if err := checkVersion(want, cur); err != nil {
+				return store.Next{}, err
+			}
+			merged, err := doc.MergePatch(cur.Body, patch)
+			if err != nil {
+				return store.Next{}, err
+			}
+			return store.Next{Body: merged, Size: cur.Size + len(data)}, nil
+		}})
+	if res.Err != nil {
+		writeProblem(w, storeProblem(res.Err))
+		return
+	}
+	writeDocument(w, http.StatusOK, p, res.Doc)
+}
+
+func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
+	user, coll, id := chi.URLParam(r, "user"), chi.URLParam(r, "coll"), chi.URLParam(r, "id")
+	want, prob := ifMatch(r)
+	if prob != nil {
+		writeProblem(w, prob)
+		return
+	}
+	p := s.partitionOf(user)
+	res := s.writer.Do(r.Context(), store.Op{Partition: p, User: user, Coll: coll, ID: id,
+		Mutate: func(cur *store.Doc) (store.Next, error) {
+			if !exists(cur) {
+				return store.Next{}, notFound(fmt.Sprintf("no document %q in collection %q", id, coll))
+			}
+			if err := checkVersion(want, cur); err != nil {
+				return store.Next{}, err
+			}
+			return store.Next{Delete: true}, nil
+		}})
+	if res.Err != nil {
+		writeProblem(w, storeProblem(res.Err))
+		return
+	}
+	w.Header().Set(headerConsistencyToken, consistencyToken(p, res.Doc))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// queryPage is the answer to a query.
+type queryPage struct {
+	Documents []map[string]any `json:"documents"`
+	Next      string           `json:"next,omitempty"`
+}
+
+func (s *Server) queryDocuments(w http.ResponseWriter, r *http.Request) {
+	user, coll := chi.URLParam(r, "user"), chi.URLParam(r, "coll")
+	q := r.URL.Query()
+	for k := range q {
+		switch k {
+		case "filter", "sort", "limit", "after":
+		default:
+			writeProblem(w, badRequest(TypeInvalidQuery, fmt.Sprintf("unknown query parameter %q: use filter, sort, limit and after", k)))
+			return
+		}
+	}
+	limit := defaultQueryLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxQueryLimit {
+			writeProblem(w, badRequest(TypeInvalidQuery, fmt.Sprintf("limit %q must be a whole number from 1 to %d", v, maxQueryLimit)))
+			return
+		}
+		limit = n
+	}
+	filterText := q.Get("filter")
+	filter, err := query.ParseFilter(filterText)
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidFilter, err.Error()))
+		return
+	}
+	sort, err := query.ParseSort(q.Get("sort"))
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidQuery, err.Error()))
+		return
+	}
+	docs, err := s.store.Scan(r.Context(), s.partitionOf(user), user, coll)
+	if err != nil {
+		writeProblem(w, storeProblem(err))
+		return
+	}
+	rendered := make([]map[string]any, len(docs))
+	for i, d := range docs {
+		rendered[i] = render(d)
+	}
+	page, next, err := query.Page(rendered, query.PageRequest{Filter: filter, Sort: sort, Limit: limit,
+		After: q.Get("after"), FilterText: filterText, Key: s.cursorKey})
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidQuery, err.Error()))
+		return
+	}
+	if page == nil {
+		page = []map[string]any{}
+	}
+	writeJSON(w, http.StatusOK, queryPage{Documents: page, Next: next})
+}
+
+func (s *Server) listCollections(w http.ResponseWriter, r *http.Request) {
+	user := chi.URLParam(r, "user")
+	colls, err := s.store.Collections(r.Context(), s.partitionOf(user), user)
+	if err != nil {
+		writeProblem(w, storeProblem(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"collections": colls})
+}
+
+// errAlreadyGone marks a document deleted between the scan and its turn in
+// the writer during an erase; it is not an error for the caller.
+var errAlreadyGone = errors.New("already deleted")
+
+func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
+	user := chi.URLParam(r, "user")
+	p := s.partitionOf(user)
+	docs, err := s.store.ScanUser(r.Context(), p, user)
+	if err != nil {
+		writeProblem(w, storeProblem(err))
+		return
+	}
+	deleted := 0
+	for start := 0; start < len(docs); start += eraseChunk {
+		chunk := docs[start:min(start+eraseChunk, len(docs))]
+		ops := make([]store.Op, len(chunk))
+		for i, d := range chunk {
+			ops[i] = store.Op{Partition: p, User: d.User, Coll: d.Coll, ID: d.ID,
+				Mutate: func(cur *store.Doc) (store.Next, error) {
+					if !exists(cur) {
+						return store.Next{}, errAlreadyGone
+					}
+					return store.Next{Delete: true}, nil
+				}}
+		}
+		for _, res := range s.writer.DoAll(r.Context(), ops) {
+			switch {
+			case res.Err == nil:
+				deleted++
+			case errors.Is(res.Err, errAlreadyGone):
+			default:
+				writeProblem(w, storeProblem(fmt.Errorf("erased %d documents of %d, then: %w", deleted, len(docs), res.Err)))
+				return
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted})
+}
+
+// placement says where a user's data lives. On a single node it is all
+// here; the cluster fills in masters and replicas.
+func (s *Server) placement(w http.ResponseWriter, r *http.Request) {
+	user := chi.URLParam(r, "user")
+	p := s.partitionOf(user)
+	pos := s.writer.Position(p)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"user":        user,
+		"partition":   p,
+		"master":      s.cfg.NodeID,
+		"epoch":       pos.Epoch,
+		"position":    pos,
+		"responsible": []string{s.cfg.NodeID},
+	})
+}

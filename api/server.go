@@ -1,0 +1,248 @@
+// Package api is Shoal's HTTP surface: the public REST API under /v1, the
+// health and metrics endpoints, and (as the cluster grows) the routing of
+// requests to the node responsible for them.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/shoal-db/shoal/api/doc"
+	"github.com/shoal-db/shoal/shard"
+	"github.com/shoal-db/shoal/store"
+)
+
+// Config is what the API needs to know about its node.
+type Config struct {
+	NodeID         string
+	PartitionCount int
+	MaxBodyBytes   int64
+	AuthSecret     []byte
+	// Insecure treats every request as admin (development only).
+	Insecure bool
+	Logger   *slog.Logger
+	Metrics  *Metrics
+}
+
+// Server answers HTTP requests for one node.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	store     *store.Store
+	writer    *store.Writer
+	metrics   *Metrics
+	cursorKey []byte
+	ready     atomic.Bool
+	router    chi.Router
+}
+
+// New creates the API of a node over its store and writer.
+func New(cfg Config, st *store.Store, w *store.Writer) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	// Cursors are signed with a key every node derives from AUTH_SECRET, so
+	// a page cursor from one node works on another and cannot be forged.
+	key := sha256.Sum256(append([]byte("shoal query cursor\x00"), cfg.AuthSecret...))
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:]}
+	s.router = s.routes()
+	return s
+}
+
+// SetReady says whether the node takes traffic (/readyz).
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+func (s *Server) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(s.observe)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem(http.StatusNotFound, TypeRouteNotFound, "No such route",
+			r.Method+" "+r.URL.Path+" is not a Shoal route; see the README for the API"))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem(http.StatusMethodNotAllowed, TypeMethodNotAllowed, "Method not allowed",
+			r.Method+" is not allowed on "+r.URL.Path))
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": s.cfg.NodeID})
+	})
+	r.Get("/readyz", s.readyz)
+	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(s.requireAuth)
+		r.Route("/users/{user}", func(r chi.Router) {
+			r.Use(s.userScope)
+			r.Delete("/", s.eraseUser)
+			r.Get("/placement", s.placement)
+			r.Get("/collections", s.listCollections)
+			r.Route("/collections/{coll}/documents", func(r chi.Router) {
+				r.Use(s.collectionScope)
+				r.Post("/", s.createDocument)
+				r.Get("/", s.queryDocuments)
+				r.Route("/{id}", func(r chi.Router) {
+					r.Use(s.idScope)
+					r.Get("/", s.getDocument)
+					r.Put("/", s.putDocument)
+					r.Patch("/", s.patchDocument)
+					r.Delete("/", s.deleteDocument)
+				})
+			})
+		})
+	})
+	return r
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.ready.Load() {
+		writeProblem(w, unavailable("the node is starting or shutting down"))
+		return
+	}
+	if err := s.store.Ping(r.Context()); err != nil {
+		writeProblem(w, unavailable("the node's store does not answer: "+err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.cfg.NodeID})
+}
+
+// statusRecorder remembers the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// observe names the serving node on every answer, and counts and times
+// requests by route pattern.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		w.Header().Set("X-Served-By", s.cfg.NodeID)
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
+		s.metrics.requestDuration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		if rec.status >= 500 {
+			s.log.Warn("request failed", "method", r.Method, "route", route, "status", rec.status, "duration", time.Since(start))
+		}
+	})
+}
+
+type ctxKey int
+
+const principalKey ctxKey = 1
+
+func (s *Server) requireAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, prob := s.authenticate(r)
+		if prob != nil {
+			s.log.Debug("request refused", "path", r.URL.Path, "reason", prob.Detail)
+			writeProblem(w, prob)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
+	})
+}
+
+func principalOf(r *http.Request) Principal {
+	p, _ := r.Context().Value(principalKey).(Principal)
+	return p
+}
+
+func (s *Server) userScope(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user := chi.URLParam(r, "user")
+		if err := doc.ValidUser(user); err != nil {
+			writeProblem(w, badRequest(TypeInvalidName, err.Error()))
+			return
+		}
+		if !principalOf(r).CanAccess(user) {
+			writeProblem(w, problem(http.StatusForbidden, TypeForbidden, "Forbidden",
+				"this token is for user "+strconv.Quote(principalOf(r).User)+" and cannot reach the data of "+strconv.Quote(user)))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) collectionScope(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := doc.ValidCollection(chi.URLParam(r, "coll")); err != nil {
+			writeProblem(w, badRequest(TypeInvalidName, err.Error()))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) idScope(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := doc.ValidID(chi.URLParam(r, "id")); err != nil {
+			writeProblem(w, badRequest(TypeInvalidName, err.Error()))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// partitionOf is where user's documents live.
+func (s *Server) partitionOf(user string) int { return shard.PartitionOf(user, s.cfg.PartitionCount) }
+
+// storeProblem turns an error from the store or writer into a problem.
+func storeProblem(err error) *Problem {
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+		return p
+	case errors.Is(err, store.ErrClosed):
+		return unavailable("the node is shutting down; retry on another node or in a moment")
+	case errors.Is(err, context.DeadlineExceeded):
+		return problem(http.StatusGatewayTimeout, TypeTimeout, "Timeout",
+			"the request's deadline passed before its change was confirmed; it may or may not have been applied: read the document to find out")
+	case errors.Is(err, context.Canceled):
+		return problem(499, TypeTimeout, "Client closed request", "the request was cancelled")
+	case errors.Is(err, store.ErrUnavailable):
+		return unavailable("the node's store is not answering; retry in a moment")
+	}
+	var de *doc.Error
+	if errors.As(err, &de) {
+		return badRequest(TypeInvalidDocument, de.Error())
+	}
+	return problem(http.StatusInternalServerError, TypeInternal, "Internal error", "the node could not complete the request; its log says why")
+}

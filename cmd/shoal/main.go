@@ -1,0 +1,52 @@
+// Command shoal is the one Shoal binary: it runs a node, mints tokens and
+// measures performance.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `shoal: a peer-to-peer, sharded JSON document store.
+
+Usage:
+  shoal serve [flags]     run a node (shoal serve --help lists every setting)
+  shoal token [flags]     print a client token signed with AUTH_SECRET
+  shoal bench [flags]     measure REST throughput and latency against the raw store
+  shoal version           print the build version
+
+Settings come from flags, the environment, and a .env file in the working
+directory, in that order of precedence.
+`
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "token":
+		return token(args[1:], stdout, stderr)
+	case "bench":
+		return bench(args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "shoal", version)
+		return 0
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "shoal: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/shoal-db/shoal/internal/config"
+	"github.com/shoal-db/shoal/internal/node"
+)
+
+func serve(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: shoal serve [flags]")
+		fmt.Fprintln(stderr, "Runs a Shoal node until SIGINT or SIGTERM, then finishes in-flight requests and exits 0.")
+		fmt.Fprintln(stderr)
+		config.PrintUsage(stderr)
+	}
+	resolve := config.FlagSet(fs, config.OSSource())
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "shoal serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg, err := resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal serve: %v\n", err)
+		return 2
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	n, err := node.Start(ctx, cfg, log)
+	if err != nil {
+		log.Error("node did not start", "err", err)
+		return 1
+	}
+	<-ctx.Done()
+	stop()
+	log.Info("signal received, shutting down")
+	if err := n.Close(context.Background()); err != nil {
+		log.Error("shutdown was not clean", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,303 @@
+// Package config defines every setting a Shoal node reads, where it comes
+// from (flag, environment, .env file, default) and how it is validated.
+//
+// The table in Settings is the single definition: `shoal serve --help`, the
+// README's configuration table and the tests that check docker-compose.yml
+// all read it, so a key that nothing reads cannot be set by mistake.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/joho/godotenv"
+)
+
+// Config is the resolved configuration of one node.
+type Config struct {
+	NodeID         string
+	HTTPAddr       string
+	DataDir        string
+	MongoURI       string
+	MongoDB        string
+	AuthSecret     string
+	Insecure       bool
+	PartitionCount int
+	MaxBodyBytes   int64
+	DocCacheBytes  int64
+	ShutdownGrace  time.Duration
+	LogLevel       string
+}
+
+// Setting is one configuration key: its environment name, its flag name
+// (the key in lower case with dashes), default and meaning.
+type Setting struct {
+	Key     string
+	Default string
+	Help    string
+	// Secret settings are never printed with their value.
+	Secret bool
+	set    func(c *Config, v string) error
+}
+
+// Flag is the command-line flag that carries the same meaning as Key.
+func (s Setting) Flag() string { return strings.ToLower(strings.ReplaceAll(s.Key, "_", "-")) }
+
+// Settings lists every key `shoal serve` reads, in the order --help shows them.
+var Settings = []Setting{
+	{Key: "NODE_ID", Default: "", Help: "this node's id; must match its entry in the peer list (default: the host name)",
+		set: func(c *Config, v string) error { c.NodeID = v; return nil }},
+	{Key: "HTTP_ADDR", Default: ":8080", Help: "address the REST API listens on",
+		set: func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
+	{Key: "DATA_DIR", Default: "./data", Help: "directory for the embedded store's files (used when MONGO_URI is unset)",
+		set: func(c *Config, v string) error { c.DataDir = v; return nil }},
+	{Key: "MONGO_URI", Default: "", Help: "MongoDB to store documents in; unset: an embedded store (FerretDB on SQLite) under DATA_DIR", Secret: true,
+		set: func(c *Config, v string) error { c.MongoURI = v; return nil }},
+	{Key: "MONGO_DB", Default: "shoal", Help: "database name inside that MongoDB",
+		set: func(c *Config, v string) error { c.MongoDB = v; return nil }},
+	{Key: "AUTH_SECRET", Default: "", Help: "HMAC secret that signs client tokens (HS256 JWT); required unless --insecure", Secret: true,
+		set: func(c *Config, v string) error { c.AuthSecret = v; return nil }},
+	{Key: "INSECURE", Default: "false", Help: "accept every request as admin without a token (development only; logs a warning)",
+		set: func(c *Config, v string) error { return parseBool(&c.Insecure, v) }},
+	{Key: "PARTITION_COUNT", Default: "271", Help: "number of partitions users are hashed into; stored on first start and fixed for the life of the data",
+		set: func(c *Config, v string) error { return parseInt(&c.PartitionCount, v) }},
+	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413)",
+		set: func(c *Config, v string) error { return parseInt64(&c.MaxBodyBytes, v) }},
+	{Key: "DOC_CACHE_BYTES", Default: "67108864", Help: "memory for the write-through document cache, in bytes (0 disables it)",
+		set: func(c *Config, v string) error { return parseInt64(&c.DocCacheBytes, v) }},
+	{Key: "SHUTDOWN_GRACE", Default: "15s", Help: "how long SIGINT/SIGTERM waits for in-flight requests before closing them",
+		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownGrace, v) }},
+	{Key: "LOG_LEVEL", Default: "info", Help: "debug, info, warn or error",
+		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(v); return nil }},
+}
+
+// Keys returns every configuration key, sorted.
+func Keys() []string {
+	keys := make([]string, 0, len(Settings))
+	for _, s := range Settings {
+		keys = append(keys, s.Key)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Lookup returns the setting named key.
+func Lookup(key string) (Setting, bool) {
+	for _, s := range Settings {
+		if s.Key == key {
+			return s, true
+		}
+	}
+	return Setting{}, false
+}
+
+// Defaults returns the configuration with every default applied.
+func Defaults() Config {
+	var c Config
+	for _, s := range Settings {
+		if err := s.set(&c, s.Default); err != nil {
+			panic(fmt.Sprintf("config: default of %s: %v", s.Key, err))
+		}
+	}
+	return c
+}
+
+// Source says where values come from. Env is the process environment
+// (os.LookupEnv in production); DotEnv is the path of an optional .env file.
+type Source struct {
+	Env    func(key string) (string, bool)
+	DotEnv string
+}
+
+// OSSource reads the process environment and ./.env.
+func OSSource() Source { return Source{Env: os.LookupEnv, DotEnv: ".env"} }
+
+// FlagSet registers one flag per setting on fs and returns a function that,
+// after fs.Parse, resolves the configuration: flag, then environment, then
+// the .env file, then the default.
+func FlagSet(fs *flag.FlagSet, src Source) func() (Config, error) {
+	values := make(map[string]*flagValue, len(Settings))
+	for _, s := range Settings {
+		v := &flagValue{isBool: s.Default == "true" || s.Default == "false"}
+		values[s.Key] = v
+		fs.Var(v, s.Flag(), s.Help+" ("+s.Key+")")
+	}
+	return func() (Config, error) {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		dot, err := readDotEnv(src.DotEnv)
+		if err != nil {
+			return Config{}, err
+		}
+		var c Config
+		for _, s := range Settings {
+			v, from := s.Default, "default"
+			if dv, ok := dot[s.Key]; ok {
+				v, from = dv, src.DotEnv
+			}
+			if src.Env != nil {
+				if ev, ok := src.Env(s.Key); ok {
+					v, from = ev, "environment"
+				}
+			}
+			if set[s.Flag()] {
+				v, from = values[s.Key].value, "--"+s.Flag()
+			}
+			if err := s.set(&c, v); err != nil {
+				return Config{}, fmt.Errorf("%s (from %s): %w", s.Key, from, err)
+			}
+		}
+		if c.NodeID == "" {
+			host, err := os.Hostname()
+			if err != nil || host == "" {
+				host = "node"
+			}
+			c.NodeID = host
+		}
+		return c, c.Validate()
+	}
+}
+
+// readDotEnv reads an optional .env file and refuses keys Shoal does not read,
+// so that an operator never believes a misspelt setting took effect.
+func readDotEnv(path string) (map[string]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	defer f.Close()
+	m, err := godotenv.Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	for k := range m {
+		if _, ok := Lookup(k); !ok {
+			return nil, fmt.Errorf("%s sets %s, which Shoal does not read; known keys: %s", path, k, strings.Join(Keys(), ", "))
+		}
+	}
+	return m, nil
+}
+
+// Validate explains the first thing wrong with c.
+func (c Config) Validate() error {
+	switch {
+	case c.AuthSecret == "" && !c.Insecure:
+		return errors.New("AUTH_SECRET is empty: set it (e.g. AUTH_SECRET=$(openssl rand -hex 32)) or pass --insecure for development")
+	case c.AuthSecret != "" && len(c.AuthSecret) < 16:
+		return errors.New("AUTH_SECRET is shorter than 16 bytes: use a long random value")
+	case c.PartitionCount < 1 || c.PartitionCount > 65536:
+		return fmt.Errorf("PARTITION_COUNT %d is out of range: use 1..65536 (default 271)", c.PartitionCount)
+	case c.MaxBodyBytes < 1024:
+		return fmt.Errorf("MAX_BODY_BYTES %d is too small: use at least 1024", c.MaxBodyBytes)
+	case c.DocCacheBytes < 0:
+		return fmt.Errorf("DOC_CACHE_BYTES %d is negative", c.DocCacheBytes)
+	case c.MongoURI == "" && c.DataDir == "":
+		return errors.New("DATA_DIR is empty and MONGO_URI is unset: the embedded store needs a directory")
+	case c.MongoDB == "":
+		return errors.New("MONGO_DB is empty")
+	case c.HTTPAddr == "":
+		return errors.New("HTTP_ADDR is empty")
+	case c.ShutdownGrace <= 0:
+		return errors.New("SHUTDOWN_GRACE must be positive")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("LOG_LEVEL %q: use debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// PrintUsage writes a --help text that lists every key with its flag,
+// default and meaning.
+func PrintUsage(w io.Writer) {
+	fmt.Fprintln(w, "Settings (flag, else environment variable, else .env in the working directory, else default):")
+	fmt.Fprintln(w)
+	for _, s := range Settings {
+		def := s.Default
+		if def == "" {
+			def = "(unset)"
+		}
+		fmt.Fprintf(w, "  --%-18s %-16s default %s\n", s.Flag(), s.Key, def)
+		fmt.Fprintf(w, "      %s\n", s.Help)
+	}
+}
+
+// flagValue holds a flag's text until the configuration is resolved; boolean
+// settings accept a bare --flag.
+type flagValue struct {
+	value  string
+	isBool bool
+}
+
+func (f *flagValue) String() string     { return f.value }
+func (f *flagValue) Set(v string) error { f.value = v; return nil }
+func (f *flagValue) IsBoolFlag() bool   { return f.isBool }
+
+func parseBool(dst *bool, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	*dst = b
+	return nil
+}
+
+func parseInt(dst *int, v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", v)
+	}
+	*dst = n
+	return nil
+}
+
+func parseInt64(dst *int64, v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", v)
+	}
+	*dst = n
+	return nil
+}
+
+func parseDuration(dst *time.Duration, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like 10s or 1m", v)
+	}
+	*dst = d
+	return nil
+}
+
+// AuthSecret reads AUTH_SECRET the way `shoal serve` does (environment, then
+// .env), for commands that sign tokens.
+func AuthSecret(src Source) (string, error) {
+	dot, err := readDotEnv(src.DotEnv)
+	if err != nil {
+		return "", err
+	}
+	v := dot["AUTH_SECRET"]
+	if src.Env != nil {
+		if ev, ok := src.Env("AUTH_SECRET"); ok {
+			v = ev
+		}
+	}
+	if v == "" {
+		return "", errors.New("AUTH_SECRET is not set in the environment or .env (or pass --auth-secret)")
+	}
+	return v, nil
+}

@@ -1,0 +1,216 @@
+// Package store is everything that touches MongoDB: opening the node's own
+// database (an embedded FerretDB on SQLite when no MONGO_URI is given), the
+// document records of each partition, the cluster metadata, and the ordered
+// per-partition writer that commits concurrent writes together.
+//
+// It imports no other Shoal package. Atomicity never relies on the store (the
+// embedded one does not make conditional updates atomic): every change to a
+// partition goes through that partition's single writer goroutine.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Options says which MongoDB to use.
+type Options struct {
+	// URI of a MongoDB; empty starts an embedded FerretDB under DataDir.
+	URI string
+	// Database is the database name inside it.
+	Database string
+	// DataDir holds the embedded store's SQLite files.
+	DataDir string
+	// Logger receives the store's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Observe, if set, is called after every store operation with its name
+	// and duration (for metrics).
+	Observe func(op string, d time.Duration, err error)
+}
+
+// Store is one node's database.
+type Store struct {
+	client   *mongo.Client
+	db       *mongo.Database
+	embedded bool
+	uri      string
+	log      *slog.Logger
+	observe  func(op string, d time.Duration, err error)
+
+	// writeSlots bounds concurrent write commands. SQLite has one writer at
+	// a time and a 10 s busy timeout, so the embedded store gets one slot:
+	// waiting happens here, with no deadline of its own, and partitions
+	// queue more changes into their next batch meanwhile.
+	writeSlots chan struct{}
+
+	stopEmbedded context.CancelFunc
+	embeddedDone chan struct{}
+	closeOnce    sync.Once
+}
+
+// ErrUnavailable wraps failures to reach the store.
+var ErrUnavailable = errors.New("store unavailable")
+
+// Open connects to the store and checks it answers.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Database == "" {
+		return nil, errors.New("store: database name is empty")
+	}
+	s := &Store{log: o.Logger, observe: o.Observe, uri: o.URI}
+	if s.observe == nil {
+		s.observe = func(string, time.Duration, error) {}
+	}
+	slots := 16
+	if o.URI == "" {
+		uri, err := s.startEmbedded(o.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		s.uri, s.embedded, slots = uri, true, 1
+	}
+	s.writeSlots = make(chan struct{}, slots)
+	client, err := mongo.Connect(options.Client().ApplyURI(s.uri).
+		SetMaxPoolSize(128).
+		SetServerSelectionTimeout(10 * time.Second).
+		SetAppName("shoal"))
+	if err != nil {
+		s.Close(ctx)
+		return nil, fmt.Errorf("store: connecting to %s: %w", redact(s.uri), err)
+	}
+	s.client = client
+	s.db = client.Database(o.Database)
+	if err := s.Ping(ctx); err != nil {
+		s.Close(ctx)
+		return nil, fmt.Errorf("store: %s does not answer: %w", redact(s.uri), err)
+	}
+	return s, nil
+}
+
+func (s *Store) startEmbedded(dir string) (string, error) {
+	dir = filepath.Join(dir, "store")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("store: creating %s: %w", dir, err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
+		Handler:   "sqlite",
+		SQLiteURL: "file:" + abs + "/",
+		// FerretDB logs every command it does not know at warn level
+		// (the driver's endSessions, for one); only its errors matter here.
+		Logger: slog.New(errorsOnly{s.log.With("component", "ferretdb").Handler()}),
+	})
+	if err != nil {
+		return "", fmt.Errorf("store: starting the embedded store in %s: %w", abs, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopEmbedded = cancel
+	s.embeddedDone = make(chan struct{})
+	go func() {
+		defer close(s.embeddedDone)
+		if err := f.Run(ctx); err != nil {
+			s.log.Error("embedded store stopped", "err", err)
+		}
+	}()
+	return f.MongoDBURI(), nil
+}
+
+// Embedded reports whether the store is the in-process FerretDB.
+func (s *Store) Embedded() bool { return s.embedded }
+
+// Database gives direct access for benchmarks that measure the raw store.
+func (s *Store) Database() *mongo.Database { return s.db }
+
+// Ping checks that the store answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.client.Ping(ctx, nil); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Close disconnects and stops the embedded store, if any.
+func (s *Store) Close(ctx context.Context) error {
+	var err error
+	s.closeOnce.Do(func() {
+		if s.client != nil {
+			err = s.client.Disconnect(ctx)
+		}
+		if s.stopEmbedded != nil {
+			s.stopEmbedded()
+			<-s.embeddedDone
+		}
+	})
+	return err
+}
+
+// acquireWrite takes a write slot, waiting as long as ctx allows.
+func (s *Store) acquireWrite(ctx context.Context) error {
+	select {
+	case s.writeSlots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Store) releaseWrite() { <-s.writeSlots }
+
+// timed runs fn and reports its duration to the observer.
+func (s *Store) timed(op string, fn func() error) error {
+	start := time.Now()
+	err := fn()
+	s.observe(op, time.Since(start), err)
+	return err
+}
+
+// transient reports whether err is worth retrying: the store was busy or a
+// connection dropped.
+func transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
+}
+
+// redact hides credentials in a MongoDB URI for logs and errors.
+func redact(uri string) string {
+	at := strings.LastIndex(uri, "@")
+	scheme := strings.Index(uri, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return uri
+	}
+	return uri[:scheme+3] + "***" + uri[at:]
+}
+
+// errorsOnly passes only error records to the wrapped handler.
+type errorsOnly struct{ slog.Handler }
+
+func (h errorsOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelError && h.Handler.Enabled(ctx, l)
+}
+func (h errorsOnly) WithAttrs(a []slog.Attr) slog.Handler { return errorsOnly{h.Handler.WithAttrs(a)} }
+func (h errorsOnly) WithGroup(n string) slog.Handler      { return errorsOnly{h.Handler.WithGroup(n)} }

@@ -1,0 +1,408 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Next is the state a Mutation asks for.
+type Next struct {
+	Body   map[string]any // the new body (ignored when Delete)
+	Delete bool           // leave a tombstone
+	Size   int            // approximate encoded size of Body, for the cache budget
+}
+
+// Mutation computes the next state of a document from its current state:
+// cur is nil when the store holds no record of it, and a tombstone
+// (cur.Deleted) when it was deleted. It runs on the partition's writer
+// goroutine, one at a time, so its check and its change are atomic; it must
+// not block or do I/O. Returning an error leaves the document unchanged and
+// hands the error to the caller.
+type Mutation func(cur *Doc) (Next, error)
+
+// Op is one change to one document.
+type Op struct {
+	Partition      int
+	User, Coll, ID string
+	// Fresh says the id was generated for this request, so the store cannot
+	// hold it yet and no lookup is needed.
+	Fresh  bool
+	Mutate Mutation
+}
+
+// Result is the outcome of an Op: the committed state, or an error.
+type Result struct {
+	Doc *Doc
+	Err error
+}
+
+// ErrClosed is returned for work submitted after Close.
+var ErrClosed = errors.New("the node is shutting down")
+
+// WriterOptions tunes a Writer.
+type WriterOptions struct {
+	// CacheBytes bounds the write-through document cache (0 disables it).
+	CacheBytes int64
+	// MaxBatch bounds how many changes one commit carries (default 256).
+	MaxBatch int
+	// Epoch is the epoch new positions carry (default 1).
+	Epoch uint64
+	// ObserveBatch, if set, is told the size and duration of every commit.
+	ObserveBatch func(changes int, d time.Duration)
+	Logger       *slog.Logger
+}
+
+// Writer owns every change to the documents of a node: one ordered writer
+// goroutine per partition, started on first use. Each writer takes what has
+// queued up while its previous commit ran, applies the mutations in order
+// against the current states (from the cache, else the store), assigns each
+// change the next position, and commits them all in one bulk write (group
+// commit). Callers are answered only after their change is committed.
+type Writer struct {
+	store    *Store
+	cache    *cache
+	log      *slog.Logger
+	opts     WriterOptions
+	parts    []*partition
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	closeMu  sync.RWMutex
+	closed   bool
+	stopping chan struct{}
+}
+
+type partition struct {
+	id    int
+	start sync.Once
+	queue chan *request
+	// commits is odd while a commit is being written and grows by two per
+	// commit: a reader that saw the same even value before and after its
+	// store read knows no commit overlapped it.
+	commits atomic.Uint64
+	mu      sync.Mutex
+	last    Position // newest committed position
+	loaded  bool     // last has been read from the store
+}
+
+type request struct {
+	ops     []Op
+	results []Result
+	done    chan struct{}
+}
+
+// NewWriter creates the writer for a store with partitions partitions.
+func NewWriter(s *Store, partitions int, o WriterOptions) *Writer {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.Epoch == 0 {
+		o.Epoch = 1
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Writer{store: s, cache: newCache(o.CacheBytes), log: o.Logger, opts: o,
+		parts: make([]*partition, partitions), ctx: ctx, cancel: cancel, stopping: make(chan struct{})}
+	for i := range w.parts {
+		w.parts[i] = &partition{id: i, queue: make(chan *request, 1024)}
+	}
+	return w
+}
+
+// Do applies one op and waits for its commit. If ctx ends first, Do returns
+// ctx's error and the op may still be committed.
+func (w *Writer) Do(ctx context.Context, op Op) Result {
+	return w.DoAll(ctx, []Op{op})[0]
+}
+
+// DoAll applies ops, which must all be of one partition, in order and in one
+// commit.
+func (w *Writer) DoAll(ctx context.Context, ops []Op) []Result {
+	results := make([]Result, len(ops))
+	if len(ops) == 0 {
+		return results
+	}
+	fail := func(err error) []Result {
+		for i := range results {
+			results[i].Err = err
+		}
+		return results
+	}
+	p := w.parts[ops[0].Partition]
+	for _, op := range ops {
+		if op.Partition != p.id {
+			return fail(fmt.Errorf("store: DoAll mixes partitions %d and %d", p.id, op.Partition))
+		}
+	}
+	req := &request{ops: ops, results: results, done: make(chan struct{})}
+	w.closeMu.RLock()
+	if w.closed {
+		w.closeMu.RUnlock()
+		return fail(ErrClosed)
+	}
+	p.start.Do(func() {
+		w.wg.Add(1)
+		go w.run(p)
+	})
+	select {
+	case p.queue <- req:
+	case <-ctx.Done():
+		w.closeMu.RUnlock()
+		return fail(ctx.Err())
+	}
+	w.closeMu.RUnlock()
+	select {
+	case <-req.done:
+		return req.results
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+}
+
+// Get reads the current state of a document: from the cache, else from the
+// store (and then caches it, unless a commit to the partition overlapped the
+// read). It returns ErrNotFound when there is no record; a tombstone is
+// returned as a Doc with Deleted set.
+func (w *Writer) Get(ctx context.Context, partition int, key string) (*Doc, error) {
+	if d, ok := w.cache.get(key); ok {
+		if d == nil {
+			return nil, ErrNotFound
+		}
+		return d, nil
+	}
+	p := w.parts[partition]
+	before := p.commits.Load()
+	d, err := w.store.Get(ctx, partition, key)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	if before%2 == 0 {
+		w.cache.fill(key, d, func() bool { return p.commits.Load() == before })
+	}
+	return d, err
+}
+
+// Position returns the newest committed position of a partition (zero until
+// the partition's writer has started).
+func (w *Writer) Position(partition int) Position {
+	p := w.parts[partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+// Close stops taking work, commits what is queued, and waits for every
+// partition writer to finish, or for ctx to end (then in-flight commits are
+// abandoned).
+func (w *Writer) Close(ctx context.Context) error {
+	w.closeMu.Lock()
+	if w.closed {
+		w.closeMu.Unlock()
+		return nil
+	}
+	w.closed = true
+	close(w.stopping)
+	w.closeMu.Unlock()
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		w.cancel()
+		return nil
+	case <-ctx.Done():
+		w.cancel()
+		<-done
+		return fmt.Errorf("store: writers did not finish in time: %w", ctx.Err())
+	}
+}
+
+func (w *Writer) run(p *partition) {
+	defer w.wg.Done()
+	for {
+		var first *request
+		select {
+		case first = <-p.queue:
+		case <-w.stopping:
+			// No more requests can arrive: commit what is queued, then stop.
+			for {
+				select {
+				case r := <-p.queue:
+					w.process(p, w.collect(p, r))
+				default:
+					return
+				}
+			}
+		}
+		w.process(p, w.collect(p, first))
+	}
+}
+
+// collect takes first and whatever else is already queued, up to MaxBatch ops.
+func (w *Writer) collect(p *partition, first *request) []*request {
+	batch := []*request{first}
+	n := len(first.ops)
+	for n < w.opts.MaxBatch {
+		select {
+		case r := <-p.queue:
+			batch = append(batch, r)
+			n += len(r.ops)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// staged is the state of one key within a batch.
+type staged struct {
+	doc    *Doc
+	insert bool // the store holds no record of the key before this batch
+}
+
+func (w *Writer) process(p *partition, batch []*request) {
+	defer func() {
+		for _, r := range batch {
+			close(r.done)
+		}
+	}()
+	failAll := func(err error) {
+		for _, r := range batch {
+			for i := range r.results {
+				r.results[i].Err = err
+			}
+		}
+	}
+	if err := w.load(p); err != nil {
+		failAll(err)
+		return
+	}
+	start := time.Now()
+	states := map[string]*staged{}
+	var keys []string // in order of each key's first change
+	type applied struct {
+		r   *request
+		i   int
+		key string
+	}
+	var changed []applied
+	pos := p.last
+	if pos.Epoch < w.opts.Epoch {
+		pos.Epoch = w.opts.Epoch
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, r := range batch {
+		for i, op := range r.ops {
+			key := DocKey(op.User, op.Coll, op.ID)
+			st, ok := states[key]
+			if !ok {
+				cur, err := w.current(p, key, op.Fresh)
+				if err != nil {
+					r.results[i].Err = err
+					continue
+				}
+				st = &staged{doc: cur, insert: cur == nil}
+			}
+			next, err := op.Mutate(st.doc)
+			if err != nil {
+				r.results[i].Err = err
+				continue
+			}
+			version := int64(1)
+			if st.doc != nil {
+				version = st.doc.Version + 1
+			}
+			pos.Seq++
+			d := &Doc{Key: key, User: op.User, Coll: op.Coll, ID: op.ID, Version: version,
+				Pos: pos, Deleted: next.Delete, Updated: now, Size: next.Size}
+			if !next.Delete {
+				d.Body = next.Body
+			}
+			if !ok {
+				states[key] = st
+				keys = append(keys, key)
+			}
+			st.doc = d
+			changed = append(changed, applied{r, i, key})
+			r.results[i].Doc = d
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	writes := make([]write, 0, len(keys))
+	for _, k := range keys {
+		writes = append(writes, write{doc: states[k].doc, insert: states[k].insert})
+	}
+	// Keys were collected in order of first change; positions must be
+	// committed in order so that a prefix of the bulk write is a prefix of
+	// the history. Sort by each key's final position.
+	slices.SortFunc(writes, func(a, b write) int { return a.doc.Pos.Compare(b.doc.Pos) })
+	p.commits.Add(1)
+	err := w.store.commit(w.ctx, p.id, writes)
+	if err != nil {
+		for _, k := range keys {
+			w.cache.forget(k)
+		}
+	} else {
+		for _, wr := range writes {
+			w.cache.put(wr.doc.Key, wr.doc)
+		}
+	}
+	p.commits.Add(1)
+	if err != nil {
+		w.log.Error("commit failed", "partition", p.id, "changes", len(changed), "err", err)
+		for _, a := range changed {
+			a.r.results[a.i] = Result{Err: err}
+		}
+		// Positions handed out in this batch are never reused: a partial
+		// commit may have stored some of them.
+		p.mu.Lock()
+		p.last = Position{Epoch: pos.Epoch, Seq: pos.Seq}
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Lock()
+	p.last = pos
+	p.mu.Unlock()
+	if w.opts.ObserveBatch != nil {
+		w.opts.ObserveBatch(len(changed), time.Since(start))
+	}
+}
+
+// load reads the partition's newest position on first use.
+func (w *Writer) load(p *partition) error {
+	if p.loaded {
+		return nil
+	}
+	last, err := w.store.LastPosition(w.ctx, p.id)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.last, p.loaded = last, true
+	p.mu.Unlock()
+	return nil
+}
+
+// current is the state of key before this batch, as the writer sees it.
+func (w *Writer) current(p *partition, key string, fresh bool) (*Doc, error) {
+	if fresh {
+		return nil, nil
+	}
+	if d, ok := w.cache.get(key); ok {
+		return d, nil
+	}
+	d, err := w.store.Get(w.ctx, p.id, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return d, err
+}
