@@ -51,7 +51,7 @@ var (
 
 // cursorBinding hashes the sort and the filter text a cursor is valid for.
 func cursorBinding(s Sort, filterText string) [bindingSize]byte {
-	spec := s.String()
+	spec := s.spec()
 	h := sha256.New()
 	io.WriteString(h, "shoal/query cursor binding v1\x00")
 	h.Write(binary.AppendUvarint(nil, uint64(len(spec))))

@@ -60,15 +60,17 @@ func Page(docs []map[string]any, req PageRequest) (page []map[string]any, next s
 	}
 
 	var entries []entry
+	vals := make([]any, len(keys))
 	for _, d := range docs {
 		if !req.Filter.Match(d) {
 			continue
 		}
-		vals := sortValues(d, keys)
+		sortValues(vals, d, keys)
 		if after != nil && compareValues(keys, vals, after) <= 0 {
-			continue
+			continue // vals is reused for the next document
 		}
 		entries = append(entries, entry{doc: d, vals: vals})
+		vals = make([]any, len(keys))
 	}
 	compare := func(a, b entry) int { return compareValues(keys, a.vals, b.vals) }
 	more := len(entries) > req.Limit

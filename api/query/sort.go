@@ -12,7 +12,8 @@ const maxSortFields = 3
 // unless _id is itself one of the fields. The zero Sort orders by _id
 // ascending.
 type Sort struct {
-	keys []sortKey // the complete key list including _id; empty for the zero Sort
+	keys       []sortKey // the complete key list including _id; empty for the zero Sort
+	implicitID bool      // the last key is the _id tie-break added by ParseSort
 }
 
 // sortKey is one field of a sort.
@@ -77,14 +78,28 @@ func ParseSort(raw string) (Sort, error) {
 	if !hasID {
 		keys = append(keys, idSortKey)
 	}
-	return Sort{keys: keys}, nil
+	return Sort{keys: keys, implicitID: !hasID}, nil
 }
 
-// String returns the canonical form of s, including the final _id key:
-// for example "a,-b.c,_id". ParseSort(s.String()) is equivalent to s.
+// String returns the canonical form of the fields named in s, such as
+// "a,-b.c" ("" for the zero Sort). ParseSort(s.String()) is equivalent to s.
 func (s Sort) String() string {
+	keys := s.keys
+	if s.implicitID {
+		keys = keys[:len(keys)-1]
+	}
+	return joinKeys(keys)
+}
+
+// spec returns the canonical form of the complete key list, including the
+// _id tie-break, such as "a,-b.c,_id". Equivalent sorts have the same spec.
+func (s Sort) spec() string {
+	return joinKeys(s.keyList())
+}
+
+func joinKeys(keys []sortKey) string {
 	var b strings.Builder
-	for i, k := range s.keyList() {
+	for i, k := range keys {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -118,13 +133,11 @@ func (k sortKey) compare(x, y any) int {
 	return c
 }
 
-// values returns the values of doc for each key (nil when missing).
-func sortValues(doc map[string]any, keys []sortKey) []any {
-	vals := make([]any, len(keys))
+// sortValues sets vals[i] to the value of doc for keys[i] (nil when missing).
+func sortValues(vals []any, doc map[string]any, keys []sortKey) {
 	for i, k := range keys {
 		vals[i], _ = resolve(doc, k.path)
 	}
-	return vals
 }
 
 // compareValues compares two lists of sort values in sort order.

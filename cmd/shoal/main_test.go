@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as the shoal binary when SHOAL_RUN_MAIN is set, so
+// tests can run real `shoal` processes without building one.
+func TestMain(m *testing.M) {
+	if os.Getenv("SHOAL_RUN_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func shoalCmd(t *testing.T, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "SHOAL_RUN_MAIN=1")
+	cmd.Dir = t.TempDir()
+	return cmd
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestServeStopsCleanlyOnSIGTERM(t *testing.T) {
+	addr := freePort(t)
+	dir := t.TempDir()
+	cmd := shoalCmd(t, "serve", "--http-addr", addr, "--data-dir", dir, "--node-id", "sig")
+	cmd.Env = append(cmd.Env, "AUTH_SECRET=0123456789abcdef0123")
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node not ready in time; logs:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling an external process: nothing to wait on
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("shoal serve exited with %v after SIGTERM; logs:\n%s", err, logs.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("shoal serve did not exit after SIGTERM; logs:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "node stopped") {
+		t.Fatalf("no clean stop in logs:\n%s", logs.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "store")); err != nil {
+		t.Fatalf("no store files under DATA_DIR: %v", err)
+	}
+}
+
+func TestServeRefusesToStartWithoutSecret(t *testing.T) {
+	cmd := shoalCmd(t, "serve", "--http-addr", "127.0.0.1:0")
+	cmd.Env = append(cmd.Env, "AUTH_SECRET=")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "AUTH_SECRET is empty") {
+		t.Fatalf("started without a secret or unclear error: %v\n%s", err, out)
+	}
+}
+
+func TestServeHelpListsSettings(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"serve", "--help"}, &out, &out); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, k := range []string{"NODE_ID", "HTTP_ADDR", "DATA_DIR", "MONGO_URI", "MONGO_DB", "AUTH_SECRET", "PARTITION_COUNT", "MAX_BODY_BYTES", "default :8080", "default 271"} {
+		if !strings.Contains(out.String(), k) {
+			t.Errorf("serve --help lacks %q", k)
+		}
+	}
+}
+
+func TestTokenCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"token", "--user", "alice", "--auth-secret", "0123456789abcdef"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if parts := strings.Split(strings.TrimSpace(out.String()), "."); len(parts) != 3 {
+		t.Fatalf("not a JWT: %q", out.String())
+	}
+	errb.Reset()
+	if code := run([]string{"token", "--user", "bad name", "--auth-secret", "0123456789abcdef"}, &out, &errb); code == 0 {
+		t.Fatal("minted a token for an invalid user name")
+	}
+}

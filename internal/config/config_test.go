@@ -1,0 +1,90 @@
+package config
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func resolve(t *testing.T, args []string, env map[string]string, dotenv string) (Config, error) {
+	t.Helper()
+	src := Source{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	if dotenv != "" {
+		src.DotEnv = filepath.Join(t.TempDir(), ".env")
+		if err := os.WriteFile(src.DotEnv, []byte(dotenv), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	get := FlagSet(fs, src)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return get()
+}
+
+func TestPrecedenceFlagEnvDotEnvDefault(t *testing.T) {
+	c, err := resolve(t, []string{"--http-addr", ":1"},
+		map[string]string{"HTTP_ADDR": ":2", "MONGO_DB": "fromenv", "AUTH_SECRET": "0123456789abcdef"},
+		"HTTP_ADDR=:3\nMONGO_DB=fromdotenv\nDATA_DIR=/from/dotenv\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != ":1" || c.MongoDB != "fromenv" || c.DataDir != "/from/dotenv" || c.PartitionCount != 271 {
+		t.Fatalf("resolved %+v", c)
+	}
+}
+
+func TestInsecureIsABareSwitch(t *testing.T) {
+	c, err := resolve(t, []string{"--insecure"}, nil, "")
+	if err != nil || !c.Insecure {
+		t.Fatalf("--insecure: %v %+v", err, c)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		env    map[string]string
+		dotenv string
+		want   string
+	}{
+		{"no secret", nil, nil, "", "AUTH_SECRET is empty"},
+		{"short secret", nil, map[string]string{"AUTH_SECRET": "short"}, "", "shorter than 16"},
+		{"unknown .env key", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef"}, "AUTH_SECRT=oops\n", "AUTH_SECRT, which Shoal does not read"},
+		{"bad number", []string{"--partition-count", "many"}, map[string]string{"AUTH_SECRET": "0123456789abcdef"}, "", "PARTITION_COUNT (from --partition-count)"},
+		{"zero partitions", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "PARTITION_COUNT": "0"}, "", "PARTITION_COUNT 0 is out of range"},
+		{"bad duration", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "SHUTDOWN_GRACE": "soon"}, "", "not a duration"},
+		{"bad level", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "LOG_LEVEL": "loud"}, "", "LOG_LEVEL"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := resolve(t, c.args, c.env, c.dotenv)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestUsageListsEveryKey(t *testing.T) {
+	var b bytes.Buffer
+	PrintUsage(&b)
+	for _, s := range Settings {
+		if !strings.Contains(b.String(), s.Key) || !strings.Contains(b.String(), "--"+s.Flag()) {
+			t.Errorf("usage lacks %s", s.Key)
+		}
+	}
+}
+
+func TestDefaultsAreValidWithASecret(t *testing.T) {
+	c := Defaults()
+	c.AuthSecret = "0123456789abcdef"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

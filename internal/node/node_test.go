@@ -1,0 +1,79 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/shoal-db/shoal/internal/node"
+	"github.com/shoal-db/shoal/internal/testnode"
+	"github.com/shoal-db/shoal/store"
+)
+
+func TestRestartKeepsDataAndPositions(t *testing.T) {
+	cfg := testnode.Config(t.TempDir())
+	n := testnode.Start(t, cfg)
+	c := n.Client(testnode.Token(t, "ida"))
+	path := "/v1/users/ida/collections/c/documents/"
+	for _, id := range []string{"a", "b", "c"} {
+		if r := c.Do("PUT", path+id, `{"v":"`+id+`"}`); r.Status != 201 {
+			t.Fatalf("PUT: %d %s", r.Status, r.Body)
+		}
+	}
+	if r := c.Do("DELETE", path+"b", nil); r.Status != 204 {
+		t.Fatalf("DELETE: %d", r.Status)
+	}
+	last := c.Do("PUT", path+"c", `{"v":"c2"}`).Header.Get("X-Consistency-Token")
+	n.Stop()
+
+	n2 := testnode.Start(t, cfg)
+	c2 := n2.Client(testnode.Token(t, "ida"))
+	if r := c2.Do("GET", path+"a", nil); r.Status != 200 || r.JSON(t)["v"] != "a" {
+		t.Fatalf("after restart a: %d %s", r.Status, r.Body)
+	}
+	if r := c2.Do("GET", path+"b", nil); r.Status != 404 {
+		t.Fatalf("after restart deleted b: %d", r.Status)
+	}
+	r := c2.Do("GET", path+"c", nil)
+	if r.Status != 200 || r.JSON(t)["_version"] != float64(2) {
+		t.Fatalf("after restart c: %d %s", r.Status, r.Body)
+	}
+	next := c2.Do("PUT", path+"d", `{}`).Header.Get("X-Consistency-Token")
+	if !positionAfter(next, last) {
+		t.Fatalf("position after restart %s is not after %s: positions must only grow", next, last)
+	}
+}
+
+// positionAfter compares two consistency tokens "partition:epoch.seq" of one partition.
+func positionAfter(a, b string) bool {
+	pa, sa, _ := strings.Cut(a, ":")
+	pb, sb, _ := strings.Cut(b, ":")
+	if pa != pb {
+		return false
+	}
+	var ea, qa, eb, qb int
+	if _, err := fmt.Sscanf(sa, "%d.%d", &ea, &qa); err != nil {
+		return false
+	}
+	if _, err := fmt.Sscanf(sb, "%d.%d", &eb, &qb); err != nil {
+		return false
+	}
+	return ea > eb || (ea == eb && qa > qb)
+}
+
+func TestPartitionCountChangeIsRefused(t *testing.T) {
+	cfg := testnode.Config(t.TempDir())
+	testnode.Start(t, cfg).Stop()
+	cfg.PartitionCount = 64
+	n, err := node.Start(context.Background(), cfg, testnode.Logger(t))
+	if err == nil {
+		n.Close(context.Background())
+		t.Fatal("a node started on a store created with another partition count")
+	}
+	if !errors.Is(err, store.ErrPartitionCountMismatch) || !strings.Contains(err.Error(), "PARTITION_COUNT=271") {
+		t.Fatalf("error does not say what to do: %v", err)
+	}
+	t.Logf("refused with: %v", err)
+}

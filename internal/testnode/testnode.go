@@ -1,0 +1,192 @@
+// Package testnode starts real Shoal nodes for tests: each with its own
+// embedded store in a temporary directory, serving real HTTP on loopback.
+package testnode
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/internal/config"
+	"github.com/shoal-db/shoal/internal/node"
+)
+
+// Secret is the AUTH_SECRET of every test node.
+const Secret = "test-secret-0123456789abcdef"
+
+// Node is a running node under test.
+type Node struct {
+	*node.Node
+	Config config.Config
+	t      testing.TB
+	closed bool
+}
+
+// Config returns a configuration for a node on loopback with its data under
+// dir.
+func Config(dir string) config.Config {
+	c := config.Defaults()
+	c.NodeID = "test-node"
+	c.HTTPAddr = "127.0.0.1:0"
+	c.DataDir = dir
+	c.AuthSecret = Secret
+	return c
+}
+
+// Start starts a node with cfg and stops it when the test ends.
+func Start(t testing.TB, cfg config.Config) *Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, cfg, Logger(t))
+	if err != nil {
+		t.Fatalf("starting node: %v", err)
+	}
+	tn := &Node{Node: n, Config: cfg, t: t}
+	t.Cleanup(tn.Stop)
+	return tn
+}
+
+// StartNew starts a node on a fresh temporary directory.
+func StartNew(t testing.TB) *Node {
+	return Start(t, Config(t.TempDir()))
+}
+
+// Stop closes the node (once).
+func (n *Node) Stop() {
+	if n.closed {
+		return
+	}
+	n.closed = true
+	if err := n.Close(context.Background()); err != nil {
+		n.t.Errorf("closing node: %v", err)
+	}
+}
+
+// Logger sends a node's logs to the test log at warn level and above, or
+// everything when SHOAL_TEST_LOG=debug.
+func Logger(t testing.TB) *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("SHOAL_TEST_LOG") == "debug" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Token mints a token for user valid for an hour.
+func Token(t testing.TB, user string) string {
+	t.Helper()
+	tok, err := api.MintToken([]byte(Secret), user, false, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// AdminToken mints an admin token valid for an hour.
+func AdminToken(t testing.TB) string {
+	t.Helper()
+	tok, err := api.MintToken([]byte(Secret), "", true, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// Client talks to one node as one principal.
+type Client struct {
+	t     testing.TB
+	Base  string
+	Token string
+	HTTP  *http.Client
+}
+
+// Client returns a client of n using token.
+func (n *Node) Client(token string) *Client {
+	return &Client{t: n.t, Base: n.URL(), Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// Response is an answer, read whole.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into a map.
+func (r *Response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("body %q is not a JSON object: %v", r.Body, err)
+	}
+	return m
+}
+
+// Do sends a request with an optional body (string, []byte, or a value to
+// encode as JSON) and extra headers as key, value pairs.
+func (c *Client) Do(method, path string, body any, headers ...string) *Response {
+	c.t.Helper()
+	r, err := c.TryDo(method, path, body, headers...)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// TryDo is Do returning transport errors instead of failing the test
+// (safe from any goroutine).
+func (c *Client) TryDo(method, path string, body any, headers ...string) (*Response, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, c.Base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, nil
+}
