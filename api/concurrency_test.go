@@ -85,7 +85,7 @@ func TestIfMatchRaceHasOneWinnerPerVersion(t *testing.T) {
 // lose nothing and never fail because the store is busy.
 func TestConcurrentWritesLoseNothing(t *testing.T) {
 	n := testnode.StartNew(t)
-	const clients, perClient = 32, 40
+	const clients, perClient = 32, 20
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
 	for i := 0; i < clients; i++ {

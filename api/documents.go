@@ -317,7 +317,7 @@ func (s *Server) queryDocuments(w http.ResponseWriter, r *http.Request) {
 		rendered[i] = render(d)
 	}
 	page, next, err := query.Page(rendered, query.PageRequest{Filter: filter, Sort: sort, Limit: limit,
-		After: q.Get("after"), FilterText: filterText, Key: s.cursorKey})
+		After: q.Get("after"), FilterText: filterText, Key: s.cursorKeyFor(user, coll)})
 	if err != nil {
 		writeProblem(w, badRequest(TypeInvalidQuery, err.Error()))
 		return

@@ -5,6 +5,7 @@ package api
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"errors"
 	"log/slog"
@@ -59,6 +60,14 @@ func New(cfg Config, st *store.Store, w *store.Writer) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:]}
 	s.router = s.routes()
 	return s
+}
+
+// cursorKeyFor binds page cursors to one collection of one user, so a
+// cursor is refused anywhere else.
+func (s *Server) cursorKeyFor(user, coll string) []byte {
+	m := hmac.New(sha256.New, s.cursorKey)
+	m.Write([]byte(user + "/" + coll))
+	return m.Sum(nil)
 }
 
 // SetReady says whether the node takes traffic (/readyz).

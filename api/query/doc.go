@@ -70,16 +70,17 @@
 // integer-valued number within int64 range (1, 1.0, 1e3) is an int64, any
 // other a float64.
 //
-// Limits: the filter text is at most 64 KiB, JSON nesting at most 32 levels,
-// a regular expression at most 1024 bytes and $in, $nin and $all arrays at
-// most 1000 items.
+// Limits: the filter text is at most 64 KiB of UTF-8, JSON nesting at most
+// 32 levels, a regular expression at most 1024 bytes and at most about 5000
+// instructions once compiled (matching time grows with both the text and
+// the program), and $in, $nin, $all and $type arrays at most 1000 items.
 //
 // # Sorting
 //
 // A sort names up to three field paths, each optionally prefixed with '-'
-// (descending) or '+' (ascending). Documents are ordered by those fields with
-// [Compare], a missing field sorting as null, and then by _id ascending,
-// unless _id was named explicitly.
+// (descending) or '+' (ascending), separated by commas: "a,-b.c". Documents
+// are ordered by those fields with [Compare], a missing field sorting as
+// null, and then by _id ascending, unless _id was named explicitly.
 //
 // # Paging
 //
@@ -88,7 +89,11 @@
 // and _id of the last document returned, never an offset, so a page is
 // stable when documents before it are inserted or deleted. The cursor is
 // bound to the sort and the filter text and authenticated with HMAC-SHA256,
-// so it cannot be forged, altered or reused with another query.
+// so it cannot be forged, altered or reused with another query. It is not
+// encrypted: it shows the sort values of the last document of the page,
+// which the client has just received anyway, and it is as long as they are.
+// Sort values are encoded exactly (int64 and float64 bits, strings byte for
+// byte), so the position compares exactly like the document it came from.
 //
 // # Differences from MongoDB
 //
@@ -100,6 +105,8 @@
 //     documents cannot have keys starting with '$' anyway.
 //   - Duplicate keys in a filter object are rejected instead of the last one
 //     silently winning.
+//   - $exists accepts only true, false, 1 and 0, not any value by its
+//     truthiness; $type accepts only the names listed above.
 //   - Object equality ignores key order (documents are Go maps).
 //   - Regular expressions are RE2, not PCRE: no backreferences or lookaround,
 //     and matching always takes linear time.

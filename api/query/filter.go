@@ -2,7 +2,9 @@ package query
 
 import (
 	"regexp"
+	"regexp/syntax"
 	"strings"
+	"unicode/utf8"
 )
 
 // Filter is a compiled filter. It is immutable and safe for concurrent use.
@@ -22,6 +24,9 @@ func ParseFilter(raw string) (*Filter, error) {
 	}
 	if strings.TrimSpace(raw) == "" {
 		return &Filter{}, nil
+	}
+	if !utf8.ValidString(raw) {
+		return nil, filterError("the filter is not valid UTF-8; send UTF-8 encoded JSON")
 	}
 	obj, err := decodeFilterJSON(raw)
 	if err != nil {
@@ -45,13 +50,20 @@ func (f *Filter) Match(doc map[string]any) bool {
 	return f.root.match(doc)
 }
 
-// operatorList is the list of allowed operators, for messages.
-const operatorList = "$eq, $ne, $gt, $gte, $lt, $lte, $in, $nin, $exists, $type, $and, $or, $nor, $not, $all, $size, $elemMatch, $regex and $options"
+// operators are the operators a filter may use, in the order messages list
+// them.
+var operators = []string{
+	"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$type",
+	"$and", "$or", "$nor", "$not", "$all", "$size", "$elemMatch", "$regex", "$options",
+}
 
-// allowedOperators is the set of operators a filter may use.
+// operatorList is operators as an English list, for messages.
+var operatorList = strings.Join(operators[:len(operators)-1], ", ") + " and " + operators[len(operators)-1]
+
+// allowedOperators is the set of operators.
 var allowedOperators = func() map[string]bool {
-	m := make(map[string]bool)
-	for _, op := range strings.Split(strings.NewReplacer(" and ", ", ").Replace(operatorList), ", ") {
+	m := make(map[string]bool, len(operators))
+	for _, op := range operators {
 		m[op] = true
 	}
 	return m
@@ -470,9 +482,40 @@ func compileRegex(pattern, options, field string) (cond, error) {
 	if len(flags) > 0 {
 		expr = "(?" + string(flags) + ")" + pattern
 	}
+	parsed, err := syntax.Parse(expr, syntax.Perl) // the flags regexp.Compile uses
+	if err != nil {
+		return nil, fieldError(field, "invalid $regex: %v; patterns use Go's RE2 syntax (no backreferences or lookaround)", err)
+	}
+	if progSize(parsed) > maxRegexProgram {
+		return nil, fieldError(field, "the $regex is too complex: it would compile to more than %d instructions; use smaller repetition counts", maxRegexProgram)
+	}
 	re, err := regexp.Compile(expr)
 	if err != nil {
 		return nil, fieldError(field, "invalid $regex: %v; patterns use Go's RE2 syntax (no backreferences or lookaround)", err)
 	}
 	return leafCond{regexPred{re}}, nil
+}
+
+// progSize estimates the number of instructions re compiles to, capped at
+// maxRegexProgram+1. RE2 matching takes time proportional to the length of
+// the text times the size of the program, and counted repetition can make a
+// short pattern compile to a huge program: (?:ab|cd|...){1000} is under
+// 1 KiB but compiles to over 700,000 instructions.
+func progSize(re *syntax.Regexp) int {
+	n := 1
+	switch re.Op {
+	case syntax.OpLiteral:
+		n = len(re.Rune)
+	case syntax.OpRepeat:
+		count := re.Max
+		if count < 0 { // x{n,} is n copies of x and a star
+			count = re.Min + 1
+		}
+		n = max(count, 1) * (progSize(re.Sub[0]) + 1)
+	default:
+		for _, sub := range re.Sub {
+			n += progSize(sub)
+		}
+	}
+	return min(n, maxRegexProgram+1)
 }

@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"regexp/syntax"
 	"strings"
 	"sync"
 	"testing"
@@ -339,6 +340,7 @@ var rejectTests = []struct{ filter, msg string }{
 	{`{"a": [1, 2}`, "malformed JSON"},
 	{`{"a": "\x"}`, "malformed JSON"},
 	{`{"a": NaN}`, "malformed JSON"},
+	{"{\"a\": \"\xff\"}", "not valid UTF-8"},
 	{`[]`, "must be a JSON object"},
 	{`[{"a": 1}]`, "must be a JSON object"},
 	{`1`, "must be a JSON object"},
@@ -485,6 +487,8 @@ func TestParseFilterLimitsAccepted(t *testing.T) {
 		`{"a": {"$exists": false, "$type": ["null"], "$size": 0, "$all": [], "$in": [], "$nin": [], "$not": {"$gt": 1}}}`,
 		`{"a": 12345678901234567890}`,
 		`{"a": {"$regex": "x", "$options": ""}}`,
+		`{"a": {"$regex": "^[a-z]{0,1000}$", "$options": "i"}}`,
+		`{"a": {"$regex": "(?i)` + strings.Repeat("ab", maxRegexBytes/2-2) + `"}}`,
 		`{"a": {"$elemMatch": {"$and": [{"b": 1}]}}}`,
 	}
 	for _, s := range ok {
@@ -523,4 +527,36 @@ func ExampleParseFilter() {
 	// Output:
 	// false
 	// invalid filter: unknown operator "$where": allowed operators are $eq, $ne, $gt, $gte, $lt, $lte, $in, $nin, $exists, $type, $and, $or, $nor, $not, $all, $size, $elemMatch, $regex and $options
+}
+
+// TestRegexProgramSize checks that progSize does not underestimate the
+// compiled size of a pattern by much, so the limit is effective.
+func TestRegexProgramSize(t *testing.T) {
+	pats := []string{
+		"abc", "(?i)abc", "a*b+c?", "[a-z]{0,1000}", "(?:ab|cd){1,20}", "x{5,}", "(a(b(c)))",
+		"(?:[a-c]x){100}", "(?s).{3,7}", `\pL{2}\d+`, "(?:a|bc|def){0,50}z",
+		strings.Repeat("a", 1024), "^(?:x|y)$",
+	}
+	for _, p := range pats {
+		re, err := syntax.Parse(p, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog, err := syntax.Compile(re.Simplify())
+		if err != nil {
+			t.Fatal(err)
+		}
+		est, actual := progSize(re), len(prog.Inst)
+		if est < actual/2 {
+			t.Errorf("progSize(%q) = %d, but it compiles to %d instructions", p, est, actual)
+		}
+	}
+	var alts []string
+	for i := range 240 {
+		alts = append(alts, string(rune('a'+i%26))+string(rune('a'+i/26)))
+	}
+	_, err := ParseFilter(`{"a": {"$regex": "(?:` + strings.Join(alts, "|") + `){1000}"}}`)
+	if msg := wantQueryError(t, err, "huge regex"); !strings.Contains(msg, "too complex") {
+		t.Errorf("message %q", msg)
+	}
 }

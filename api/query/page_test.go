@@ -142,8 +142,9 @@ func TestPageAll(t *testing.T) {
 				t.Parallel()
 				r := rand.New(rand.NewPCG(uint64(i), uint64(j)))
 				for _, limit := range limits {
-					if limit == 1 && i > 0 && j%3 != 0 {
-						continue // keep the test fast: limit 1 for every sort, but with filters only for some
+					// Keep the test fast: limit 1 (1000 pages) only for some sorts.
+					if limit == 1 && !(sort == "v" || i == 0 && (sort == "-v" || sort == "-_id" || sort == "w,-o.x,v" || sort == "tags.p")) {
+						continue
 					}
 					got := pageThrough(t, docs, filter, sort, limit, r)
 					if !slices.Equal(ids(got), ids(want)) {

@@ -70,12 +70,13 @@ type leaf struct {
 
 // collect appends to out the values that path leads to from cur, following
 // MongoDB's implicit array traversal: when a path component meets an array,
-// the rest of the path is followed into each element that is an object
-// (or, for a numeric component, into the indexed element). It appends a
-// missing leaf for every branch on which the path does not exist, so that
-// {"a.b": null} matches {"a": [{"c": 1}]}. Arrays directly nested in arrays
-// are not traversed. Each document node is visited at most once, so the
-// result is no larger than the document.
+// a numeric component within the array's bounds selects that element;
+// otherwise the rest of the path is followed into each element that is an
+// object, and elements that are not objects are skipped. A missing leaf is
+// appended for every object on which the path breaks off, and for an array
+// that yields nothing, so that {"a.b": null} matches {"a": [{"c": 1}]} and
+// {"a": []}. Each document node is visited at most once, so the result is
+// no larger than the document.
 func collect(cur any, path []string, out []leaf) []leaf {
 	for len(path) > 0 {
 		switch t := cur.(type) {

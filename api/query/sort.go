@@ -1,8 +1,6 @@
 package query
 
-import (
-	"strings"
-)
+import "strings"
 
 // maxSortFields is the largest number of fields a sort may name.
 const maxSortFields = 3
@@ -36,8 +34,9 @@ func (s Sort) keyList() []sortKey {
 
 // ParseSort parses a comma-separated list of at most three field paths, each
 // optionally prefixed with "-" for descending or "+" for ascending, such as
-// "a,-b.c,d". White space around a field is ignored. "" sorts by _id
-// ascending. Every error is an [*Error].
+// "a,-b.c,d". White space around a field and after its sign is ignored. A
+// field may be named only once. "" sorts by _id ascending. Every error is an
+// [*Error].
 func ParseSort(raw string) (Sort, error) {
 	if strings.TrimSpace(raw) == "" {
 		return Sort{}, nil
@@ -52,9 +51,9 @@ func ParseSort(raw string) (Sort, error) {
 		k := sortKey{name: item}
 		switch {
 		case strings.HasPrefix(item, "-"):
-			k.name, k.desc = item[1:], true
+			k.name, k.desc = strings.TrimSpace(item[1:]), true
 		case strings.HasPrefix(item, "+"):
-			k.name = item[1:]
+			k.name = strings.TrimSpace(item[1:])
 		}
 		if k.name == "" {
 			return Sort{}, sortError("%q has an empty field; write fields separated by commas, such as \"a,-b.c\"", truncate(raw, 80))
@@ -103,8 +102,11 @@ func joinKeys(keys []sortKey) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		if k.desc {
+		switch {
+		case k.desc:
 			b.WriteByte('-')
+		case strings.HasPrefix(k.name, "-") || strings.HasPrefix(k.name, "+"):
+			b.WriteByte('+') // so that the sign is not taken for a direction
 		}
 		b.WriteString(k.name)
 	}

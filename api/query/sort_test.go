@@ -24,6 +24,9 @@ func TestParseSort(t *testing.T) {
 		{"a.0.b", "a.0.b", "a.0.b,_id"},
 		{"_id.x", "_id.x", "_id.x,_id"},
 		{long, long, long + ",_id"},
+		{"- a,+ b", "-a,b", "-a,b,_id"},
+		{"+ 0", "0", "0,_id"},
+		{"--a,++b,+-c", "--a,++b,+-c", "--a,++b,+-c,_id"},
 	}
 	for _, tt := range tests {
 		s, err := ParseSort(tt.in)
@@ -93,14 +96,14 @@ func TestSortCompare(t *testing.T) {
 		{"-_id", `{"_id": "a"}`, `{"_id": "b"}`, 1},
 		{"x", `{"_id": "a", "x": 2}`, `{"_id": "b", "x": 1}`, 1},
 		{"x", `{"_id": "a", "x": 1}`, `{"_id": "b", "x": 1.0}`, -1}, // tie broken by _id
-		{"-x", `{"_id": "a", "x": 1}`, `{"_id": "b", "x": 1}`, -1},   // _id stays ascending
-		{"x", `{"_id": "a"}`, `{"_id": "b", "x": null}`, -1},         // missing sorts as null
+		{"-x", `{"_id": "a", "x": 1}`, `{"_id": "b", "x": 1}`, -1},  // _id stays ascending
+		{"x", `{"_id": "a"}`, `{"_id": "b", "x": null}`, -1},        // missing sorts as null
 		{"x", `{"_id": "b"}`, `{"_id": "a", "x": null}`, 1},
 		{"x", `{"_id": "a", "x": true}`, `{"_id": "b", "x": [1]}`, 1},
 		{"x", `{"_id": "a", "x": [1, 5]}`, `{"_id": "b", "x": [2]}`, -1}, // whole arrays, not min/max
 		{"x.y", `{"_id": "a", "x": {"y": "s"}}`, `{"_id": "b", "x": {"y": 10}}`, 1},
 		{"x.y", `{"_id": "a", "x": [{"y": 1}, {"y": 3}]}`, `{"_id": "b", "x": [{"y": 2}]}`, -1}, // [1, 3] < [2]
-		{"x.y", `{"_id": "a", "x": [{"z": 1}]}`, `{"_id": "b", "x": [{"y": null}]}`, -1},         // missing < [null]
+		{"x.y", `{"_id": "a", "x": [{"z": 1}]}`, `{"_id": "b", "x": [{"y": null}]}`, -1},        // missing < [null]
 		{"x.1", `{"_id": "a", "x": [9, 1]}`, `{"_id": "b", "x": [0, 2]}`, -1},
 		{"x,-y", `{"_id": "a", "x": 1, "y": 1}`, `{"_id": "b", "x": 1, "y": 2}`, 1},
 		{"_version", `{"_id": "b", "_version": 1}`, `{"_id": "a", "_version": 2}`, -1},

@@ -1,5 +1,268 @@
 package main
 
-import "io"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"time"
 
-func bench(args []string, stdout, stderr io.Writer) int { return 2 }
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/api/doc"
+	"github.com/shoal-db/shoal/internal/config"
+	"github.com/shoal-db/shoal/internal/node"
+	"github.com/shoal-db/shoal/shard"
+	"github.com/shoal-db/shoal/store"
+)
+
+type benchOptions struct {
+	url, token string
+	docBytes   int
+	clients    int
+	users      int
+	duration   time.Duration
+}
+
+func bench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o benchOptions
+	fs.StringVar(&o.url, "url", "", "node to measure (default: start a node of its own in a temporary directory)")
+	fs.StringVar(&o.token, "token", "", "admin token for --url")
+	fs.IntVar(&o.docBytes, "doc-bytes", 1024, "size of each document's payload")
+	fs.IntVar(&o.clients, "clients", 32, "concurrent clients")
+	fs.IntVar(&o.users, "users", 1, "users the clients write as (client i writes as user i mod users); "+
+		"writes of one user share a partition and so a group commit")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each phase runs")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the whole run (node included when it is its own) to this file")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: shoal bench [--url URL --token TOKEN] [flags]")
+		fmt.Fprintln(stderr, "Drives REST writes (POST) then point reads (GET) and prints ops/s and latency percentiles.")
+		fmt.Fprintln(stderr, "With a node of its own, it then drives the same workload straight at the same store with the")
+		fmt.Fprintln(stderr, "MongoDB driver (one insertOne per document, findOne by _id) and prints the ratio Shoal/raw.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if o.clients < 1 || o.users < 1 || o.docBytes < 1 || o.duration <= 0 {
+		fmt.Fprintln(stderr, "shoal bench: --clients, --users, --doc-bytes and --duration must be positive")
+		return 2
+	}
+	if (o.url == "") != (o.token == "") {
+		fmt.Fprintln(stderr, "shoal bench: --url and --token go together")
+		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx := context.Background()
+	var raw *mongo.Database
+	partitions := shard.DefaultPartitionCount
+	if o.url == "" {
+		dir, err := os.MkdirTemp("", "shoal-bench-")
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		cfg := config.Defaults()
+		cfg.NodeID, cfg.HTTPAddr, cfg.DataDir = "bench", "127.0.0.1:0", dir
+		cfg.AuthSecret = "bench-secret-" + doc.NewID()
+		n, err := node.Start(ctx, cfg, newLogger(stderr, "warn"))
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal bench: starting a node: %v\n", err)
+			return 1
+		}
+		defer n.Close(ctx)
+		o.url = n.URL()
+		if o.token, err = api.MintToken([]byte(cfg.AuthSecret), "", true, 24*time.Hour); err != nil {
+			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
+			return 1
+		}
+		raw, partitions = n.Store().Database(), cfg.PartitionCount
+		fmt.Fprintf(stdout, "node of its own at %s (embedded store in %s)\n", o.url, dir)
+	}
+	fmt.Fprintf(stdout, "%d clients, %d users, %d-byte documents, %s per phase\n\n", o.clients, o.users, o.docBytes, o.duration)
+	payload := strings.Repeat("x", o.docBytes)
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2, MaxConnsPerHost: o.clients * 2}, Timeout: 30 * time.Second}
+	created := make([][]string, o.clients) // ids written by each client
+	user := func(c int) string { return fmt.Sprintf("bench-user-%d", c%o.users) }
+	writes := runPhase(o, func(c int) error {
+		body := `{"payload":"` + payload + `","client":` + fmt.Sprint(c) + `}`
+		req, _ := http.NewRequest("POST", o.url+"/v1/users/"+user(c)+"/collections/bench/documents", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+o.token)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var d struct {
+			ID string `json:"_id"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || resp.StatusCode != 201 {
+			return fmt.Errorf("POST: status %d: %v", resp.StatusCode, err)
+		}
+		created[c] = append(created[c], d.ID)
+		return nil
+	})
+	report(stdout, "REST writes (POST)", writes)
+	reads := runPhase(o, func(c int) error {
+		ids := created[c]
+		if len(ids) == 0 {
+			return errors.New("no documents to read")
+		}
+		req, _ := http.NewRequest("GET", o.url+"/v1/users/"+user(c)+"/collections/bench/documents/"+ids[rand.IntN(len(ids))], nil)
+		req.Header.Set("Authorization", "Bearer "+o.token)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("GET: status %d", resp.StatusCode)
+		}
+		return nil
+	})
+	report(stdout, "REST point reads (GET)", reads)
+	if raw == nil {
+		fmt.Fprintln(stdout, "\n(--url given: the raw store is not reachable from here, so no ratio)")
+		return exitFor(writes, reads)
+	}
+
+	coll := raw.Collection("bench_raw")
+	rawWrites := runPhase(o, func(c int) error {
+		id := doc.NewID()
+		_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "payload", Value: payload}, {Key: "client", Value: c}})
+		return err
+	})
+	report(stdout, "raw store insertOne", rawWrites)
+	// Reads go to the same data Shoal wrote: its partition collections,
+	// by the same _id keys, so both sides read the same documents.
+	rawReads := runPhase(o, func(c int) error {
+		ids := created[c]
+		if len(ids) == 0 {
+			return errors.New("no documents to read")
+		}
+		u := user(c)
+		key := store.DocKey(u, "bench", ids[rand.IntN(len(ids))])
+		return raw.Collection(store.CollectionName(shard.PartitionOf(u, partitions))).FindOne(ctx, bson.D{{Key: "_id", Value: key}}).Err()
+	})
+	report(stdout, "raw findOne, same documents", rawReads)
+	fmt.Fprintf(stdout, "\nShoal/raw: writes %.2fx, point reads %.2fx\n", writes.rate()/rawWrites.rate(), reads.rate()/rawReads.rate())
+	return exitFor(writes, reads, rawWrites, rawReads)
+}
+
+type phaseResult struct {
+	ops       int
+	errors    int
+	firstErr  error
+	elapsed   time.Duration
+	latencies []time.Duration
+}
+
+func (r phaseResult) rate() float64 { return float64(r.ops) / r.elapsed.Seconds() }
+
+// runPhase runs op from every client until the duration is over.
+func runPhase(o benchOptions, op func(client int) error) phaseResult {
+	var mu sync.Mutex
+	var res phaseResult
+	start := time.Now()
+	end := start.Add(o.duration)
+	var wg sync.WaitGroup
+	for c := 0; c < o.clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			var lat []time.Duration
+			var errs int
+			var first error
+			for time.Now().Before(end) {
+				t := time.Now()
+				if err := op(c); err != nil {
+					errs++
+					if first == nil {
+						first = err
+					}
+					continue
+				}
+				lat = append(lat, time.Since(t))
+			}
+			mu.Lock()
+			res.latencies = append(res.latencies, lat...)
+			res.ops += len(lat)
+			res.errors += errs
+			if res.firstErr == nil {
+				res.firstErr = first
+			}
+			mu.Unlock()
+		}(c)
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	slices.Sort(res.latencies)
+	return res
+}
+
+func (r phaseResult) percentile(p float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	return r.latencies[min(len(r.latencies)-1, int(p*float64(len(r.latencies))))]
+}
+
+func report(w io.Writer, name string, r phaseResult) {
+	fmt.Fprintf(w, "%-26s %9.0f ops/s  p50 %-9s p95 %-9s p99 %-9s errors %d\n", name, r.rate(),
+		roundDur(r.percentile(0.50)), roundDur(r.percentile(0.95)), roundDur(r.percentile(0.99)), r.errors)
+	if r.firstErr != nil {
+		fmt.Fprintf(w, "  first error: %v\n", r.firstErr)
+	}
+}
+
+func roundDur(d time.Duration) string {
+	var b bytes.Buffer
+	switch {
+	case d >= time.Millisecond:
+		fmt.Fprintf(&b, "%.2fms", float64(d)/float64(time.Millisecond))
+	default:
+		fmt.Fprintf(&b, "%dµs", d.Microseconds())
+	}
+	return b.String()
+}
+
+func exitFor(results ...phaseResult) int {
+	for _, r := range results {
+		if r.errors > 0 || r.ops == 0 {
+			return 1
+		}
+	}
+	return 0
+}
