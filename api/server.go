@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/shoal-db/shoal/api/doc"
+	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -32,6 +33,8 @@ type Config struct {
 	Insecure bool
 	Logger   *slog.Logger
 	Metrics  *Metrics
+	// Cluster is the node's membership (a cluster of one has no peers).
+	Cluster *cluster.Cluster
 }
 
 // Server answers HTTP requests for one node.
@@ -92,8 +95,15 @@ func (s *Server) routes() chi.Router {
 	})
 	r.Get("/readyz", s.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	r.Route("/internal", func(r chi.Router) {
+		r.Use(s.requireSignature)
+		r.Get("/v1/ping", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]string{"node": s.cfg.NodeID, "from": r.Header.Get(cluster.HeaderNode)})
+		})
+	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.requireAuth)
+		r.With(s.requireAdmin).Get("/cluster", s.clusterView)
 		r.Route("/users/{user}", func(r chi.Router) {
 			r.Use(s.userScope)
 			r.Delete("/", s.eraseUser)
@@ -187,6 +197,36 @@ func (s *Server) requireAuth(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
 	})
+}
+
+func (s *Server) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !principalOf(r).Admin {
+			writeProblem(w, problem(http.StatusForbidden, TypeForbidden, "Forbidden",
+				"this route needs an admin token: mint one with `shoal token --admin`"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireSignature admits only node-to-node calls signed with the cluster
+// secret; bearer tokens mean nothing here.
+func (s *Server) requireSignature(next http.Handler) http.Handler {
+	if s.cfg.Cluster == nil || s.cfg.Cluster.Signer() == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeProblem(w, unauthorized("this node has no CLUSTER_SECRET, so it answers no internal calls"))
+		})
+	}
+	return s.cfg.Cluster.Signer().Middleware(s.log, next)
+}
+
+func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Cluster == nil {
+		writeProblem(w, unavailable("the node's membership is not running"))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.cfg.Cluster.View())
 }
 
 func principalOf(r *http.Request) Principal {

@@ -14,6 +14,9 @@ Usage:
   shoal serve [flags]     run a node (shoal serve --help lists every setting)
   shoal token [flags]     print a client token signed with AUTH_SECRET
   shoal bench [flags]     measure REST throughput and latency against the raw store
+  shoal dev [flags]       run a local cluster of N nodes on loopback (shoal dev add-node adds one)
+  shoal status [flags]    show the cluster as one node sees it
+  shoal health [flags]    exit 0 when a node answers /readyz (for container health checks)
   shoal version           print the build version
 
 Settings come from flags, the environment, and a .env file in the working
@@ -39,6 +42,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return token(args[1:], stdout, stderr)
 	case "bench":
 		return bench(args[1:], stdout, stderr)
+	case "dev":
+		return dev(args[1:], stdout, stderr)
+	case "status":
+		return status(args[1:], stdout, stderr)
+	case "health":
+		return health(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "shoal", version)
 		return 0

@@ -41,6 +41,7 @@ func serve(args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	node.Version = version
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	n, err := node.Start(ctx, cfg, log)
@@ -48,7 +49,19 @@ func serve(args []string, stderr io.Writer) int {
 		log.Error("node did not start", "err", err)
 		return 1
 	}
-	<-ctx.Done()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+wait:
+	for {
+		select {
+		case <-hup:
+			log.Info("SIGHUP: re-reading the peer list")
+			n.ReloadPeers()
+		case <-ctx.Done():
+			break wait
+		}
+	}
 	stop()
 	log.Info("signal received, shutting down")
 	if err := n.Close(context.Background()); err != nil {

@@ -34,6 +34,14 @@ type Config struct {
 	DocCacheBytes  int64
 	ShutdownGrace  time.Duration
 	LogLevel       string
+
+	PublicURL            string
+	GossipAddr           string
+	PeersEndpoint        string
+	PeersRefresh         time.Duration
+	ClusterSecret        string
+	GossipInterval       time.Duration
+	GossipSuspectTimeout time.Duration
 }
 
 // Setting is one configuration key: its environment name, its flag name
@@ -56,6 +64,20 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { c.NodeID = v; return nil }},
 	{Key: "HTTP_ADDR", Default: ":8080", Help: "address the REST API listens on",
 		set: func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
+	{Key: "PUBLIC_URL", Default: "", Help: "base URL clients reach this node's API at, shown in cluster status (default: this node's url in the peer list, else http://HTTP_ADDR)",
+		set: func(c *Config, v string) error { c.PublicURL = v; return nil }},
+	{Key: "PEERS_ENDPOINT", Default: "", Help: "peer list: an http(s) URL or a file path; unset: a cluster of one",
+		set: func(c *Config, v string) error { c.PeersEndpoint = v; return nil }},
+	{Key: "PEERS_REFRESH", Default: "10s", Help: "how often the peer list is re-read (also on SIGHUP)",
+		set: func(c *Config, v string) error { return parseDuration(&c.PeersRefresh, v) }},
+	{Key: "GOSSIP_ADDR", Default: ":7946", Help: "address gossip (memberlist, TCP and UDP) binds to; peers reach it at this node's gossip address in the peer list",
+		set: func(c *Config, v string) error { c.GossipAddr = v; return nil }},
+	{Key: "CLUSTER_SECRET", Default: "", Help: "shared secret of the cluster: encrypts gossip and signs node-to-node calls; required with PEERS_ENDPOINT", Secret: true,
+		set: func(c *Config, v string) error { c.ClusterSecret = v; return nil }},
+	{Key: "GOSSIP_INTERVAL", Default: "2s", Help: "how often each node probes a peer (memberlist ProbeInterval); sets failure detection speed",
+		set: func(c *Config, v string) error { return parseDuration(&c.GossipInterval, v) }},
+	{Key: "GOSSIP_SUSPECT_TIMEOUT", Default: "10s", Help: "how long a peer stays SUSPECT before it is DOWN (memberlist SuspicionMult x ProbeInterval)",
+		set: func(c *Config, v string) error { return parseDuration(&c.GossipSuspectTimeout, v) }},
 	{Key: "DATA_DIR", Default: "./data", Help: "directory for the embedded store's files (used when MONGO_URI is unset)",
 		set: func(c *Config, v string) error { c.DataDir = v; return nil }},
 	{Key: "MONGO_URI", Default: "", Help: "MongoDB to store documents in; unset: an embedded store (FerretDB on SQLite) under DATA_DIR", Secret: true,
@@ -212,6 +234,18 @@ func (c Config) Validate() error {
 		return errors.New("HTTP_ADDR is empty")
 	case c.ShutdownGrace <= 0:
 		return errors.New("SHUTDOWN_GRACE must be positive")
+	case c.PeersEndpoint != "" && c.ClusterSecret == "":
+		return errors.New("CLUSTER_SECRET is empty but PEERS_ENDPOINT is set: every node of a cluster needs the same long random CLUSTER_SECRET")
+	case c.ClusterSecret != "" && len(c.ClusterSecret) < 16:
+		return errors.New("CLUSTER_SECRET is shorter than 16 bytes: use a long random value")
+	case c.PeersRefresh < time.Second:
+		return fmt.Errorf("PEERS_REFRESH %s is too short: use at least 1s", c.PeersRefresh)
+	case c.GossipInterval < 100*time.Millisecond:
+		return fmt.Errorf("GOSSIP_INTERVAL %s is too short: use at least 100ms", c.GossipInterval)
+	case c.GossipSuspectTimeout < 2*c.GossipInterval:
+		return fmt.Errorf("GOSSIP_SUSPECT_TIMEOUT %s must be at least twice GOSSIP_INTERVAL (%s)", c.GossipSuspectTimeout, c.GossipInterval)
+	case c.GossipAddr == "":
+		return errors.New("GOSSIP_ADDR is empty")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/store"
 )
@@ -23,6 +24,7 @@ type Node struct {
 	store    *store.Store
 	writer   *store.Writer
 	api      *api.Server
+	cluster  *cluster.Cluster
 	server   *http.Server
 	listener net.Listener
 	served   chan error
@@ -52,17 +54,29 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, err
 		st.Close(ctx)
 		return nil, err
 	}
-	w := store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes,
-		ObserveBatch: metrics.ObserveCommit, Logger: log})
-	a := api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
-		AuthSecret: []byte(cfg.AuthSecret), Insecure: cfg.Insecure, Logger: log, Metrics: metrics}, st, w)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		w.Close(ctx)
 		st.Close(ctx)
 		return nil, fmt.Errorf("listening on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
-	n := &Node{cfg: cfg, log: log, store: st, writer: w, api: a, listener: ln, served: make(chan error, 1),
+	pub := cfg.PublicURL
+	if pub == "" && cfg.PeersEndpoint == "" {
+		pub = listenURL(ln)
+	}
+	cl, err := cluster.Start(ctx, cluster.Config{NodeID: cfg.NodeID, PublicURL: pub, DataDir: cfg.DataDir,
+		PeersEndpoint: cfg.PeersEndpoint, PeersRefresh: cfg.PeersRefresh, GossipAddr: cfg.GossipAddr,
+		Secret: []byte(cfg.ClusterSecret), GossipInterval: cfg.GossipInterval, SuspectTimeout: cfg.GossipSuspectTimeout,
+		Version: Version, Logger: log})
+	if err != nil {
+		ln.Close()
+		st.Close(ctx)
+		return nil, err
+	}
+	w := store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes,
+		ObserveBatch: metrics.ObserveCommit, Logger: log})
+	a := api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
+		AuthSecret: []byte(cfg.AuthSecret), Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl}, st, w)
+	n := &Node{cfg: cfg, log: log, store: st, writer: w, api: a, cluster: cl, listener: ln, served: make(chan error, 1),
 		server: &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
 	go func() { n.served <- n.server.Serve(ln) }()
@@ -76,14 +90,25 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, err
 }
 
 // URL is where the node's API answers.
-func (n *Node) URL() string {
-	addr := n.listener.Addr().(*net.TCPAddr)
+func (n *Node) URL() string { return listenURL(n.listener) }
+
+func listenURL(ln net.Listener) string {
+	addr := ln.Addr().(*net.TCPAddr)
 	host := addr.IP.String()
 	if addr.IP.IsUnspecified() {
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port))
 }
+
+// Cluster is the node's membership.
+func (n *Node) Cluster() *cluster.Cluster { return n.cluster }
+
+// ReloadPeers re-reads the peer list now (SIGHUP).
+func (n *Node) ReloadPeers() { n.cluster.Reload() }
+
+// Version is the build version, set by cmd/shoal.
+var Version = "dev"
 
 // Store gives access to the node's store (benchmarks measure it raw).
 func (n *Node) Store() *store.Store { return n.store }
@@ -101,6 +126,9 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	if err := <-n.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
+	}
+	if err := n.cluster.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("leaving the cluster: %w", err))
 	}
 	if err := n.writer.Close(graceCtx); err != nil {
 		errs = append(errs, err)

@@ -1,0 +1,664 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Config is what the membership of one node needs.
+type Config struct {
+	NodeID    string
+	PublicURL string // shown to clients; default: the node's url in the peer list
+	DataDir   string // its free space is gossiped
+	// PeersEndpoint is a file path or http(s) URL; empty: a cluster of one.
+	PeersEndpoint  string
+	PeersRefresh   time.Duration
+	GossipAddr     string // bind address, host:port
+	Secret         []byte // CLUSTER_SECRET
+	GossipInterval time.Duration
+	SuspectTimeout time.Duration
+	Version        string
+	Logger         *slog.Logger
+	// HTTPClient fetches an http(s) peer list (default: a client with a timeout).
+	HTTPClient *http.Client
+	// Now is the clock for member states (default time.Now).
+	Now func() time.Time
+}
+
+// Cluster is this node's view of the cluster: the peer list, gossip
+// membership and the state of every peer.
+type Cluster struct {
+	cfg    Config
+	log    *slog.Logger
+	ml     *memberlist.Memberlist // nil for a cluster of one
+	signer *Signer
+	events chan event
+	reload chan struct{}
+	join   chan struct{}
+	start  time.Time
+
+	mu       sync.Mutex
+	peers    PeerList
+	loadedAt time.Time
+	refusal  *Refusal
+	members  map[string]*memberInfo // by node name (id), as gossip knows them
+	meta     NodeMeta               // this node's metadata
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Refusal records a peer list that was not taken.
+type Refusal struct {
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
+// NodeMeta is what a node gossips about itself (at most 512 bytes encoded).
+type NodeMeta struct {
+	ID          string `json:"id"`
+	PublicURL   string `json:"url,omitempty"`
+	InternalURL string `json:"iurl,omitempty"`
+	FreeBytes   uint64 `json:"free"`
+	Flags       string `json:"flags,omitempty"` // S sharding, R replica, V voter
+	Version     string `json:"ver,omitempty"`
+	Incarnation int64  `json:"inc"` // start time of the process, ms
+}
+
+type memberInfo struct {
+	node      memberlist.Node
+	meta      NodeMeta
+	alive     bool
+	lastHeard time.Time
+}
+
+type eventKind int
+
+const (
+	evJoin eventKind = iota
+	evLeave
+	evUpdate
+	evHeartbeat
+)
+
+type event struct {
+	kind eventKind
+	node memberlist.Node
+	from string // heartbeat sender
+	at   time.Time
+}
+
+const (
+	msgHeartbeat byte = 1
+	metaLimit         = memberlist.MetaMaxSize
+	diskEvery         = 5 * time.Second
+)
+
+// Start loads the peer list and joins the gossip. With no PeersEndpoint the
+// node is a cluster of one and nothing is started.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger, events: make(chan event, 4096), reload: make(chan struct{}, 1),
+		join: make(chan struct{}, 1), members: map[string]*memberInfo{}, start: cfg.Now()}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if len(cfg.Secret) > 0 {
+		c.signer = NewSigner(cfg.Secret, cfg.NodeID, cfg.Now)
+	}
+	if cfg.PeersEndpoint == "" {
+		c.peers = PeerList{Peers: []Peer{{ID: cfg.NodeID, URL: cfg.PublicURL, Sharding: true, Replica: true, Voter: true}}}
+		c.meta = c.selfMeta(c.peers.Peers[0])
+		return c, nil
+	}
+	data, err := FetchPeerList(ctx, cfg.PeersEndpoint, cfg.HTTPClient)
+	if err == nil {
+		c.peers, err = ParsePeerList(data, cfg.NodeID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("PEERS_ENDPOINT %s: %w", cfg.PeersEndpoint, err)
+	}
+	c.loadedAt = cfg.Now()
+	self, _ := c.peers.Get(cfg.NodeID)
+	c.meta = c.selfMeta(self)
+	if err := c.startGossip(self); err != nil {
+		return nil, err
+	}
+	c.wg.Add(2)
+	go c.run()
+	go c.joinLoop()
+	c.requestJoin()
+	c.log.Info("joined the gossip", "gossip", cfg.GossipAddr, "advertise", self.Gossip, "peers", strings.Join(c.peers.IDs(), ","))
+	return c, nil
+}
+
+func (c *Cluster) selfMeta(self Peer) NodeMeta {
+	pub := c.cfg.PublicURL
+	if pub == "" {
+		pub = self.URL
+	}
+	flags := ""
+	for _, f := range []struct {
+		on bool
+		c  string
+	}{{self.Sharding, "S"}, {self.Replica, "R"}, {self.Voter, "V"}} {
+		if f.on {
+			flags += f.c
+		}
+	}
+	return NodeMeta{ID: c.cfg.NodeID, PublicURL: pub, InternalURL: self.URL, FreeBytes: freeBytes(c.cfg.DataDir),
+		Flags: flags, Version: c.cfg.Version, Incarnation: c.start.UnixMilli()}
+}
+
+// memberlistConfig maps Shoal's settings onto memberlist's. The README's
+// "Failure detection" section documents the mapping; keep the two in step.
+func memberlistConfig(cfg Config, advertise string) (*memberlist.Config, error) {
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.NodeID
+	host, port, err := net.SplitHostPort(cfg.GossipAddr)
+	if err != nil {
+		return nil, fmt.Errorf("GOSSIP_ADDR %q must be host:port (or :port): %w", cfg.GossipAddr, err)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	if mc.BindPort, err = strconv.Atoi(port); err != nil {
+		return nil, fmt.Errorf("GOSSIP_ADDR %q: bad port", cfg.GossipAddr)
+	}
+	mc.BindAddr = host
+	if ahost, aport, err := net.SplitHostPort(advertise); err == nil {
+		ips, err := net.LookupIP(ahost)
+		if err != nil || len(ips) == 0 {
+			return nil, fmt.Errorf("this node's gossip address %q in the peer list does not resolve: %v", advertise, err)
+		}
+		mc.AdvertiseAddr = ips[0].String()
+		mc.AdvertisePort, _ = strconv.Atoi(aport)
+	}
+	mc.SecretKey = deriveKey(cfg.Secret, "gossip")[:32]
+	mc.ProbeInterval = cfg.GossipInterval
+	mc.ProbeTimeout = min(cfg.GossipInterval/2, 500*time.Millisecond)
+	// A fixed suspicion time (no early expiry from confirmations) keeps the
+	// detection time predictable: SuspicionMult x ProbeInterval, scaled by
+	// log10(members) once there are more than 10.
+	mc.SuspicionMult = int(math.Ceil(float64(cfg.SuspectTimeout) / float64(cfg.GossipInterval)))
+	mc.SuspicionMaxTimeoutMult = 1
+	mc.DeadNodeReclaimTime = cfg.GossipInterval
+	mc.TCPTimeout = max(2*cfg.GossipInterval, time.Second)
+	mc.Logger = log.New(slogWriter{cfg.Logger}, "", 0)
+	return mc, nil
+}
+
+func (c *Cluster) startGossip(self Peer) error {
+	mc, err := memberlistConfig(c.cfg, self.Gossip)
+	if err != nil {
+		return err
+	}
+	mc.Delegate = delegate{c}
+	mc.Events = eventDelegate{c}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("starting gossip on GOSSIP_ADDR %s: %w", c.cfg.GossipAddr, err)
+	}
+	c.ml = ml
+	return nil
+}
+
+// Signer signs and verifies node-to-node calls (nil without a secret).
+func (c *Cluster) Signer() *Signer { return c.signer }
+
+// Reload re-reads the peer list now (SIGHUP).
+func (c *Cluster) Reload() {
+	select {
+	case c.reload <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Cluster) requestJoin() {
+	select {
+	case c.join <- struct{}{}:
+	default:
+	}
+}
+
+// Close leaves the gossip and stops every goroutine of the cluster.
+func (c *Cluster) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	if c.ml == nil {
+		return nil
+	}
+	if err := c.ml.Leave(time.Second); err != nil {
+		c.log.Warn("leaving the gossip", "err", err)
+	}
+	return c.ml.Shutdown()
+}
+
+// push hands an event from a memberlist callback to the run loop without
+// ever blocking; if the loop is that far behind, the event is dropped and
+// the loop resynchronises from memberlist.
+func (c *Cluster) push(e event) {
+	select {
+	case c.events <- e:
+	default:
+	}
+}
+
+func (c *Cluster) run() {
+	defer c.wg.Done()
+	heartbeat := time.NewTicker(c.cfg.GossipInterval)
+	defer heartbeat.Stop()
+	refresh := time.NewTicker(c.cfg.PeersRefresh)
+	defer refresh.Stop()
+	disk := time.NewTicker(diskEvery)
+	defer disk.Stop()
+	resync := time.NewTicker(10 * c.cfg.GossipInterval)
+	defer resync.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case e := <-c.events:
+			c.apply(e)
+		case <-heartbeat.C:
+			c.sendHeartbeats()
+		case <-refresh.C:
+			c.refreshPeers()
+			c.requestJoin()
+		case <-c.reload:
+			c.refreshPeers()
+			c.requestJoin()
+		case <-disk.C:
+			c.refreshDisk()
+		case <-resync.C:
+			c.resync()
+		}
+	}
+}
+
+func (c *Cluster) apply(e event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name := e.node.Name
+	if e.kind == evHeartbeat {
+		name = e.from
+	}
+	if name == c.cfg.NodeID {
+		return
+	}
+	m := c.members[name]
+	if m == nil {
+		m = &memberInfo{}
+		c.members[name] = m
+	}
+	switch e.kind {
+	case evJoin, evUpdate:
+		if e.kind == evJoin || !m.alive {
+			c.log.Info("peer joined", "peer", name, "addr", e.node.Address())
+		}
+		m.node, m.alive, m.lastHeard = e.node, true, e.at
+		_ = json.Unmarshal(e.node.Meta, &m.meta)
+	case evLeave:
+		if m.alive {
+			c.log.Warn("peer is down", "peer", name)
+		}
+		m.node, m.alive = e.node, false
+	case evHeartbeat:
+		if m.alive {
+			m.lastHeard = e.at
+		}
+	}
+}
+
+// resync rebuilds liveness from memberlist, in case events were dropped.
+func (c *Cluster) resync() {
+	live := map[string]memberlist.Node{}
+	for _, n := range c.ml.Members() {
+		live[n.Name] = *n
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Now()
+	for name, n := range live {
+		if name == c.cfg.NodeID {
+			continue
+		}
+		m := c.members[name]
+		if m == nil {
+			m = &memberInfo{lastHeard: now}
+			c.members[name] = m
+		}
+		if !m.alive {
+			m.lastHeard = now
+		}
+		m.node, m.alive = n, true
+		_ = json.Unmarshal(n.Meta, &m.meta)
+	}
+	for name, m := range c.members {
+		if _, ok := live[name]; !ok {
+			m.alive = false
+		}
+	}
+}
+
+func (c *Cluster) sendHeartbeats() {
+	c.mu.Lock()
+	var to []memberlist.Node
+	for _, m := range c.members {
+		if m.alive {
+			to = append(to, m.node)
+		}
+	}
+	c.mu.Unlock()
+	msg := append([]byte{msgHeartbeat}, c.cfg.NodeID...)
+	for i := range to {
+		if err := c.ml.SendBestEffort(&to[i], msg); err != nil {
+			c.log.Debug("heartbeat not sent", "peer", to[i].Name, "err", err)
+		}
+	}
+}
+
+func (c *Cluster) refreshPeers() {
+	data, err := FetchPeerList(c.ctx, c.cfg.PeersEndpoint, c.cfg.HTTPClient)
+	var list PeerList
+	if err == nil {
+		list, err = ParsePeerList(data, c.cfg.NodeID)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Now()
+	if err != nil {
+		if c.refusal == nil || c.refusal.Reason != err.Error() {
+			c.log.Error("peer list refused; keeping the last good one", "source", c.cfg.PeersEndpoint, "err", err)
+		}
+		c.refusal = &Refusal{At: now, Reason: err.Error()}
+		return
+	}
+	if c.refusal != nil {
+		c.log.Info("peer list accepted again", "source", c.cfg.PeersEndpoint)
+	}
+	c.refusal = nil
+	if !reflect.DeepEqual(list, c.peers) {
+		c.log.Info("peer list changed", "before", strings.Join(c.peers.IDs(), ","), "after", strings.Join(list.IDs(), ","))
+		c.peers = list
+	}
+	c.loadedAt = now
+}
+
+// joinLoop joins the peers of the list that are not live members: at start,
+// after every refresh, and so after a split or a restart. Joins block on
+// the network, so they run here, off the run loop.
+func (c *Cluster) joinLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.join:
+		}
+		c.mu.Lock()
+		var addrs []string
+		for _, p := range c.peers.Peers {
+			if m := c.members[p.ID]; p.ID != c.cfg.NodeID && (m == nil || !m.alive) {
+				addrs = append(addrs, p.Gossip)
+			}
+		}
+		c.mu.Unlock()
+		if len(addrs) == 0 {
+			continue
+		}
+		n, err := c.ml.Join(addrs)
+		if err != nil {
+			c.log.Debug("could not reach every peer", "tried", strings.Join(addrs, ","), "reached", n, "err", err)
+		}
+	}
+}
+
+func (c *Cluster) refreshDisk() {
+	free := freeBytes(c.cfg.DataDir)
+	c.mu.Lock()
+	old := c.meta.FreeBytes
+	changed := diskChanged(old, free)
+	if changed {
+		c.meta.FreeBytes = free
+	}
+	c.mu.Unlock()
+	if changed {
+		if err := c.ml.UpdateNode(c.cfg.GossipInterval); err != nil {
+			c.log.Debug("gossiping new free disk", "err", err)
+		}
+	}
+}
+
+// diskChanged says whether free space moved enough to be worth gossiping:
+// by more than 1% or 256 MiB.
+func diskChanged(old, cur uint64) bool {
+	d := max(old, cur) - min(old, cur)
+	return d > 256<<20 || float64(d) > 0.01*float64(old)
+}
+
+// freeBytes is the space available on the volume holding dir.
+func freeBytes(dir string) uint64 {
+	for d := dir; d != ""; {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(d, &st); err == nil {
+			return st.Bavail * uint64(st.Bsize)
+		}
+		parent := d[:max(strings.LastIndex(d, "/"), 0)]
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs("/", &st) == nil {
+		return st.Bavail * uint64(st.Bsize)
+	}
+	return 0
+}
+
+// encodeMeta encodes m within limit bytes, dropping the least useful
+// fields if it must (memberlist panics on larger metadata).
+func encodeMeta(m NodeMeta, limit int) []byte {
+	for _, trim := range []func(*NodeMeta){func(*NodeMeta) {}, func(m *NodeMeta) { m.Version = "" }, func(m *NodeMeta) { m.PublicURL = "" }} {
+		trim(&m)
+		if b, err := json.Marshal(m); err == nil && len(b) <= limit {
+			return b
+		}
+	}
+	b, _ := json.Marshal(NodeMeta{ID: m.ID, Incarnation: m.Incarnation})
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+
+type delegate struct{ c *Cluster }
+
+func (d delegate) NodeMeta(limit int) []byte {
+	d.c.mu.Lock()
+	m := d.c.meta
+	d.c.mu.Unlock()
+	return encodeMeta(m, min(limit, metaLimit))
+}
+
+func (d delegate) NotifyMsg(b []byte) {
+	if len(b) > 1 && b[0] == msgHeartbeat {
+		d.c.push(event{kind: evHeartbeat, from: string(b[1:]), at: d.c.cfg.Now()})
+	}
+}
+
+func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d delegate) LocalState(join bool) []byte                { return nil }
+func (d delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+type eventDelegate struct{ c *Cluster }
+
+func (e eventDelegate) NotifyJoin(n *memberlist.Node) {
+	e.c.push(event{kind: evJoin, node: *n, at: e.c.cfg.Now()})
+}
+func (e eventDelegate) NotifyLeave(n *memberlist.Node) {
+	e.c.push(event{kind: evLeave, node: *n, at: e.c.cfg.Now()})
+}
+func (e eventDelegate) NotifyUpdate(n *memberlist.Node) {
+	e.c.push(event{kind: evUpdate, node: *n, at: e.c.cfg.Now()})
+}
+
+// slogWriter carries memberlist's log lines into slog at debug level
+// (warnings and errors at warn).
+type slogWriter struct{ log *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	level := slog.LevelDebug
+	if strings.Contains(line, "[ERR]") || strings.Contains(line, "[WARN]") {
+		level = slog.LevelWarn
+	}
+	w.log.Log(context.Background(), level, line, "component", "memberlist")
+	return len(p), nil
+}
+
+// View is this node's view of the cluster, as GET /v1/cluster shows it.
+type View struct {
+	Node     string         `json:"node"`
+	Version  string         `json:"version"`
+	PeerList PeerListStatus `json:"peer_list"`
+	Members  []MemberStatus `json:"members"`
+}
+
+// PeerListStatus says where the peer list came from and whether the last
+// load was refused.
+type PeerListStatus struct {
+	Source   string     `json:"source"`
+	LoadedAt *time.Time `json:"loaded_at,omitempty"`
+	Peers    int        `json:"peers"`
+	Refusal  *Refusal   `json:"refusal"`
+}
+
+// MemberStatus is one peer (or one unknown gossiping node) as seen from here.
+type MemberStatus struct {
+	ID             string     `json:"id"`
+	State          State      `json:"state"`
+	Self           bool       `json:"self"`
+	InPeerList     bool       `json:"in_peer_list"`
+	URL            string     `json:"url,omitempty"`
+	PublicURL      string     `json:"public_url,omitempty"`
+	Gossip         string     `json:"gossip,omitempty"`
+	Sharding       bool       `json:"sharding"`
+	Replica        bool       `json:"replica"`
+	Voter          bool       `json:"voter"`
+	FreeBytes      *uint64    `json:"free_bytes,omitempty"`
+	Version        string     `json:"version,omitempty"`
+	Incarnation    int64      `json:"incarnation,omitempty"`
+	LastHeard      *time.Time `json:"last_heard,omitempty"`
+	LastHeardMsAgo *int64     `json:"last_heard_ms_ago,omitempty"`
+}
+
+// suspectAfter is how long a live peer may stay silent before it is SUSPECT:
+// two missed heartbeats and some slack.
+func (c *Cluster) suspectAfter() time.Duration {
+	return 2*c.cfg.GossipInterval + c.cfg.GossipInterval/2
+}
+
+// States returns the state of every peer of the list, by id.
+func (c *Cluster) States() map[string]State {
+	v := c.View()
+	out := make(map[string]State, len(v.Members))
+	for _, m := range v.Members {
+		if m.InPeerList {
+			out[m.ID] = m.State
+		}
+	}
+	return out
+}
+
+// View returns this node's view: every peer of the list, then any node that
+// gossips but is not in the list.
+func (c *Cluster) View() View {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Now()
+	v := View{Node: c.cfg.NodeID, Version: c.cfg.Version,
+		PeerList: PeerListStatus{Source: c.cfg.PeersEndpoint, Peers: len(c.peers.Peers), Refusal: c.refusal}}
+	if !c.loadedAt.IsZero() {
+		t := c.loadedAt.UTC()
+		v.PeerList.LoadedAt = &t
+	}
+	listed := map[string]bool{}
+	for _, p := range c.peers.Peers {
+		listed[p.ID] = true
+		ms := MemberStatus{ID: p.ID, InPeerList: true, URL: p.URL, Gossip: p.Gossip, Sharding: p.Sharding, Replica: p.Replica, Voter: p.Voter}
+		if p.ID == c.cfg.NodeID {
+			ms.Self, ms.State = true, Up
+			meta := c.meta
+			ms.FreeBytes, ms.Version, ms.Incarnation, ms.PublicURL = &meta.FreeBytes, meta.Version, meta.Incarnation, meta.PublicURL
+			heard, ago := now.UTC(), int64(0)
+			ms.LastHeard, ms.LastHeardMsAgo = &heard, &ago
+		} else {
+			m := c.members[p.ID]
+			if m == nil {
+				ms.State = Down
+			} else {
+				c.fillFromGossip(&ms, m, now)
+			}
+		}
+		v.Members = append(v.Members, ms)
+	}
+	var unknown []MemberStatus
+	for name, m := range c.members {
+		if listed[name] || !m.alive {
+			continue
+		}
+		ms := MemberStatus{ID: name, Gossip: m.node.Address()}
+		c.fillFromGossip(&ms, m, now)
+		unknown = append(unknown, ms)
+	}
+	sort.Slice(unknown, func(i, j int) bool { return unknown[i].ID < unknown[j].ID })
+	v.Members = append(v.Members, unknown...)
+	return v
+}
+
+func (c *Cluster) fillFromGossip(ms *MemberStatus, m *memberInfo, now time.Time) {
+	ms.State = stateOf(observation{alive: m.alive, lastHeard: m.lastHeard}, now, c.suspectAfter())
+	if m.meta.ID != "" {
+		free := m.meta.FreeBytes
+		ms.FreeBytes, ms.Version, ms.Incarnation, ms.PublicURL = &free, m.meta.Version, m.meta.Incarnation, m.meta.PublicURL
+		if !ms.InPeerList {
+			ms.URL = m.meta.InternalURL
+		}
+	}
+	if !m.lastHeard.IsZero() {
+		heard := m.lastHeard.UTC()
+		ago := now.Sub(m.lastHeard).Milliseconds()
+		ms.LastHeard, ms.LastHeardMsAgo = &heard, &ago
+	}
+}
+
+// Peers returns the current peer list.
+func (c *Cluster) Peers() PeerList {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peers
+}

@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"errors"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
+
+func TestStateOf(t *testing.T) {
+	now := time.Unix(1000, 0)
+	after := 5 * time.Second
+	cases := []struct {
+		name string
+		o    observation
+		want State
+	}{
+		{"never joined", observation{}, Down},
+		{"dead in gossip", observation{alive: false, lastHeard: now}, Down},
+		{"heard just now", observation{alive: true, lastHeard: now}, Up},
+		{"heard at the limit", observation{alive: true, lastHeard: now.Add(-after)}, Up},
+		{"silent too long", observation{alive: true, lastHeard: now.Add(-after - time.Millisecond)}, Suspect},
+	}
+	for _, c := range cases {
+		if got := stateOf(c.o, now, after); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+func TestMemberlistSettingsFollowShoalSettings(t *testing.T) {
+	mc, err := memberlistConfig(Config{NodeID: "n1", GossipAddr: "127.0.0.1:7946", Secret: []byte("0123456789abcdef"),
+		GossipInterval: 2 * time.Second, SuspectTimeout: 10 * time.Second}, "127.0.0.1:7946")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mc.ProbeInterval != 2*time.Second || mc.ProbeTimeout != 500*time.Millisecond || mc.SuspicionMult != 5 ||
+		mc.SuspicionMaxTimeoutMult != 1 || len(mc.SecretKey) != 32 || mc.AdvertiseAddr != "127.0.0.1" || mc.BindPort != 7946 {
+		t.Fatalf("memberlist config %+v", mc)
+	}
+	if _, err := memberlistConfig(Config{GossipAddr: "nonsense", GossipInterval: time.Second, SuspectTimeout: 2 * time.Second}, ""); err == nil {
+		t.Fatal("accepted a GOSSIP_ADDR without a port")
+	}
+}
+
+func TestMetadataFitsMemberlistLimit(t *testing.T) {
+	long := strings.Repeat("x", 600)
+	m := NodeMeta{ID: strings.Repeat("n", 64), PublicURL: "http://" + long, InternalURL: "http://n:8080", FreeBytes: 1 << 60, Flags: "SRV", Version: long, Incarnation: time.Now().UnixMilli()}
+	b := encodeMeta(m, 512)
+	if len(b) == 0 || len(b) > 512 {
+		t.Fatalf("metadata of %d bytes", len(b))
+	}
+	if !strings.Contains(string(b), `"iurl":"http://n:8080"`) {
+		t.Fatalf("trimmed the internal URL, which peers need: %s", b)
+	}
+}
+
+func TestDiskChanged(t *testing.T) {
+	if diskChanged(100<<30, 100<<30+1<<20) {
+		t.Error("1 MiB of 100 GiB is not worth gossiping")
+	}
+	if !diskChanged(100<<30, 98<<30) {
+		t.Error("2 GiB of 100 GiB is")
+	}
+	if !diskChanged(1<<20, 2<<20) {
+		t.Error("a doubling is")
+	}
+}
+
+func TestSignerAcceptsOnceAndRefusesTheRest(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	a := NewSigner([]byte("secret-one-0123456789"), "a", clock)
+	b := NewSigner([]byte("secret-one-0123456789"), "b", clock)
+	other := NewSigner([]byte("secret-two-0123456789"), "x", clock)
+
+	req := httptest.NewRequest("POST", "/internal/v1/ping?x=1", nil)
+	a.Sign(req, []byte("body"))
+	if node, err := b.Verify(req, []byte("body")); err != nil || node != "a" {
+		t.Fatalf("valid signature refused: %v", err)
+	}
+	if _, err := b.Verify(req, []byte("body")); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("replay: %v", err)
+	}
+	req2 := httptest.NewRequest("POST", "/internal/v1/ping?x=1", nil)
+	a.Sign(req2, []byte("body"))
+	if _, err := b.Verify(req2, []byte("other body")); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("altered body: %v", err)
+	}
+	req3 := httptest.NewRequest("POST", "/internal/v1/ping?x=2", nil)
+	req3.Header = req2.Header.Clone()
+	if _, err := b.Verify(req3, []byte("body")); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("altered query: %v", err)
+	}
+	req4 := httptest.NewRequest("GET", "/internal/v1/ping", nil)
+	other.Sign(req4, nil)
+	if _, err := b.Verify(req4, nil); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("another secret: %v", err)
+	}
+	if _, err := b.Verify(httptest.NewRequest("GET", "/internal/v1/ping", nil), nil); !errors.Is(err, ErrUnsigned) {
+		t.Fatalf("unsigned: %v", err)
+	}
+	req5 := httptest.NewRequest("GET", "/internal/v1/ping", nil)
+	a.Sign(req5, nil)
+	now = now.Add(31 * time.Second)
+	if _, err := b.Verify(req5, nil); !errors.Is(err, ErrStale) {
+		t.Fatalf("stale: %v", err)
+	}
+}
