@@ -107,9 +107,24 @@ func TestNodesConvergeGrowAndRefuseBrokenLists(t *testing.T) {
 		}
 	}
 
-	// An edit of the list adds a fourth member.
+	// A node that gossips but is not in their list is reported as unknown.
+	own := filepath.Join(t.TempDir(), "peers.json")
+	writePeers(t, own, peers)
+	peers[3].start(t, own)
+	testnode.Eventually(t, 20*time.Second, "n4 reported as unknown", func() (bool, string) {
+		for _, m := range peers[0].c.View().Members {
+			if m.ID == "n4" {
+				return !m.InPeerList && m.State == cluster.Up && m.URL != "", fmt.Sprintf("%+v", m)
+			}
+		}
+		return false, "n4 not listed"
+	})
+	if _, listed := peers[0].c.States()["n4"]; listed {
+		t.Fatal("an unknown node counts as a peer")
+	}
+
+	// An edit of the list adds it as a fourth member.
 	writePeers(t, file, peers)
-	peers[3].start(t, file)
 	for _, p := range peers[:3] {
 		p.c.Reload()
 	}

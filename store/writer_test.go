@@ -1,0 +1,201 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func openTestStore(t *testing.T) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Database: "shoal", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(ctx) })
+	return s
+}
+
+func put(body map[string]any) Mutation {
+	return func(cur *Doc) (Next, error) { return Next{Body: body, Size: 10}, nil }
+}
+
+func TestWriterGroupsConcurrentChangesIntoOneCommit(t *testing.T) {
+	s := openTestStore(t)
+	var commits, changes atomic.Int64
+	var biggest atomic.Int64
+	w := NewWriter(s, 4, WriterOptions{CacheBytes: 1 << 20, ObserveBatch: func(n int, _ time.Duration) {
+		commits.Add(1)
+		changes.Add(int64(n))
+		for {
+			b := biggest.Load()
+			if int64(n) <= b || biggest.CompareAndSwap(b, int64(n)) {
+				break
+			}
+		}
+	}})
+	defer w.Close(context.Background())
+	const clients, each = 32, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*each)
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				res := w.Do(context.Background(), Op{Partition: 1, User: "u", Coll: "c", ID: fmt.Sprintf("%d-%d", c, i), Fresh: true,
+					Mutate: put(map[string]any{"c": int64(c), "i": int64(i)})})
+				if res.Err != nil {
+					errs <- res.Err
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if changes.Load() != clients*each {
+		t.Fatalf("%d changes committed, want %d", changes.Load(), clients*each)
+	}
+	t.Logf("%d changes in %d commits (largest %d)", changes.Load(), commits.Load(), biggest.Load())
+	if biggest.Load() < 2 {
+		t.Fatalf("32 concurrent writers never shared a commit: no group commit")
+	}
+	// Positions form a gapless history 1..N, and the store holds them all.
+	if got := w.Position(1); got != (Position{Epoch: 1, Seq: clients * each}) {
+		t.Fatalf("last position %v, want 1.%d", got, clients*each)
+	}
+	docs, err := s.Scan(context.Background(), 1, "u", "c")
+	if err != nil || len(docs) != clients*each {
+		t.Fatalf("store holds %d documents (%v), want %d", len(docs), err, clients*each)
+	}
+	seen := map[uint64]bool{}
+	for _, d := range docs {
+		if seen[d.Pos.Seq] || d.Pos.Seq == 0 || d.Pos.Seq > clients*each {
+			t.Fatalf("position %v repeated or out of range", d.Pos)
+		}
+		seen[d.Pos.Seq] = true
+	}
+}
+
+func TestWriterMutationsSeeEarlierChangesOfTheSameBatch(t *testing.T) {
+	s := openTestStore(t)
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(context.Background())
+	inc := func(cur *Doc) (Next, error) {
+		n := int64(0)
+		if cur != nil && !cur.Deleted {
+			n = cur.Body["n"].(int64)
+		}
+		return Next{Body: map[string]any{"n": n + 1}}, nil
+	}
+	ops := make([]Op, 50)
+	for i := range ops {
+		ops[i] = Op{Partition: 0, User: "u", Coll: "c", ID: "counter", Mutate: inc}
+	}
+	for _, r := range w.DoAll(context.Background(), ops) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	d, err := w.Get(context.Background(), 0, DocKey("u", "c", "counter"))
+	if err != nil || d.Body["n"] != int64(50) || d.Version != 50 {
+		t.Fatalf("counter %+v %v, want n=50 version 50", d, err)
+	}
+	// The store agrees with the cache.
+	stored, err := s.Get(context.Background(), 0, DocKey("u", "c", "counter"))
+	if err != nil || stored.Body["n"] != int64(50) || stored.Pos != d.Pos {
+		t.Fatalf("store holds %+v %v", stored, err)
+	}
+}
+
+func TestWriterRefusalsChangeNothing(t *testing.T) {
+	s := openTestStore(t)
+	w := NewWriter(s, 1, WriterOptions{})
+	defer w.Close(context.Background())
+	boom := errors.New("refused")
+	res := w.Do(context.Background(), Op{Partition: 0, User: "u", Coll: "c", ID: "x", Mutate: func(*Doc) (Next, error) { return Next{}, boom }})
+	if !errors.Is(res.Err, boom) {
+		t.Fatalf("got %v", res.Err)
+	}
+	if _, err := w.Get(context.Background(), 0, DocKey("u", "c", "x")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused change was stored: %v", err)
+	}
+	if w.Position(0).Seq != 0 {
+		t.Fatalf("a refused change took a position: %v", w.Position(0))
+	}
+}
+
+func TestWriterRestartContinuesPositionsAndDeletesAreTombstones(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Database: "shoal", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(s, 2, WriterOptions{CacheBytes: 1 << 20})
+	w.Do(ctx, Op{Partition: 1, User: "u", Coll: "c", ID: "a", Mutate: put(map[string]any{"v": "a"})})
+	w.Do(ctx, Op{Partition: 1, User: "u", Coll: "c", ID: "a", Mutate: func(*Doc) (Next, error) { return Next{Delete: true}, nil }})
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(ctx)
+
+	s2, err := Open(ctx, Options{Database: "shoal", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close(ctx)
+	w2 := NewWriter(s2, 2, WriterOptions{})
+	defer w2.Close(ctx)
+	d, err := w2.Get(ctx, 1, DocKey("u", "c", "a"))
+	if err != nil || !d.Deleted || d.Body != nil || d.Version != 2 || d.Pos.Seq != 2 {
+		t.Fatalf("tombstone after restart: %+v %v", d, err)
+	}
+	res := w2.Do(ctx, Op{Partition: 1, User: "u", Coll: "c", ID: "b", Mutate: put(map[string]any{})})
+	if res.Err != nil || res.Doc.Pos.Seq != 3 {
+		t.Fatalf("first position after restart %+v %v, want seq 3", res.Doc, res.Err)
+	}
+}
+
+func TestCacheFillIsRefusedWhenACommitOverlappedTheRead(t *testing.T) {
+	c := newCache(1 << 20)
+	old := &Doc{Key: "k", Version: 1, Size: 10}
+	c.fill("k", old, func() bool { return false })
+	if _, ok := c.get("k"); ok {
+		t.Fatal("a read that overlapped a commit filled the cache")
+	}
+	c.fill("k", old, func() bool { return true })
+	if d, ok := c.get("k"); !ok || d != old {
+		t.Fatal("a clean read did not fill the cache")
+	}
+	newer := &Doc{Key: "k", Version: 2, Size: 10}
+	c.put("k", newer)
+	c.fill("k", old, func() bool { return true })
+	if d, _ := c.get("k"); d != newer {
+		t.Fatal("a fill replaced a newer entry")
+	}
+}
+
+func TestCacheStaysWithinBudget(t *testing.T) {
+	c := newCache(10_000)
+	for i := 0; i < 1000; i++ {
+		c.put(fmt.Sprintf("key-%d", i), &Doc{Size: 100})
+	}
+	if c.used > c.budget {
+		t.Fatalf("cache uses %d of %d bytes", c.used, c.budget)
+	}
+	if _, ok := c.get("key-999"); !ok {
+		t.Fatal("the newest entry was evicted")
+	}
+	if _, ok := c.get("key-0"); ok {
+		t.Fatal("the oldest entry survived past the budget")
+	}
+}
