@@ -1,14 +1,18 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"reflect"
 	"sort"
 	"strconv"
@@ -38,6 +42,20 @@ type Config struct {
 	HTTPClient *http.Client
 	// Now is the clock for member states (default time.Now).
 	Now func() time.Time
+	// Gossiper carries other components' state over gossip (the partition
+	// table); nil: none.
+	Gossiper Gossiper
+	// Faults cuts links between nodes in tests; nil in production.
+	Faults *Faults
+}
+
+// Gossiper is state that other components spread through gossip: a full
+// copy in every push-pull, and updates as broadcasts. Merge runs on the
+// cluster's own goroutine, never inside a memberlist callback; LocalState is
+// called by memberlist and must only copy state out.
+type Gossiper interface {
+	LocalState() []byte
+	Merge(data []byte)
 }
 
 // Cluster is this node's view of the cluster: the peer list, gossip
@@ -48,6 +66,8 @@ type Cluster struct {
 	ml     *memberlist.Memberlist // nil for a cluster of one
 	signer *Signer
 	events chan event
+	queue  *memberlist.TransmitLimitedQueue
+	http   *http.Client
 	reload chan struct{}
 	join   chan struct{}
 	start  time.Time
@@ -95,6 +115,7 @@ const (
 	evLeave
 	evUpdate
 	evHeartbeat
+	evState
 )
 
 type event struct {
@@ -102,10 +123,12 @@ type event struct {
 	node memberlist.Node
 	from string // heartbeat sender
 	at   time.Time
+	data []byte // evState: gossiped state
 }
 
 const (
 	msgHeartbeat byte = 1
+	msgState     byte = 2
 	metaLimit         = memberlist.MetaMaxSize
 	diskEvery         = 5 * time.Second
 )
@@ -125,6 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, log: cfg.Logger, events: make(chan event, 4096), reload: make(chan struct{}, 1),
 		join: make(chan struct{}, 1), members: map[string]*memberInfo{}, start: cfg.Now()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}
 	if len(cfg.Secret) > 0 {
 		c.signer = NewSigner(cfg.Secret, cfg.NodeID, cfg.Now)
 	}
@@ -217,12 +241,108 @@ func (c *Cluster) startGossip(self Peer) error {
 	}
 	mc.Delegate = delegate{c}
 	mc.Events = eventDelegate{c}
+	if c.cfg.Faults != nil {
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: mc.Logger})
+		if err != nil {
+			return fmt.Errorf("starting gossip on GOSSIP_ADDR %s: %w", c.cfg.GossipAddr, err)
+		}
+		mc.Transport = &faultyTransport{NodeAwareTransport: nt, self: c.cfg.NodeID, faults: c.cfg.Faults}
+		c.nameGossipAddrs()
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return fmt.Errorf("starting gossip on GOSSIP_ADDR %s: %w", c.cfg.GossipAddr, err)
 	}
 	c.ml = ml
+	c.queue = &memberlist.TransmitLimitedQueue{NumNodes: ml.NumMembers, RetransmitMult: 3}
 	return nil
+}
+
+// nameGossipAddrs tells the fault table which node each gossip address is.
+func (c *Cluster) nameGossipAddrs() {
+	for _, p := range c.peers.Peers {
+		host, port, err := net.SplitHostPort(p.Gossip)
+		if err != nil {
+			continue
+		}
+		if ips, err := net.LookupIP(host); err == nil {
+			for _, ip := range ips {
+				c.cfg.Faults.nameGossipAddr(net.JoinHostPort(ip.String(), port), p.ID)
+			}
+		}
+		c.cfg.Faults.nameGossipAddr(p.Gossip, p.ID)
+	}
+}
+
+// Broadcast spreads data to every member through gossip (best effort; the
+// periodic push-pull of Gossiper.LocalState repairs what is lost). data must
+// fit in a UDP packet: keep it under 1 KB.
+func (c *Cluster) Broadcast(data []byte) {
+	if c.queue == nil {
+		return
+	}
+	c.queue.QueueBroadcast(broadcast(append([]byte{msgState}, data...)))
+}
+
+type broadcast []byte
+
+func (b broadcast) Invalidates(memberlist.Broadcast) bool { return false }
+func (b broadcast) Message() []byte                       { return b }
+func (b broadcast) Finished()                             {}
+
+// PeerURL is the API base URL of a peer of the list.
+func (c *Cluster) PeerURL(id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.peers.Get(id)
+	return p.URL, ok
+}
+
+// ID is this node's id.
+func (c *Cluster) ID() string { return c.cfg.NodeID }
+
+// Send sends req to the peer id: req's URL is resolved against the peer's
+// URL from the peer list (only peers of the list are ever sent to, so a
+// client's token never leaves the cluster). With sign, the request is
+// signed as a node-to-node call. A link cut by Faults fails like a dead
+// network, in either direction.
+func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Response, error) {
+	base, ok := c.PeerURL(peer)
+	if !ok {
+		return nil, fmt.Errorf("node %q is not in the peer list", peer)
+	}
+	if c.cfg.Faults.IsCut(c.cfg.NodeID, peer) {
+		return nil, fmt.Errorf("sending to %s: %w", peer, ErrLinkCut)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, err
+	}
+	req.URL.Scheme, req.URL.Host, req.Host = u.Scheme, u.Host, u.Host
+	if sign {
+		if c.signer == nil {
+			return nil, errors.New("no CLUSTER_SECRET to sign node-to-node calls with")
+		}
+		var body []byte
+		if req.Body != nil {
+			if body, err = io.ReadAll(req.Body); err != nil {
+				return nil, err
+			}
+			req.Body.Close()
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			req.ContentLength = int64(len(body))
+		}
+		c.signer.Sign(req, body)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if c.cfg.Faults.IsCut(c.cfg.NodeID, peer) {
+		resp.Body.Close()
+		return nil, fmt.Errorf("answer from %s: %w", peer, ErrLinkCut)
+	}
+	return resp, nil
 }
 
 // Signer signs and verifies node-to-node calls (nil without a secret).
@@ -281,6 +401,12 @@ func (c *Cluster) run() {
 		case <-c.ctx.Done():
 			return
 		case e := <-c.events:
+			if e.kind == evState {
+				if c.cfg.Gossiper != nil {
+					c.cfg.Gossiper.Merge(e.data)
+				}
+				continue
+			}
 			c.apply(e)
 		case <-heartbeat.C:
 			c.sendHeartbeats()
@@ -403,6 +529,9 @@ func (c *Cluster) refreshPeers() {
 	if !reflect.DeepEqual(list, c.peers) {
 		c.log.Info("peer list changed", "before", strings.Join(c.peers.IDs(), ","), "after", strings.Join(list.IDs(), ","))
 		c.peers = list
+		if c.cfg.Faults != nil {
+			c.nameGossipAddrs()
+		}
 	}
 	c.loadedAt = now
 }
@@ -505,14 +634,36 @@ func (d delegate) NodeMeta(limit int) []byte {
 }
 
 func (d delegate) NotifyMsg(b []byte) {
-	if len(b) > 1 && b[0] == msgHeartbeat {
+	if len(b) < 2 {
+		return
+	}
+	switch b[0] {
+	case msgHeartbeat:
 		d.c.push(event{kind: evHeartbeat, from: string(b[1:]), at: d.c.cfg.Now()})
+	case msgState:
+		d.c.push(event{kind: evState, data: append([]byte(nil), b[1:]...)})
 	}
 }
 
-func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d delegate) LocalState(join bool) []byte                { return nil }
-func (d delegate) MergeRemoteState(buf []byte, join bool)     {}
+func (d delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	if d.c.queue == nil {
+		return nil
+	}
+	return d.c.queue.GetBroadcasts(overhead, limit)
+}
+
+func (d delegate) LocalState(join bool) []byte {
+	if d.c.cfg.Gossiper == nil {
+		return nil
+	}
+	return d.c.cfg.Gossiper.LocalState()
+}
+
+func (d delegate) MergeRemoteState(buf []byte, join bool) {
+	if len(buf) > 0 {
+		d.c.push(event{kind: evState, data: append([]byte(nil), buf...)})
+	}
+}
 
 type eventDelegate struct{ c *Cluster }
 

@@ -42,6 +42,9 @@ type Config struct {
 	ClusterSecret        string
 	GossipInterval       time.Duration
 	GossipSuspectTimeout time.Duration
+	LeaseTTL             time.Duration
+	ReadTryTimeout       time.Duration
+	ReplicationFactor    int
 }
 
 // Setting is one configuration key: its environment name, its flag name
@@ -88,6 +91,12 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { c.AuthSecret = v; return nil }},
 	{Key: "INSECURE", Default: "false", Help: "accept every request as admin without a token (development only; logs a warning)",
 		set: func(c *Config, v string) error { return parseBool(&c.Insecure, v) }},
+	{Key: "LEASE_TTL", Default: "3s", Help: "how long a partition's master holds its lease without renewing it; bounds how long a partition has no master after its master dies",
+		set: func(c *Config, v string) error { return parseDuration(&c.LeaseTTL, v) }},
+	{Key: "READ_TRY_TIMEOUT", Default: "500ms", Help: "how long a read waits for one node before trying the next of the responsible list",
+		set: func(c *Config, v string) error { return parseDuration(&c.ReadTryTimeout, v) }},
+	{Key: "REPLICATION_FACTOR", Default: "2", Help: "copies of each partition, master included",
+		set: func(c *Config, v string) error { return parseInt(&c.ReplicationFactor, v) }},
 	{Key: "PARTITION_COUNT", Default: "271", Help: "number of partitions users are hashed into; stored on first start and fixed for the life of the data",
 		set: func(c *Config, v string) error { return parseInt(&c.PartitionCount, v) }},
 	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413)",
@@ -246,6 +255,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("GOSSIP_SUSPECT_TIMEOUT %s must be at least twice GOSSIP_INTERVAL (%s)", c.GossipSuspectTimeout, c.GossipInterval)
 	case c.GossipAddr == "":
 		return errors.New("GOSSIP_ADDR is empty")
+	case c.LeaseTTL < 300*time.Millisecond:
+		return fmt.Errorf("LEASE_TTL %s is too short: use at least 300ms (default 3s)", c.LeaseTTL)
+	case c.ReadTryTimeout <= 0:
+		return errors.New("READ_TRY_TIMEOUT must be positive")
+	case c.ReplicationFactor < 1 || c.ReplicationFactor > 7:
+		return fmt.Errorf("REPLICATION_FACTOR %d is out of range: use 1..7 (default 2)", c.ReplicationFactor)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

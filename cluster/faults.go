@@ -1,0 +1,127 @@
+package cluster
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Faults cuts links between nodes, for tests. It sits behind the same
+// interfaces production uses (the HTTP transport of node-to-node calls and
+// memberlist's Transport); a nil *Faults cuts nothing. A cut is symmetric
+// and enforced by the sender on both sides, for gossip and HTTP alike, so a
+// cut node looks to the others exactly like a network partition.
+type Faults struct {
+	mu     sync.RWMutex
+	cut    map[[2]string]bool
+	byAddr map[string]string // gossip address -> node id
+}
+
+// NewFaults returns an empty fault table.
+func NewFaults() *Faults {
+	return &Faults{cut: map[[2]string]bool{}, byAddr: map[string]string{}}
+}
+
+func pair(a, b string) [2]string {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+// Cut stops all traffic between nodes a and b.
+func (f *Faults) Cut(a, b string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut[pair(a, b)] = true
+}
+
+// Heal restores traffic between a and b.
+func (f *Faults) Heal(a, b string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.cut, pair(a, b))
+}
+
+// HealAll restores every link.
+func (f *Faults) HealAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut = map[[2]string]bool{}
+}
+
+// Isolate cuts node a from every node in others.
+func (f *Faults) Isolate(a string, others []string) {
+	for _, b := range others {
+		if b != a {
+			f.Cut(a, b)
+		}
+	}
+}
+
+// IsCut reports whether traffic between a and b is cut.
+func (f *Faults) IsCut(a, b string) bool {
+	if f == nil {
+		return false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.cut[pair(a, b)]
+}
+
+// nameGossipAddr records which node listens on a gossip address.
+func (f *Faults) nameGossipAddr(addr, node string) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.byAddr[addr] = node
+}
+
+func (f *Faults) nodeAt(addr string) string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.byAddr[addr]
+}
+
+// ErrLinkCut is what a cut link looks like to the sender.
+var ErrLinkCut = errors.New("network link cut (fault injection)")
+
+// faultyTransport wraps memberlist's transport and drops what crosses a cut
+// link.
+type faultyTransport struct {
+	memberlist.NodeAwareTransport
+	self   string
+	faults *Faults
+}
+
+func (t *faultyTransport) blocked(addr string) bool {
+	to := t.faults.nodeAt(addr)
+	return to != "" && t.faults.IsCut(t.self, to)
+}
+
+func (t *faultyTransport) WriteToAddress(b []byte, addr memberlist.Address) (time.Time, error) {
+	if t.blocked(addr.Addr) {
+		return time.Now(), nil // UDP: silently lost
+	}
+	return t.NodeAwareTransport.WriteToAddress(b, addr)
+}
+
+func (t *faultyTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	return t.WriteToAddress(b, memberlist.Address{Addr: addr})
+}
+
+func (t *faultyTransport) DialAddressTimeout(addr memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	if t.blocked(addr.Addr) {
+		return nil, ErrLinkCut
+	}
+	return t.NodeAwareTransport.DialAddressTimeout(addr, timeout)
+}
+
+func (t *faultyTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	return t.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
+}

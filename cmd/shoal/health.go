@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// health asks a node's /readyz and exits 0 when it answers 200, 1 otherwise.
+// It exists for container health checks: the runtime image has no shell and
+// no curl. Docker reserves exit code 2 for itself, so every failure,
+// including a bad flag, is 1.
+func health(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("health", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def, defErr := defaultHealthURL(os.LookupEnv)
+	url := fs.String("url", def, "the readiness URL to ask (default: /readyz on HTTP_ADDR's port at 127.0.0.1)")
+	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: shoal health [--url http://127.0.0.1:8080/readyz] [--timeout 3s]")
+		fmt.Fprintln(stderr, "Exits 0 when the URL answers 200, else prints why and exits 1 (for container health checks).")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 1
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "shoal health: unexpected argument %q\n", fs.Arg(0))
+		return 1
+	}
+	urlSet := false
+	fs.Visit(func(f *flag.Flag) { urlSet = urlSet || f.Name == "url" })
+	if !urlSet && defErr != nil {
+		fmt.Fprintf(stderr, "shoal health: %v (or pass --url)\n", defErr)
+		return 1
+	}
+	if *timeout <= 0 {
+		fmt.Fprintln(stderr, "shoal health: --timeout must be positive")
+		return 1
+	}
+	if err := checkReady(*url, *timeout); err != nil {
+		fmt.Fprintf(stderr, "shoal health: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ready\n", *url)
+	return 0
+}
+
+// checkReady returns nil when url answers 200 within timeout, else why not.
+func checkReady(url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("bad --url %q: %v", url, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%s did not answer within %s", url, timeout)
+		}
+		return fmt.Errorf("%s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		msg := fmt.Sprintf("%s answered %s", url, resp.Status)
+		if b := strings.TrimSpace(string(body)); b != "" {
+			msg += ": " + b
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// defaultHealthURL is /readyz on the port of HTTP_ADDR (default :8080),
+// asked on the loopback address when HTTP_ADDR listens on every address.
+func defaultHealthURL(lookup func(string) (string, bool)) (string, error) {
+	addr := ":8080"
+	if v, ok := lookup("HTTP_ADDR"); ok && v != "" {
+		addr = v
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "http://127.0.0.1:8080/readyz", fmt.Errorf("HTTP_ADDR %q is not host:port or :port", addr)
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/readyz", nil
+}
