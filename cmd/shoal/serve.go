@@ -42,6 +42,9 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	node.Version = version
+	// A node whose log pipe closed (its supervisor died) must still shut
+	// down cleanly: get EPIPE on writes instead of dying of SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	n, err := node.Start(ctx, cfg, log)

@@ -1,0 +1,465 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// defaultNodeURL is where `shoal status` looks when nothing else says where.
+const defaultNodeURL = "http://127.0.0.1:8080"
+
+// clusterStatus is the answer of GET /v1/cluster. Fields the node adds later
+// are ignored.
+type clusterStatus struct {
+	Node     string          `json:"node"`
+	Version  string          `json:"version"`
+	PeerList peerListStatus  `json:"peer_list"`
+	Members  []clusterMember `json:"members"`
+}
+
+type peerListStatus struct {
+	Source   string           `json:"source"`
+	LoadedAt time.Time        `json:"loaded_at"`
+	Peers    int              `json:"peers"`
+	Refusal  *peerListRefusal `json:"refusal"`
+}
+
+type peerListRefusal struct {
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
+type clusterMember struct {
+	ID        string `json:"id"`
+	State     string `json:"state"`
+	Self      bool   `json:"self"`
+	URL       string `json:"url"`
+	PublicURL string `json:"public_url"`
+	Gossip    string `json:"gossip"`
+	Sharding  bool   `json:"sharding"`
+	Replica   bool   `json:"replica"`
+	Voter     bool   `json:"voter"`
+	// InPeerList is nil when the node does not say; only an explicit false
+	// marks a member as unknown.
+	InPeerList     *bool      `json:"in_peer_list"`
+	FreeBytes      *int64     `json:"free_bytes"`
+	Version        string     `json:"version"`
+	Incarnation    uint64     `json:"incarnation"`
+	LastHeard      *time.Time `json:"last_heard"`
+	LastHeardMsAgo *int64     `json:"last_heard_ms_ago"`
+}
+
+func (m clusterMember) unknown() bool { return m.InPeerList != nil && !*m.InPeerList }
+
+func status(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("url", "", "node to ask (default: $SHOAL_URL, else the first peer's url in DIR/peers.json, else "+defaultNodeURL+")")
+	tok := fs.String("token", "", "admin token (default: $SHOAL_TOKEN, else the file DIR/admin.token)")
+	dir := fs.String("dir", ".shoal-dev", "directory of a shoal dev cluster, for the defaults of --url and --token")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: shoal status [--url URL] [--token TOKEN] [--dir .shoal-dev]")
+		fmt.Fprintln(stderr, "Shows the cluster as one node sees it: its peer list and every member's state (GET /v1/cluster).")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "shoal status: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	target := statusURL(*url, *dir)
+	token, tokenFrom := statusToken(*tok, *dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := fetchClusterStatus(ctx, http.DefaultClient, target.url, token)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal status: %s\n", explainStatusError(err, target, tokenFrom))
+		return 1
+	}
+	fmt.Fprint(stdout, renderStatus(st, target.url, time.Now()))
+	return 0
+}
+
+// statusTarget is the node `shoal status` asks, with what helps when it
+// does not answer.
+type statusTarget struct {
+	url    string
+	others []string // the other peers' urls in the dev directory's peer list
+	note   string   // why the dev directory's peer list did not give the url
+}
+
+// statusURL picks the node to ask: --url, else $SHOAL_URL, else the first
+// peer of DIR/peers.json, else the default.
+func statusURL(flagURL, dir string) statusTarget {
+	var t statusTarget
+	path := filepath.Join(dir, "peers.json")
+	var peers []string
+	if data, err := os.ReadFile(path); err == nil {
+		if peers = peerURLsInFileOrder(data); len(peers) == 0 {
+			t.note = path + " names no node (is it valid JSON?)"
+		}
+	}
+	t.url = flagURL
+	if t.url == "" {
+		t.url = os.Getenv("SHOAL_URL")
+	}
+	if t.url == "" && len(peers) > 0 {
+		t.url = peers[0]
+	}
+	if t.url == "" {
+		t.url = defaultNodeURL
+	}
+	t.url = strings.TrimRight(t.url, "/")
+	for _, p := range peers {
+		if p != t.url {
+			t.others = append(t.others, p)
+		}
+	}
+	return t
+}
+
+// peerURLsInFileOrder lists the peers' urls as the file lists them. A list
+// the node would refuse still names its nodes, so it is read leniently here:
+// status is how one finds out why the node refused it.
+func peerURLsInFileOrder(data []byte) []string {
+	var doc struct {
+		Peers []struct {
+			URL          string `json:"url"`
+			PublicDomain string `json:"public_domain"`
+		} `json:"peers"`
+	}
+	if json.Unmarshal(data, &doc) != nil {
+		return nil
+	}
+	var urls []string
+	for _, p := range doc.Peers {
+		switch {
+		case p.URL != "":
+			urls = append(urls, strings.TrimRight(p.URL, "/"))
+		case p.PublicDomain != "":
+			urls = append(urls, "http://"+p.PublicDomain)
+		}
+	}
+	return urls
+}
+
+// statusToken picks the token and says where it came from, for error messages.
+func statusToken(flagToken, dir string) (token, from string) {
+	if flagToken != "" {
+		return flagToken, "--token"
+	}
+	if t := os.Getenv("SHOAL_TOKEN"); t != "" {
+		return t, "$SHOAL_TOKEN"
+	}
+	path := filepath.Join(dir, "admin.token")
+	if data, err := os.ReadFile(path); err == nil {
+		if t := strings.TrimSpace(string(data)); t != "" {
+			return t, path
+		}
+	}
+	return "", ""
+}
+
+// statusHTTPError is an answer other than 200 from /v1/cluster.
+type statusHTTPError struct {
+	Code   int
+	Detail string
+}
+
+func (e *statusHTTPError) Error() string {
+	if e.Detail == "" {
+		return fmt.Sprintf("status %d", e.Code)
+	}
+	return fmt.Sprintf("status %d: %s", e.Code, e.Detail)
+}
+
+// errNotClusterStatus says the answer was not the cluster status document.
+var errNotClusterStatus = errors.New("the answer is not Shoal's cluster status JSON")
+
+func fetchClusterStatus(ctx context.Context, client *http.Client, base, token string) (clusterStatus, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/cluster", nil)
+	if err != nil {
+		return clusterStatus{}, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return clusterStatus{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return clusterStatus{}, fmt.Errorf("reading the answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var p struct {
+			Detail string `json:"detail"`
+			Title  string `json:"title"`
+		}
+		_ = json.Unmarshal(body, &p)
+		detail := p.Detail
+		if detail == "" {
+			detail = p.Title
+		}
+		return clusterStatus{}, &statusHTTPError{Code: resp.StatusCode, Detail: detail}
+	}
+	var st clusterStatus
+	if err := json.Unmarshal(body, &st); err != nil {
+		return clusterStatus{}, fmt.Errorf("%w (%v; content type %q)", errNotClusterStatus, err, resp.Header.Get("Content-Type"))
+	}
+	if st.Node == "" && st.Members == nil {
+		return clusterStatus{}, fmt.Errorf("%w (no \"node\" or \"members\" field)", errNotClusterStatus)
+	}
+	return st, nil
+}
+
+// explainStatusError turns a failure into one line that says what to do.
+func explainStatusError(err error, t statusTarget, tokenFrom string) string {
+	target := t.url
+	var he *statusHTTPError
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		hint := "start a cluster with `shoal dev`, or point --url (or $SHOAL_URL) at a running node"
+		switch {
+		case len(t.others) > 0:
+			hint = "that node is down; try another with --url " + strings.Join(t.others, " or --url ")
+		case t.note != "":
+			hint = t.note + "; pass --url"
+		}
+		return fmt.Sprintf("no node answers at %s (connection refused): %s", target, hint)
+	case errors.As(err, &he) && he.Code == http.StatusUnauthorized:
+		if tokenFrom == "" {
+			return fmt.Sprintf("%s wants a token (401) and none was given: pass --token, set $SHOAL_TOKEN, "+
+				"or use --dir with the directory of `shoal dev` (it writes admin.token); mint one with `shoal token --admin`", target)
+		}
+		return fmt.Sprintf("%s refused the token from %s (401: %s): mint an admin token with the cluster's AUTH_SECRET "+
+			"(`shoal token --admin`), or restart `shoal dev` to refresh its admin.token", target, tokenFrom, he.Detail)
+	case errors.As(err, &he) && he.Code == http.StatusForbidden:
+		return fmt.Sprintf("%s says the token from %s may not see the cluster (403): it needs an admin token; mint one with `shoal token --admin`", target, tokenFrom)
+	case errors.As(err, &he) && he.Code == http.StatusNotFound:
+		return fmt.Sprintf("%s has no /v1/cluster (404): it is not a Shoal node, or one built before clustering; check --url", target)
+	case errors.As(err, &he):
+		return fmt.Sprintf("%s answered GET /v1/cluster with %v: check the node's log and try again", target, he)
+	case errors.Is(err, errNotClusterStatus):
+		return fmt.Sprintf("%s answered with something that is not Shoal's cluster status (%v): is --url a Shoal node's base URL?", target, err)
+	case errors.As(err, &dnsErr):
+		return fmt.Sprintf("cannot resolve the host of %s (%v): check --url", target, err)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return fmt.Sprintf("%s did not answer within 10s: is the node overloaded, or is --url the wrong address?", target)
+	default:
+		return fmt.Sprintf("asking %s failed: %v; check --url", target, err)
+	}
+}
+
+// renderStatus renders the cluster status for a person: a header saying
+// which node answered and about its peer list, then one row per member.
+func renderStatus(st clusterStatus, from string, now time.Time) string {
+	var b strings.Builder
+	version := ""
+	if st.Version != "" {
+		version = " (version " + st.Version + ")"
+	}
+	fmt.Fprintf(&b, "Cluster as %s sees it%s, asked at %s\n", orDash(st.Node), version, from)
+	pl := st.PeerList
+	loaded := "never loaded"
+	if !pl.LoadedAt.IsZero() {
+		loaded = "loaded " + pl.LoadedAt.UTC().Format(time.RFC3339) + " (" + ago(now.Sub(pl.LoadedAt)) + ")"
+	}
+	fmt.Fprintf(&b, "Peer list: %s, %s, %s\n", orDash(pl.Source), plural(pl.Peers, "peer"), loaded)
+	if r := pl.Refusal; r != nil {
+		fmt.Fprintf(&b, "!!! PEER LIST REFUSED at %s (%s): %s\n", r.At.UTC().Format(time.RFC3339), ago(now.Sub(r.At)), r.Reason)
+		fmt.Fprintf(&b, "!!! %s keeps the list it loaded before; fix %s and it is read again at the next refresh\n", orDash(st.Node), orDash(pl.Source))
+	}
+	members := append([]clusterMember(nil), st.Members...)
+	sort.SliceStable(members, func(i, j int) bool { return naturalLess(members[i].ID, members[j].ID) })
+	counts := map[string]int{}
+	var unknown int
+	for _, m := range members {
+		counts[m.State]++
+		if m.unknown() {
+			unknown++
+		}
+	}
+	var states []string
+	for _, s := range []string{"UP", "SUSPECT", "DOWN"} {
+		if counts[s] > 0 {
+			states = append(states, fmt.Sprintf("%d %s", counts[s], s))
+			delete(counts, s)
+		}
+	}
+	for s, n := range counts {
+		states = append(states, fmt.Sprintf("%d %s", n, orDash(s)))
+	}
+	summary := plural(len(members), "member")
+	if len(states) > 0 {
+		summary += ": " + strings.Join(states, ", ")
+	}
+	if unknown > 0 {
+		summary += fmt.Sprintf("; %d unknown (gossiping but not in the peer list)", unknown)
+	}
+	fmt.Fprintf(&b, "%s\n\n", summary)
+
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ID\tSTATE\tURL\tGOSSIP\tFREE\tLAST HEARD\tROLES")
+	for _, m := range members {
+		id := "  " + m.ID
+		if m.Self {
+			id = "* " + m.ID
+		}
+		if m.unknown() {
+			id += " (unknown)"
+		}
+		u := m.URL
+		if m.PublicURL != "" && m.PublicURL != m.URL {
+			if u == "" {
+				u = m.PublicURL
+			} else {
+				u += " (public " + m.PublicURL + ")"
+			}
+		}
+		free := "-"
+		if m.FreeBytes != nil {
+			free = humanBytes(*m.FreeBytes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, orDash(m.State), orDash(u), orDash(m.Gossip), free,
+			lastHeard(m, now), roles(m.Sharding, m.Replica, m.Voter))
+	}
+	tw.Flush()
+	fmt.Fprintln(&b)
+	legend := "* this node; ROLES: S sharding, R replica, V voter"
+	if unknown > 0 {
+		legend += "; unknown: gossips with the cluster but is not in the peer list"
+	}
+	fmt.Fprintln(&b, legend)
+	return b.String()
+}
+
+func lastHeard(m clusterMember, now time.Time) string {
+	switch {
+	case m.LastHeardMsAgo != nil:
+		return ago(time.Duration(*m.LastHeardMsAgo) * time.Millisecond)
+	case m.LastHeard != nil && !m.LastHeard.IsZero():
+		return ago(now.Sub(*m.LastHeard))
+	default:
+		return "never"
+	}
+}
+
+// ago says how long ago something happened: "0.4s ago", "3m12s ago".
+func ago(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs ago", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds ago", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm ago", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	default:
+		return fmt.Sprintf("%dd ago", int(d/(24*time.Hour)))
+	}
+}
+
+// humanBytes prints a byte count in binary units: 38.2 GiB.
+func humanBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	v := float64(n) / 1024
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if v >= 1023.95 && i < len(units)-1 { // would print as 1024.0
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
+}
+
+// roles prints a node's roles in fixed positions: "S R V", "S R -"; "-" for none.
+func roles(sharding, replica, voter bool) string {
+	if !sharding && !replica && !voter {
+		return "-"
+	}
+	letter := func(on bool, l string) string {
+		if on {
+			return l
+		}
+		return "-"
+	}
+	return letter(sharding, "S") + " " + letter(replica, "R") + " " + letter(voter, "V")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// naturalLess orders ids so that node2 comes before node10.
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := leadingDigits(a), leadingDigits(b)
+		if da != "" && db != "" {
+			na, nb := strings.TrimLeft(da, "0"), strings.TrimLeft(db, "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[len(da):], b[len(db):]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func leadingDigits(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return s[:i]
+}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sampleClusterJSON is the /v1/cluster answer of the contract, with one more
+// member never heard from, one unknown to the peer list, and a field added
+// by a later version.
+const sampleClusterJSON = `{
+  "node": "node1",
+  "version": "dev",
+  "peer_list": {
+    "source": "/abs/path/peers.json",
+    "loaded_at": "2026-11-29T19:00:00Z",
+    "peers": 3,
+    "refusal": {"at": "2026-11-29T19:01:00Z", "reason": "peer id \"node2\" appears twice"}
+  },
+  "partitions": {"count": 271},
+  "members": [
+    {"id": "node10", "state": "DOWN", "self": false, "in_peer_list": true,
+     "url": "http://127.0.0.1:8090", "public_url": "http://127.0.0.1:8090", "gossip": "127.0.0.1:7956",
+     "sharding": true, "replica": false, "voter": false, "incarnation": 0},
+    {"id": "node1", "state": "UP", "self": true, "in_peer_list": true,
+     "url": "http://127.0.0.1:8081", "public_url": "http://127.0.0.1:8081", "gossip": "127.0.0.1:7947",
+     "sharding": true, "replica": true, "voter": true,
+     "free_bytes": 123456789, "version": "dev", "incarnation": 1,
+     "last_heard": "2026-11-29T19:00:05Z", "last_heard_ms_ago": 120},
+    {"id": "node2", "state": "SUSPECT", "self": false, "in_peer_list": true,
+     "url": "http://127.0.0.1:8082", "public_url": "http://127.0.0.1:8082", "gossip": "127.0.0.1:7948",
+     "sharding": true, "replica": true, "voter": true,
+     "free_bytes": 41015634329, "version": "dev", "incarnation": 3,
+     "last_heard": "2026-11-29T19:00:00Z", "last_heard_ms_ago": 5400},
+    {"id": "stray", "state": "UP", "self": false, "in_peer_list": false,
+     "url": "http://127.0.0.1:9999", "public_url": "http://127.0.0.1:9999", "gossip": "127.0.0.1:9998",
+     "sharding": false, "replica": false, "voter": false,
+     "free_bytes": 512, "last_heard": "2026-11-29T19:00:04Z", "last_heard_ms_ago": 1200}
+  ]
+}`
+
+func statusSample(t *testing.T) clusterStatus {
+	t.Helper()
+	var st clusterStatus
+	if err := json.Unmarshal([]byte(sampleClusterJSON), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestRenderStatus(t *testing.T) {
+	now := time.Date(2026, 11, 29, 19, 2, 0, 0, time.UTC)
+	got := renderStatus(statusSample(t), "http://127.0.0.1:8081", now)
+	want := `Cluster as node1 sees it (version dev), asked at http://127.0.0.1:8081
+Peer list: /abs/path/peers.json, 3 peers, loaded 2026-11-29T19:00:00Z (2m00s ago)
+!!! PEER LIST REFUSED at 2026-11-29T19:01:00Z (1m00s ago): peer id "node2" appears twice
+!!! node1 keeps the list it loaded before; fix /abs/path/peers.json and it is read again at the next refresh
+4 members: 2 UP, 1 SUSPECT, 1 DOWN; 1 unknown (gossiping but not in the peer list)
+
+  ID               STATE    URL                    GOSSIP          FREE       LAST HEARD  ROLES
+* node1            UP       http://127.0.0.1:8081  127.0.0.1:7947  117.7 MiB  0.1s ago    S R V
+  node2            SUSPECT  http://127.0.0.1:8082  127.0.0.1:7948  38.2 GiB   5.4s ago    S R V
+  node10           DOWN     http://127.0.0.1:8090  127.0.0.1:7956  -          never       S - -
+  stray (unknown)  UP       http://127.0.0.1:9999  127.0.0.1:9998  512 B      1.2s ago    -
+
+* this node; ROLES: S sharding, R replica, V voter; unknown: gossips with the cluster but is not in the peer list
+`
+	if got != want {
+		t.Errorf("rendered:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestRenderStatusVariants(t *testing.T) {
+	now := time.Date(2026, 11, 29, 19, 2, 0, 0, time.UTC)
+	heard := now.Add(-90 * time.Second)
+	for _, tc := range []struct {
+		name    string
+		st      clusterStatus
+		want    []string
+		notWant []string
+	}{
+		{
+			name:    "healthy list, no refusal",
+			st:      clusterStatus{Node: "a", PeerList: peerListStatus{Source: "/p.json", LoadedAt: now.Add(-3 * time.Hour), Peers: 1}},
+			want:    []string{"Cluster as a sees it, asked at u", "1 peer, loaded 2026-11-29T16:02:00Z (3h00m ago)", "0 members\n"},
+			notWant: []string{"REFUSED", "unknown"},
+		},
+		{
+			name: "never loaded",
+			st:   clusterStatus{Node: "a"},
+			want: []string{"Peer list: -, 0 peers, never loaded"},
+		},
+		{
+			name: "last_heard without ms_ago; public url differs",
+			st: clusterStatus{Node: "a", Members: []clusterMember{{ID: "b", State: "UP", URL: "http://10.0.0.2:8080",
+				PublicURL: "https://b.example.com", LastHeard: &heard, Voter: true}}},
+			want: []string{"1m30s ago", "http://10.0.0.2:8080 (public https://b.example.com)", "- - V", "1 member: 1 UP\n"},
+		},
+		{
+			name: "in_peer_list absent is not unknown",
+			st:   clusterStatus{Node: "a", Members: []clusterMember{{ID: "b", State: "UP"}}},
+			want: []string{"  b  ", "never"}, notWant: []string{"unknown"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := renderStatus(tc.st, "u", now)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("lacks %q:\n%s", w, got)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(got, w) {
+					t.Errorf("has %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {1536, "1.5 KiB"},
+		{123456789, "117.7 MiB"}, {41015634329, "38.2 GiB"}, {1<<30 - 1, "1.0 GiB"},
+		{5 << 40, "5.0 TiB"}, {1 << 62, "4.0 EiB"},
+	} {
+		if got := humanBytes(tc.n); got != tc.want {
+			t.Errorf("humanBytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestAgo(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "0.0s ago"}, {0, "0.0s ago"}, {400 * time.Millisecond, "0.4s ago"},
+		{59900 * time.Millisecond, "59.9s ago"}, {61 * time.Second, "1m01s ago"},
+		{2*time.Hour + 5*time.Minute, "2h05m ago"}, {72 * time.Hour, "3d ago"},
+	} {
+		if got := ago(tc.d); got != tc.want {
+			t.Errorf("ago(%s) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestRoles(t *testing.T) {
+	for _, tc := range []struct {
+		s, r, v bool
+		want    string
+	}{
+		{true, true, true, "S R V"}, {true, true, false, "S R -"}, {false, true, false, "- R -"}, {false, false, false, "-"},
+	} {
+		if got := roles(tc.s, tc.r, tc.v); got != tc.want {
+			t.Errorf("roles(%v,%v,%v) = %q, want %q", tc.s, tc.r, tc.v, got, tc.want)
+		}
+	}
+}
+
+func TestNaturalLess(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"node2", "node10", true}, {"node10", "node2", false}, {"node1", "node1", false},
+		{"a", "b", true}, {"node", "node1", true}, {"node01", "node2", true}, {"n2x", "n2y", true},
+	} {
+		if got := naturalLess(tc.a, tc.b); got != tc.want {
+			t.Errorf("naturalLess(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// statusTestServer serves the sample answer to requests with the token.
+func statusTestServer(t *testing.T, token string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/cluster" {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"type":"urn:shoal:problem:unauthorized","title":"Unauthorized","status":401,"detail":"bad token"}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(sampleClusterJSON))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestStatusAgainstServer(t *testing.T) {
+	t.Setenv("SHOAL_URL", "")
+	t.Setenv("SHOAL_TOKEN", "")
+	srv := statusTestServer(t, "tok")
+	var out, errb bytes.Buffer
+	if code := status([]string{"--url", srv.URL + "/", "--token", "tok", "--dir", t.TempDir()}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, w := range []string{"Cluster as node1 sees it", "asked at " + srv.URL + "\n", "PEER LIST REFUSED",
+		"* node1", "117.7 MiB", "0.1s ago", "S R V", "stray (unknown)", "never"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+}
+
+func TestStatusDefaultsFromDevDir(t *testing.T) {
+	t.Setenv("SHOAL_URL", "")
+	t.Setenv("SHOAL_TOKEN", "")
+	srv := statusTestServer(t, "from-file")
+	dir := t.TempDir()
+	peers := `{"peers":[{"id":"node1","url":"` + srv.URL + `","gossip":"127.0.0.1:7947"},{"id":"node2","url":"http://127.0.0.1:1","gossip":"127.0.0.1:7948"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "peers.json"), []byte(peers), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "admin.token"), []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := status([]string{"--dir", dir}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "asked at "+srv.URL) {
+		t.Fatalf("did not ask the first peer:\n%s", out.String())
+	}
+
+	// The environment wins over the directory.
+	t.Setenv("SHOAL_TOKEN", "wrong")
+	errb.Reset()
+	if code := status([]string{"--dir", dir}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "from $SHOAL_TOKEN (401: bad token)") {
+		t.Fatalf("SHOAL_TOKEN not used: exit %d: %s", code, errb.String())
+	}
+	t.Setenv("SHOAL_TOKEN", "")
+	t.Setenv("SHOAL_URL", "http://127.0.0.1:1")
+	if got := statusURL("", dir); got.url != "http://127.0.0.1:1" || len(got.others) != 1 {
+		t.Fatalf("SHOAL_URL not used: %+v", got)
+	}
+	if got := statusURL("http://x:1", t.TempDir()); got.url != "http://x:1" {
+		t.Fatalf("--url not used: %+v", got)
+	}
+	t.Setenv("SHOAL_URL", "")
+	if got := statusURL("", t.TempDir()); got.url != defaultNodeURL {
+		t.Fatalf("default not used: %+v", got)
+	}
+}
+
+func TestStatusErrors(t *testing.T) {
+	t.Setenv("SHOAL_URL", "")
+	t.Setenv("SHOAL_TOKEN", "")
+	serve := func(code int, ctype, body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", ctype)
+			w.WriteHeader(code)
+			w.Write([]byte(body))
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	devDir := t.TempDir()
+	peers := `{"peers":[{"id":"node1","url":"` + closed.URL + `","gossip":"127.0.0.1:7947"},{"id":"node2","url":"http://127.0.0.1:8082","gossip":"127.0.0.1:7948"}]}`
+	if err := os.WriteFile(filepath.Join(devDir, "peers.json"), []byte(peers), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	problem := func(status int, detail string) string {
+		return `{"type":"urn:shoal:problem:x","title":"T","status":` + strconv.Itoa(status) + `,"detail":"` + detail + `"}`
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"connection refused", []string{"--url", closed.URL, "--token", "t", "--dir", t.TempDir()}, "no node answers at " + closed.URL + " (connection refused): start a cluster with `shoal dev`"},
+		{"refused, other peers known", []string{"--dir", devDir, "--token", "t"}, "that node is down; try another with --url http://127.0.0.1:8082"},
+		{"no token", []string{"--url", serve(401, "application/problem+json", problem(401, "no header")), "--dir", t.TempDir()}, "wants a token (401) and none was given"},
+		{"bad token", []string{"--url", serve(401, "application/problem+json", problem(401, "bad signature")), "--token", "t", "--dir", t.TempDir()}, "refused the token from --token (401: bad signature)"},
+		{"not admin", []string{"--url", serve(403, "application/problem+json", problem(403, "x")), "--token", "t", "--dir", t.TempDir()}, "(403): it needs an admin token"},
+		{"no cluster route", []string{"--url", serve(404, "application/problem+json", problem(404, "x")), "--token", "t", "--dir", t.TempDir()}, "has no /v1/cluster (404)"},
+		{"server error", []string{"--url", serve(503, "application/problem+json", problem(503, "stopping")), "--token", "t", "--dir", t.TempDir()}, "answered GET /v1/cluster with status 503: stopping"},
+		{"not JSON", []string{"--url", serve(200, "text/html", "<html>hello</html>"), "--token", "t", "--dir", t.TempDir()}, "is not Shoal's cluster status"},
+		{"other JSON", []string{"--url", serve(200, "application/json", `{"hello":1}`), "--token", "t", "--dir", t.TempDir()}, "is not Shoal's cluster status"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := status(tc.args, &out, &errb)
+			msg := errb.String()
+			if code != 1 || !strings.Contains(msg, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 1 and %q", code, msg, tc.want)
+			}
+			if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "shoal status: ") || out.Len() != 0 {
+				t.Fatalf("not one clear line: stdout %q stderr %q", out.String(), msg)
+			}
+		})
+	}
+}
