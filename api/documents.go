@@ -377,18 +377,17 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted})
 }
 
-// placement says where a user's data lives. On a single node it is all
-// here; the cluster fills in masters and replicas.
+// placement says where a user's data lives: partition, preferred master,
+// current master and epoch, responsible list, succession, and each member's
+// state as this node sees it.
 func (s *Server) placement(w http.ResponseWriter, r *http.Request) {
 	user := chi.URLParam(r, "user")
 	p := s.partitionOf(user)
-	pos := s.writer.Position(p)
-	writeJSON(w, http.StatusOK, map[string]any{
-		"user":        user,
-		"partition":   p,
-		"master":      s.cfg.NodeID,
-		"epoch":       pos.Epoch,
-		"position":    pos,
-		"responsible": []string{s.cfg.NodeID},
-	})
+	v := PlacementView{Partition: p, Master: s.cfg.NodeID, PreferredMaster: s.cfg.NodeID,
+		Responsible: []string{s.cfg.NodeID}, Succession: []string{s.cfg.NodeID}, States: map[string]string{s.cfg.NodeID: "UP"}}
+	if s.cfg.Placement != nil {
+		v = s.cfg.Placement.Placement(p)
+	}
+	v.User, v.Position = user, s.writer.Position(p)
+	writeJSON(w, http.StatusOK, v)
 }

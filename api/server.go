@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/shoal-db/shoal/api/doc"
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -35,6 +37,39 @@ type Config struct {
 	Metrics  *Metrics
 	// Cluster is the node's membership (a cluster of one has no peers).
 	Cluster *cluster.Cluster
+	// Leases and Table route requests to partition masters; nil: every
+	// request is served here.
+	Leases Leases
+	Table  *shard.Table
+	// ReadTryTimeout bounds each try of a read that fails over.
+	ReadTryTimeout time.Duration
+	// Voter decides lease requests from other nodes (/internal/v1/lease).
+	Voter Voter
+	// Placement describes where a partition lives (/placement).
+	Placement Placer
+}
+
+// Voter is this node as a lease voter.
+type Voter interface {
+	Vote(ctx context.Context, b lease.Batch) []lease.Decision
+}
+
+// Placer describes where a partition lives.
+type Placer interface {
+	Placement(partition int) PlacementView
+}
+
+// PlacementView is the answer of GET /v1/users/{user}/placement.
+type PlacementView struct {
+	User            string            `json:"user"`
+	Partition       int               `json:"partition"`
+	PreferredMaster string            `json:"preferred_master"`
+	Master          string            `json:"master"`
+	Epoch           uint64            `json:"epoch"`
+	Responsible     []string          `json:"responsible"`
+	Succession      []string          `json:"succession"`
+	States          map[string]string `json:"states"`
+	Position        store.Position    `json:"position"`
 }
 
 // Server answers HTTP requests for one node.
@@ -100,25 +135,26 @@ func (s *Server) routes() chi.Router {
 		r.Get("/v1/ping", func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]string{"node": s.cfg.NodeID, "from": r.Header.Get(cluster.HeaderNode)})
 		})
+		r.Post("/v1/lease", s.vote)
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.requireAuth)
 		r.With(s.requireAdmin).Get("/cluster", s.clusterView)
 		r.Route("/users/{user}", func(r chi.Router) {
 			r.Use(s.userScope)
-			r.Delete("/", s.eraseUser)
+			r.Delete("/", s.writes(s.eraseUser))
 			r.Get("/placement", s.placement)
-			r.Get("/collections", s.listCollections)
+			r.Get("/collections", s.reads(s.listCollections))
 			r.Route("/collections/{coll}/documents", func(r chi.Router) {
 				r.Use(s.collectionScope)
-				r.Post("/", s.createDocument)
-				r.Get("/", s.queryDocuments)
+				r.Post("/", s.writes(s.createDocument))
+				r.Get("/", s.reads(s.queryDocuments))
 				r.Route("/{id}", func(r chi.Router) {
 					r.Use(s.idScope)
-					r.Get("/", s.getDocument)
-					r.Put("/", s.putDocument)
-					r.Patch("/", s.patchDocument)
-					r.Delete("/", s.deleteDocument)
+					r.Get("/", s.reads(s.getDocument))
+					r.Put("/", s.writes(s.putDocument))
+					r.Patch("/", s.writes(s.patchDocument))
+					r.Delete("/", s.writes(s.deleteDocument))
 				})
 			})
 		})
@@ -221,6 +257,20 @@ func (s *Server) requireSignature(next http.Handler) http.Handler {
 	return s.cfg.Cluster.Signer().Middleware(s.log, next)
 }
 
+// vote answers a batch of lease requests as this node's voter.
+func (s *Server) vote(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Voter == nil {
+		writeProblem(w, unavailable("this node takes no part in leases"))
+		return
+	}
+	var b lease.Batch
+	if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable lease batch: "+err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.cfg.Voter.Vote(r.Context(), b))
+}
+
 func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Cluster == nil {
 		writeProblem(w, unavailable("the node's membership is not running"))
@@ -270,6 +320,20 @@ func (s *Server) idScope(next http.Handler) http.Handler {
 	})
 }
 
+// writes routes a handler that changes a user's data to the partition's master.
+func (s *Server) writes(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.route(w, r, s.partitionOf(chi.URLParam(r, "user")), h)
+	}
+}
+
+// reads routes a handler that reads a user's data down the responsible list.
+func (s *Server) reads(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.routeRead(w, r, s.partitionOf(chi.URLParam(r, "user")), h)
+	}
+}
+
 // partitionOf is where user's documents live.
 func (s *Server) partitionOf(user string) int { return shard.PartitionOf(user, s.cfg.PartitionCount) }
 
@@ -279,6 +343,11 @@ func storeProblem(err error) *Problem {
 	switch {
 	case errors.As(err, &p):
 		return p
+	case errors.Is(err, store.ErrLeaseLost):
+		return problem(http.StatusServiceUnavailable, TypeTimeout, "Outcome unknown",
+			"the partition changed master while this write was being committed; it may or may not have been applied: read the document to find out")
+	case errors.Is(err, store.ErrNotMaster):
+		return unavailable("this partition is changing master; retry shortly")
 	case errors.Is(err, store.ErrClosed):
 		return unavailable("the node is shutting down; retry on another node or in a moment")
 	case errors.Is(err, context.DeadlineExceeded):

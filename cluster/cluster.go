@@ -230,6 +230,9 @@ func memberlistConfig(cfg Config, advertise string) (*memberlist.Config, error) 
 	mc.SuspicionMaxTimeoutMult = 1
 	mc.DeadNodeReclaimTime = cfg.GossipInterval
 	mc.TCPTimeout = max(2*cfg.GossipInterval, time.Second)
+	// Full state (the partition table) is exchanged this often; broadcasts
+	// carry changes in between, and this repairs any they lost.
+	mc.PushPullInterval = max(5*cfg.GossipInterval, 2*time.Second)
 	mc.Logger = log.New(slogWriter{cfg.Logger}, "", 0)
 	return mc, nil
 }

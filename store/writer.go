@@ -45,14 +45,29 @@ type Result struct {
 // ErrClosed is returned for work submitted after Close.
 var ErrClosed = errors.New("the node is shutting down")
 
+// ErrNotMaster is returned when this node does not hold the partition's
+// lease, so it may not change the partition.
+var ErrNotMaster = errors.New("this node is not the partition's master")
+
+// ErrLeaseLost is returned when the lease ran out while a commit was being
+// written: the change is stored here but was not acknowledged in time.
+var ErrLeaseLost = errors.New("the partition's lease ran out during the commit; the outcome is unknown")
+
 // WriterOptions tunes a Writer.
 type WriterOptions struct {
 	// CacheBytes bounds the write-through document cache (0 disables it).
 	CacheBytes int64
 	// MaxBatch bounds how many changes one commit carries (default 256).
 	MaxBatch int
-	// Epoch is the epoch new positions carry (default 1).
+	// Epoch is the epoch new positions carry when there is no Lease (default 1).
 	Epoch uint64
+	// Lease, if set, says whether this node may change a partition now and
+	// at which epoch. It is asked before and after every commit.
+	Lease func(partition int) (epoch uint64, ok bool)
+	// OnCommit, if set, is told of every acknowledged commit: its partition,
+	// epoch and when the writer checked the lease and finished (tests
+	// record the history of accepted writes with it).
+	OnCommit func(partition int, epoch uint64, start, end time.Time)
 	// ObserveBatch, if set, is told the size and duration of every commit.
 	ObserveBatch func(changes int, d time.Duration)
 	Logger       *slog.Logger
@@ -285,6 +300,20 @@ func (w *Writer) process(p *partition, batch []*request) {
 		return
 	}
 	start := time.Now()
+	epoch := w.opts.Epoch
+	if w.opts.Lease != nil {
+		var ok bool
+		if epoch, ok = w.opts.Lease(p.id); !ok {
+			failAll(ErrNotMaster)
+			return
+		}
+	}
+	if epoch < p.last.Epoch {
+		// Fencing: a master with an older epoch than the partition's history
+		// must never write.
+		failAll(fmt.Errorf("%w: lease epoch %d is older than the partition's newest position %v", ErrNotMaster, epoch, p.last))
+		return
+	}
 	states := map[string]*staged{}
 	var keys []string // in order of each key's first change
 	type applied struct {
@@ -294,9 +323,7 @@ func (w *Writer) process(p *partition, batch []*request) {
 	}
 	var changed []applied
 	pos := p.last
-	if pos.Epoch < w.opts.Epoch {
-		pos.Epoch = w.opts.Epoch
-	}
+	pos.Epoch = epoch
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for _, r := range batch {
 		for i, op := range r.ops {
@@ -372,6 +399,18 @@ func (w *Writer) process(p *partition, batch []*request) {
 	p.mu.Lock()
 	p.last = pos
 	p.mu.Unlock()
+	if w.opts.Lease != nil {
+		if e, ok := w.opts.Lease(p.id); !ok || e != epoch {
+			w.log.Error("lease ran out during a commit", "partition", p.id, "epoch", epoch, "changes", len(changed))
+			for _, a := range changed {
+				a.r.results[a.i] = Result{Err: ErrLeaseLost}
+			}
+			return
+		}
+	}
+	if w.opts.OnCommit != nil {
+		w.opts.OnCommit(p.id, epoch, start, time.Now())
+	}
 	if w.opts.ObserveBatch != nil {
 		w.opts.ObserveBatch(len(changed), time.Since(start))
 	}

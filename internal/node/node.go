@@ -9,11 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
+	"github.com/shoal-db/shoal/lease"
+	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
 
@@ -25,15 +29,33 @@ type Node struct {
 	writer   *store.Writer
 	api      *api.Server
 	cluster  *cluster.Cluster
+	leases   *lease.Manager
+	table    *shard.Table
+	place    *placement
+	stop     context.CancelFunc
+	running  sync.WaitGroup
 	server   *http.Server
 	listener net.Listener
 	served   chan error
+}
+
+// Options are the parts tests replace; production uses the zero value.
+type Options struct {
+	// Faults cuts links between nodes (gossip and node-to-node HTTP).
+	Faults *cluster.Faults
+	// OnCommit is told of every acknowledged commit (see store.WriterOptions).
+	OnCommit func(partition int, epoch uint64, start, end time.Time)
 }
 
 // Start opens the store, checks it belongs to this configuration, and
 // serves the API on cfg.HTTPAddr (":0" or "127.0.0.1:0" pick a free port).
 // Everything Start started is stopped by Close.
 func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, error) {
+	return StartWith(ctx, cfg, log, Options{})
+}
+
+// StartWith is Start with test options.
+func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -63,24 +85,54 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (*Node, err
 	if pub == "" && cfg.PeersEndpoint == "" {
 		pub = listenURL(ln)
 	}
+	table := shard.NewTable(cfg.PartitionCount)
 	cl, err := cluster.Start(ctx, cluster.Config{NodeID: cfg.NodeID, PublicURL: pub, DataDir: cfg.DataDir,
 		PeersEndpoint: cfg.PeersEndpoint, PeersRefresh: cfg.PeersRefresh, GossipAddr: cfg.GossipAddr,
 		Secret: []byte(cfg.ClusterSecret), GossipInterval: cfg.GossipInterval, SuspectTimeout: cfg.GossipSuspectTimeout,
-		Version: Version, Logger: log})
+		Version: Version, Logger: log, Gossiper: tableGossip{table: table, log: log}, Faults: opts.Faults})
 	if err != nil {
 		ln.Close()
 		st.Close(ctx)
 		return nil, err
 	}
-	w := store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes,
-		ObserveBatch: metrics.ObserveCommit, Logger: log})
-	a := api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
-		AuthSecret: []byte(cfg.AuthSecret), Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl}, st, w)
-	n := &Node{cfg: cfg, log: log, store: st, writer: w, api: a, cluster: cl, listener: ln, served: make(chan error, 1),
-		server: &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
+	place := &placement{self: cfg.NodeID, partitions: cfg.PartitionCount, cluster: cl, log: log}
+	if place.Ring() == nil {
+		cl.Close()
+		ln.Close()
+		st.Close(ctx)
+		return nil, fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err)
+	}
+	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln, served: make(chan error, 1)}
+	solo := cfg.PeersEndpoint == ""
+	n.leases, err = lease.NewManager(ctx, lease.ManagerConfig{Self: cfg.NodeID, Partitions: cfg.PartitionCount, TTL: cfg.LeaseTTL,
+		Store: st, Transport: leaseTransport{cl}, Plan: n.leasePlan, WaitAtStart: !solo, OnChange: n.masterChanged, Logger: log})
+	if err != nil {
+		cl.Close()
+		ln.Close()
+		st.Close(ctx)
+		return nil, err
+	}
+	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes,
+		ObserveBatch: metrics.ObserveCommit, Logger: log, Lease: n.leases.Holds, OnCommit: opts.OnCommit})
+	n.api = api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
+		AuthSecret: []byte(cfg.AuthSecret), Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
+		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, ReadTryTimeout: cfg.ReadTryTimeout}, st, n.writer)
+	n.server = &http.Server{Handler: n.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { n.served <- n.server.Serve(ln) }()
-	a.SetReady(true)
+	runCtx, stop := context.WithCancel(context.Background())
+	n.stop = stop
+	if solo {
+		// A cluster of one is its own only voter: take every lease before
+		// taking traffic.
+		n.leases.Round(runCtx)
+	}
+	n.running.Add(1)
+	go func() {
+		defer n.running.Done()
+		n.leases.Run(runCtx)
+	}()
+	n.api.SetReady(true)
 	mode := "embedded store in " + cfg.DataDir
 	if cfg.MongoURI != "" {
 		mode = "MongoDB database " + cfg.MongoDB
@@ -100,6 +152,67 @@ func listenURL(ln net.Listener) string {
 	}
 	return "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port))
 }
+
+// leasePlan is what the lease manager wants each round: the voters of the
+// peer list, and the partitions this node should master: those whose
+// succession (ring owner first) has no available node before this one.
+func (n *Node) leasePlan() lease.Plan {
+	ring, voters := n.place.current()
+	states := n.cluster.States()
+	return lease.Plan{Voters: voters, Settle: n.cfg.LeaseTTL + n.cfg.PeersRefresh,
+		Want: func(p int) bool {
+			// A node is passed over when gossip does not see it UP, or when
+			// this node, as a voter, saw its lease of p run out unrenewed.
+			lapsed, _ := n.leases.Lapsed(p)
+			up := func(id string) bool { return states[id] == cluster.Up && id != lapsed }
+			return shard.ShouldMaster(ring, p, n.cfg.NodeID, up)
+		}}
+}
+
+// masterChanged records a master this node became or learned of in the
+// partition table, and gossips it when it is news.
+func (n *Node) masterChanged(partition int, holder string, epoch uint64) {
+	a := shard.Assignment{Partition: partition, Master: holder, Epoch: epoch, Responsible: []string{holder}}
+	if n.table.Merge(a) && holder == n.cfg.NodeID {
+		n.log.Info("master of partition", "partition", partition, "epoch", epoch)
+		n.cluster.Broadcast(shard.EncodeAssignments([]shard.Assignment{a}))
+	}
+}
+
+// Placement describes where a user's partition lives, for the API.
+func (n *Node) Placement(partition int) api.PlacementView {
+	ring := n.place.Ring()
+	a := n.table.Get(partition)
+	states := n.cluster.States()
+	v := api.PlacementView{Partition: partition, PreferredMaster: ring.Owner(partition), Master: a.Master, Epoch: a.Epoch,
+		Succession: shard.Succession(ring, partition), States: map[string]string{}}
+	v.Responsible = a.Responsible
+	for _, id := range append(slices.Clone(v.Succession), a.Responsible...) {
+		v.States[id] = string(states[id])
+	}
+	if e, ok := n.leases.Holds(partition); ok {
+		v.Master, v.Epoch = n.cfg.NodeID, e
+	}
+	return v
+}
+
+// leaseView is the lease manager as routing sees it.
+type leaseView struct{ n *Node }
+
+func (v leaseView) Holds(p int) (uint64, bool) { return v.n.leases.Holds(p) }
+
+func (v leaseView) LikelyMaster(p int) string {
+	if h := v.n.leases.VotedHolder(p); h != "" {
+		return h
+	}
+	if r := v.n.place.Ring(); r != nil {
+		return r.Owner(p)
+	}
+	return ""
+}
+
+// Leases is the node's lease manager (tests inspect it).
+func (n *Node) Leases() *lease.Manager { return n.leases }
 
 // Cluster is the node's membership.
 func (n *Node) Cluster() *cluster.Cluster { return n.cluster }
@@ -127,6 +240,8 @@ func (n *Node) Close(ctx context.Context) error {
 	if err := <-n.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}
+	n.stop()
+	n.running.Wait()
 	if err := n.cluster.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("leaving the cluster: %w", err))
 	}

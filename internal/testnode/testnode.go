@@ -117,8 +117,11 @@ type Client struct {
 }
 
 // Client returns a client of n using token.
-func (n *Node) Client(token string) *Client {
-	return &Client{t: n.t, Base: n.URL(), Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}
+func (n *Node) Client(token string) *Client { return NewClient(n.t, n.URL(), token) }
+
+// NewClient returns a client of the node at base using token.
+func NewClient(t testing.TB, base, token string) *Client {
+	return &Client{t: t, Base: base, Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}
 }
 
 // Response is an answer, read whole.

@@ -1,0 +1,197 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/shoal-db/shoal/shard"
+)
+
+// Routing headers.
+const (
+	// headerHop marks a request one node forwarded to another; a node that
+	// receives it never forwards it again.
+	headerHop    = "X-Shoal-Hop"
+	headerMaster = "X-Shoal-Master"
+	headerEpoch  = "X-Shoal-Epoch"
+)
+
+// Leases is what routing needs from the node's lease holder.
+type Leases interface {
+	// Holds reports whether this node may accept writes for partition
+	// now, and at which epoch.
+	Holds(partition int) (epoch uint64, ok bool)
+	// LikelyMaster is the node's best guess of the partition's master when
+	// the table names none: the live holder in its own voter record, or
+	// the preferred master.
+	LikelyMaster(partition int) string
+}
+
+// TypeMisdirected is the problem type of a 421 answer.
+const TypeMisdirected = "urn:shoal:problem:not-master"
+
+// forwardedHeaders are the request headers a forwarded request keeps.
+var forwardedHeaders = []string{"Authorization", "Content-Type", "If-Match", "X-Write-Concern", "X-Write-Timeout",
+	"X-Consistency-Token", "X-Read-Preference", "Accept"}
+
+// clustered reports whether requests may need to go to another node.
+func (s *Server) clustered() bool {
+	return s.cfg.Cluster != nil && s.cfg.Leases != nil && s.cfg.Table != nil
+}
+
+// misdirected answers 421 with the master and epoch this node believes in.
+func (s *Server) misdirected(w http.ResponseWriter, partition int) {
+	a := s.cfg.Table.Get(partition)
+	if a.Master != "" {
+		w.Header().Set(headerMaster, a.Master)
+		w.Header().Set(headerEpoch, strconv.FormatUint(a.Epoch, 10))
+	}
+	writeProblem(w, problem(http.StatusMisdirectedRequest, TypeMisdirected, "Not the master",
+		fmt.Sprintf("node %s is not the master of partition %d; the master it knows of is %q at epoch %d", s.cfg.NodeID, partition, a.Master, a.Epoch)))
+}
+
+// route serves a request here when this node masters the partition, and
+// otherwise forwards it to the master (at most one hop). A forwarded
+// request that reaches a node that is not the master gets 421 with the
+// master that node believes in; the forwarding node learns from it and
+// retries once. No master reachable: 503 with Retry-After.
+func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, local http.HandlerFunc) {
+	if !s.clustered() {
+		local(w, r)
+		return
+	}
+	if _, ok := s.cfg.Leases.Holds(partition); ok {
+		local(w, r)
+		return
+	}
+	if r.Header.Get(headerHop) != "" {
+		s.misdirected(w, partition)
+		return
+	}
+	var body []byte
+	if r.Body != nil && r.Method != http.MethodGet {
+		var prob *Problem
+		if body, prob = s.readBody(w, r); prob != nil {
+			writeProblem(w, prob)
+			return
+		}
+	}
+	tried := ""
+	for attempt := 0; attempt < 2; attempt++ {
+		master := s.cfg.Table.Get(partition).Master
+		if master == "" {
+			master = s.cfg.Leases.LikelyMaster(partition)
+		}
+		if master == "" || master == s.cfg.NodeID || master == tried {
+			break
+		}
+		tried = master
+		resp, err := s.forward(r.Context(), r, master, body)
+		if err != nil {
+			s.log.Debug("forwarding failed", "partition", partition, "master", master, "err", err)
+			break
+		}
+		if resp.StatusCode == http.StatusMisdirectedRequest {
+			s.learn(partition, resp.Header)
+			resp.Body.Close()
+			continue
+		}
+		relay(w, resp)
+		return
+	}
+	writeProblem(w, unavailable(fmt.Sprintf("partition %d has no reachable master right now (a new one is chosen within LEASE_TTL); retry shortly", partition)))
+}
+
+// learn takes the master a 421 answer names.
+func (s *Server) learn(partition int, h http.Header) {
+	master, epoch := h.Get(headerMaster), h.Get(headerEpoch)
+	e, err := strconv.ParseUint(epoch, 10, 64)
+	if master == "" || err != nil {
+		return
+	}
+	if s.cfg.Table.Merge(shard.Assignment{Partition: partition, Master: master, Epoch: e, Responsible: []string{master}}) {
+		s.log.Debug("learned a master from a 421", "partition", partition, "master", master, "epoch", e)
+	}
+}
+
+// forward sends r to node with the client's own credentials, marked as a hop.
+func (s *Server) forward(ctx context.Context, r *http.Request, node string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://placeholder"+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range forwardedHeaders {
+		if v := r.Header.Values(h); len(v) > 0 {
+			req.Header[h] = v
+		}
+	}
+	req.Header.Set(headerHop, s.cfg.NodeID)
+	return s.cfg.Cluster.Send(node, req, false)
+}
+
+// relay copies a forwarded answer to the client.
+func relay(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
+}
+
+// routeRead serves a read from the first node of the partition's
+// responsible list that answers: this node when it is the master, or when it
+// is in the list and the request was forwarded to it; otherwise each node in
+// turn, each try bounded by READ_TRY_TIMEOUT within the request's deadline,
+// moving on at a timeout, a connection error or a 5xx.
+func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int, local http.HandlerFunc) {
+	if !s.clustered() {
+		local(w, r)
+		return
+	}
+	if _, ok := s.cfg.Leases.Holds(partition); ok {
+		local(w, r)
+		return
+	}
+	a := s.cfg.Table.Get(partition)
+	if a.Master == "" {
+		if guess := s.cfg.Leases.LikelyMaster(partition); guess != "" {
+			a.Master, a.Responsible = guess, []string{guess}
+		}
+	}
+	if r.Header.Get(headerHop) != "" {
+		if slices.Contains(a.Responsible, s.cfg.NodeID) {
+			local(w, r)
+		} else {
+			s.misdirected(w, partition)
+		}
+		return
+	}
+	for _, node := range a.Responsible {
+		if node == s.cfg.NodeID {
+			local(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadTryTimeout)
+		resp, err := s.forward(ctx, r, node, nil)
+		if err == nil && resp.StatusCode < 500 && resp.StatusCode != http.StatusMisdirectedRequest {
+			relay(w, resp)
+			cancel()
+			return
+		}
+		if err == nil {
+			if resp.StatusCode == http.StatusMisdirectedRequest {
+				s.learn(partition, resp.Header)
+			}
+			resp.Body.Close()
+		}
+		cancel()
+		s.log.Debug("read try failed; trying the next node", "partition", partition, "node", node, "err", err)
+	}
+	writeProblem(w, unavailable(fmt.Sprintf("no node responsible for partition %d answered; retry shortly", partition)))
+}

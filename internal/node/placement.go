@@ -1,0 +1,104 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/lease"
+	"github.com/shoal-db/shoal/shard"
+)
+
+// placement turns the peer list and member states into what the lease
+// manager wants: the ring (rebuilt when the list changes), the voters and,
+// per partition, whether this node should be master.
+type placement struct {
+	self       string
+	partitions int
+	cluster    *cluster.Cluster
+	log        *slog.Logger
+
+	mu    sync.Mutex
+	peers cluster.PeerList
+	ring  *shard.Ring
+	err   string
+}
+
+// current returns the ring and voters for the peer list in force. A list
+// the ring refuses (it validates before the library could panic) keeps the
+// last good ring.
+func (pl *placement) current() (*shard.Ring, []string) {
+	peers := pl.cluster.Peers()
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	members := make([]shard.Member, len(peers.Peers))
+	for i, p := range peers.Peers {
+		members[i] = shard.Member{ID: p.ID, Sharding: p.Sharding, Replica: p.Replica, Voter: p.Voter}
+	}
+	if pl.ring == nil || !slices.Equal(peers.Peers, pl.peers.Peers) {
+		r, err := shard.NewRing(members, pl.partitions)
+		switch {
+		case err != nil && pl.err != err.Error():
+			pl.err = err.Error()
+			pl.log.Error("the peer list cannot be placed; keeping the previous placement", "err", err)
+		case err == nil:
+			pl.ring, pl.peers, pl.err = r, peers, ""
+		}
+	}
+	return pl.ring, shard.Voters(members)
+}
+
+// Ring is the ring in force (nil before any list could be placed).
+func (pl *placement) Ring() *shard.Ring {
+	r, _ := pl.current()
+	return r
+}
+
+// tableGossip spreads the partition table: the whole table in every
+// push-pull, single changes as broadcasts.
+type tableGossip struct {
+	table *shard.Table
+	log   *slog.Logger
+}
+
+func (g tableGossip) LocalState() []byte { return shard.EncodeAssignments(g.table.Snapshot()) }
+
+func (g tableGossip) Merge(data []byte) {
+	if _, err := g.table.MergeEncoded(data); err != nil {
+		g.log.Warn("unreadable partition table from gossip", "err", err)
+	}
+}
+
+// leaseTransport carries lease batches to voters over signed internal HTTP.
+type leaseTransport struct{ c *cluster.Cluster }
+
+func (t leaseTransport) Vote(ctx context.Context, voter string, b lease.Batch) ([]lease.Decision, error) {
+	body, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://voter/internal/v1/lease", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.c.Send(voter, req, true)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("voter %s answered %s", voter, resp.Status)
+	}
+	var ds []lease.Decision
+	if err := json.NewDecoder(resp.Body).Decode(&ds); err != nil {
+		return nil, fmt.Errorf("voter %s: unreadable answer: %w", voter, err)
+	}
+	return ds, nil
+}

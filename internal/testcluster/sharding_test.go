@@ -1,0 +1,170 @@
+package testcluster_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shoal-db/shoal/internal/testcluster"
+	"github.com/shoal-db/shoal/internal/testnode"
+	"github.com/shoal-db/shoal/shard"
+)
+
+// userMasteredBy finds a user whose partition is mastered by node.
+func userMasteredBy(t *testing.T, c *testcluster.Cluster, node string) (string, int) {
+	t.Helper()
+	for i := 0; i < 10000; i++ {
+		u := fmt.Sprintf("user%d", i)
+		p := shard.PartitionOf(u, testcluster.Partitions)
+		if c.MasterOf(p) == node {
+			return u, p
+		}
+	}
+	t.Fatalf("no user mastered by %s", node)
+	return "", 0
+}
+
+func TestWritesSentToAnyNodeLandOnTheMaster(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	token := testnode.AdminToken(t)
+	masters := map[string]bool{}
+	for u := 0; u < 12; u++ {
+		user := fmt.Sprintf("u%d", u)
+		p := shard.PartitionOf(user, testcluster.Partitions)
+		master := c.MasterOf(p)
+		masters[master] = true
+		for _, n := range c.Nodes {
+			path := fmt.Sprintf("/v1/users/%s/collections/c/documents/from-%s", user, n.ID)
+			r := n.Client(token).Do("PUT", path, `{"via":"`+n.ID+`"}`)
+			if r.Status != 201 || r.Header.Get("X-Served-By") != master {
+				t.Fatalf("PUT %s via %s: %d served by %q, want 201 by the master %s: %s", path, n.ID, r.Status, r.Header.Get("X-Served-By"), master, r.Body)
+			}
+			// Readable through every node, served by the master.
+			for _, m := range c.Nodes {
+				r := m.Client(token).Do("GET", path, nil)
+				if r.Status != 200 || r.Header.Get("X-Served-By") != master {
+					t.Fatalf("GET %s via %s: %d served by %q", path, m.ID, r.Status, r.Header.Get("X-Served-By"))
+				}
+			}
+		}
+		// Placement agrees everywhere.
+		for _, n := range c.Nodes {
+			r := n.Client(token).Do("GET", "/v1/users/"+user+"/placement", nil)
+			if got := r.JSON(t)["master"]; got != master {
+				t.Fatalf("%s says %s is mastered by %v, want %s", n.ID, user, got, master)
+			}
+		}
+	}
+	if len(masters) < 2 {
+		t.Fatalf("12 users all mastered by %v: placement does not spread", masters)
+	}
+	if o := c.History.Overlaps(); len(o) > 0 {
+		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
+	}
+}
+
+// The master of a partition is cut off from every other node while clients
+// keep writing to every node (clients still reach it). It must stop
+// accepting writes before any other node starts, and another node must take
+// over with a higher epoch.
+func TestMasterCutOffStopsBeforeAnotherStarts(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	token := testnode.AdminToken(t)
+	victim := c.Nodes[0].ID
+	user, p := userMasteredBy(t, c, victim)
+	oldEpoch, _ := c.Node(victim).Leases().Holds(p)
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var acked atomic.Int64
+	for _, n := range c.Nodes {
+		wg.Add(1)
+		go func(n *testcluster.Node) {
+			defer wg.Done()
+			cl := n.Client(token)
+			for i := 0; !stop.Load(); i++ {
+				r, err := cl.TryDo("PUT", fmt.Sprintf("/v1/users/%s/collections/c/documents/%s-%d", user, n.ID, i), `{}`)
+				if err == nil && r.Status == 201 {
+					acked.Add(1)
+				}
+				if err == nil && r.Status >= 500 && r.Status != http.StatusServiceUnavailable {
+					t.Errorf("write via %s: %d %s", n.ID, r.Status, r.Body)
+				}
+			}
+		}(n)
+	}
+	testnode.Eventually(t, 10*time.Second, "writes flowing", func() (bool, string) { return acked.Load() > 20, "" })
+
+	cutAt := time.Now()
+	c.Faults.Isolate(victim, c.IDs())
+	var newMaster string
+	took := testnode.Eventually(t, 20*time.Second, "another node accepts writes for the partition", func() (bool, string) {
+		for _, cm := range c.History.Of(p) {
+			if cm.Node != victim && cm.Start.After(cutAt) {
+				newMaster = cm.Node
+				return true, ""
+			}
+		}
+		return false, "no commit by another node yet"
+	})
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%s cut off; %s accepted writes for partition %d %s later", victim, newMaster, p, took.Round(time.Millisecond))
+
+	var lastOld, firstNew time.Time
+	for _, cm := range c.History.Of(p) {
+		switch {
+		case cm.Node == victim && cm.End.After(lastOld):
+			lastOld = cm.End
+		case cm.Node != victim && cm.Start.After(cutAt) && firstNew.IsZero():
+			firstNew = cm.Start
+			if cm.Epoch <= oldEpoch {
+				t.Fatalf("new master %s writes at epoch %d, not above the old %d", cm.Node, cm.Epoch, oldEpoch)
+			}
+		}
+	}
+	if !lastOld.Before(firstNew) {
+		t.Fatalf("the cut-off master's last write ended at %s, after the new master's first began at %s",
+			lastOld.Format("15:04:05.000"), firstNew.Format("15:04:05.000"))
+	}
+	t.Logf("gap between the old master's last write and the new master's first: %s", firstNew.Sub(lastOld).Round(time.Millisecond))
+	if o := c.History.Overlaps(); len(o) > 0 {
+		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
+	}
+
+	// Healed, the old master is fenced: it never writes at its old epoch
+	// again, a forwarded write to it gets 421 until it holds a newer lease,
+	// and the partition converges to one master everyone knows.
+	healedAt := time.Now()
+	c.Faults.HealAll()
+	c.WaitForMasters(30 * time.Second)
+	for _, cm := range c.History.Of(p) {
+		if cm.Node == victim && cm.Start.After(healedAt) && cm.Epoch <= oldEpoch {
+			t.Fatalf("the old master wrote at its stale epoch %d after healing", cm.Epoch)
+		}
+	}
+	if o := c.History.Overlaps(); len(o) > 0 {
+		t.Fatalf("two nodes accepted writes at once after healing:\n%s", strings.Join(o, "\n"))
+	}
+}
+
+func TestForwardedWriteToANonMasterGets421WithTheMaster(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	user, p := userMasteredBy(t, c, c.Nodes[1].ID)
+	other := c.Nodes[2]
+	r := other.Client(testnode.AdminToken(t)).Do("PUT", "/v1/users/"+user+"/collections/c/documents/x", `{}`, "X-Shoal-Hop", "node1")
+	if r.Status != http.StatusMisdirectedRequest {
+		t.Fatalf("forwarded write to a non-master: %d %s", r.Status, r.Body)
+	}
+	if m := r.Header.Get("X-Shoal-Master"); m != c.Nodes[1].ID {
+		t.Fatalf("421 names master %q, want %s", m, c.Nodes[1].ID)
+	}
+	e, _ := c.Nodes[1].Leases().Holds(p)
+	if got := r.Header.Get("X-Shoal-Epoch"); got != fmt.Sprint(e) {
+		t.Fatalf("421 names epoch %s, want %d", got, e)
+	}
+}

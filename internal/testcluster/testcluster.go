@@ -1,0 +1,222 @@
+// Package testcluster runs a whole Shoal cluster inside one test process:
+// real nodes with their own embedded stores, real HTTP on loopback, real
+// memberlist, and a fault table that can cut links between chosen nodes.
+// Every node records the history of the writes it acknowledged, so tests can
+// check that no two nodes ever accepted writes for one partition at once.
+package testcluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/config"
+	"github.com/shoal-db/shoal/internal/node"
+	"github.com/shoal-db/shoal/internal/testnode"
+)
+
+// Settings of test clusters: fast failure detection and short leases.
+const (
+	GossipInterval = 200 * time.Millisecond
+	SuspectTimeout = time.Second
+	LeaseTTL       = time.Second
+	Partitions     = 32
+)
+
+// Commit is one acknowledged group commit.
+type Commit struct {
+	Node       string
+	Partition  int
+	Epoch      uint64
+	Start, End time.Time
+}
+
+// History is every acknowledged commit of every node.
+type History struct {
+	mu      sync.Mutex
+	commits []Commit
+}
+
+func (h *History) add(c Commit) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.commits = append(h.commits, c)
+}
+
+// Of returns the commits of one partition, by start time.
+func (h *History) Of(partition int) []Commit {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Commit
+	for _, c := range h.commits {
+		if c.Partition == partition {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out
+}
+
+// Overlaps lists pairs of commits of one partition by different nodes whose
+// intervals (from the lease check to the end of the commit) overlap: each
+// is a moment at which two nodes both accepted writes.
+func (h *History) Overlaps() []string {
+	h.mu.Lock()
+	cs := slices.Clone(h.commits)
+	h.mu.Unlock()
+	var out []string
+	for i := range cs {
+		for j := i + 1; j < len(cs); j++ {
+			a, b := cs[i], cs[j]
+			if a.Partition == b.Partition && a.Node != b.Node && a.Start.Before(b.End) && b.Start.Before(a.End) {
+				out = append(out, fmt.Sprintf("partition %d: %s@%d [%s, %s] and %s@%d [%s, %s]", a.Partition,
+					a.Node, a.Epoch, a.Start.Format("15:04:05.000"), a.End.Format("15:04:05.000"),
+					b.Node, b.Epoch, b.Start.Format("15:04:05.000"), b.End.Format("15:04:05.000")))
+			}
+		}
+	}
+	return out
+}
+
+// Node is one node of a test cluster.
+type Node struct {
+	*node.Node
+	ID      string
+	Config  config.Config
+	t       testing.TB
+	stopped bool
+}
+
+// Stop closes the node gracefully (once).
+func (n *Node) Stop() {
+	if n.stopped {
+		return
+	}
+	n.stopped = true
+	if err := n.Close(context.Background()); err != nil {
+		n.t.Logf("closing %s: %v", n.ID, err)
+	}
+}
+
+// Client returns a client of this node using token.
+func (n *Node) Client(token string) *testnode.Client {
+	return testnode.NewClient(n.t, n.URL(), token)
+}
+
+// Cluster is a running test cluster.
+type Cluster struct {
+	Nodes   []*Node
+	Faults  *cluster.Faults
+	History *History
+	t       testing.TB
+}
+
+// Start starts n nodes (node1..nodeN, all voters) and waits until every
+// partition has a master that every node knows of.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	ports := testnode.FreePorts(t, 2*n)
+	dir := t.TempDir()
+	var doc struct {
+		Peers []map[string]any `json:"peers"`
+	}
+	for i := 0; i < n; i++ {
+		doc.Peers = append(doc.Peers, map[string]any{"id": fmt.Sprintf("node%d", i+1),
+			"url": fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]), "gossip": fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), "voter": true})
+	}
+	peersFile := filepath.Join(dir, "peers.json")
+	data, _ := json.Marshal(doc)
+	if err := os.WriteFile(peersFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Faults: cluster.NewFaults(), History: &History{}, t: t}
+	for i := 0; i < n; i++ {
+		cfg := testnode.Config(filepath.Join(dir, fmt.Sprintf("node%d", i+1)))
+		cfg.NodeID = fmt.Sprintf("node%d", i+1)
+		cfg.HTTPAddr = fmt.Sprintf("127.0.0.1:%d", ports[2*i])
+		cfg.GossipAddr = fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
+		cfg.PeersEndpoint = peersFile
+		cfg.PeersRefresh = time.Second
+		cfg.ClusterSecret = "test-cluster-secret-0123"
+		cfg.GossipInterval, cfg.GossipSuspectTimeout, cfg.LeaseTTL = GossipInterval, SuspectTimeout, LeaseTTL
+		cfg.PartitionCount = Partitions
+		id := cfg.NodeID
+		nd, err := node.StartWith(context.Background(), cfg, testnode.Logger(t), node.Options{Faults: c.Faults,
+			OnCommit: func(p int, epoch uint64, start, end time.Time) {
+				c.History.add(Commit{Node: id, Partition: p, Epoch: epoch, Start: start, End: end})
+			}})
+		if err != nil {
+			t.Fatalf("starting %s: %v", id, err)
+		}
+		tn := &Node{Node: nd, ID: id, Config: cfg, t: t}
+		c.Nodes = append(c.Nodes, tn)
+		t.Cleanup(tn.Stop)
+	}
+	c.WaitForMasters(30 * time.Second)
+	return c
+}
+
+// Node returns the node with id.
+func (c *Cluster) Node(id string) *Node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	c.t.Fatalf("no node %s", id)
+	return nil
+}
+
+// IDs lists the nodes' ids.
+func (c *Cluster) IDs() []string {
+	var ids []string
+	for _, n := range c.Nodes {
+		ids = append(ids, n.ID)
+	}
+	return ids
+}
+
+// MasterOf returns the node holding partition's lease now ("" if none).
+func (c *Cluster) MasterOf(partition int) string {
+	holder := ""
+	for _, n := range c.Nodes {
+		if n.stopped {
+			continue
+		}
+		if _, ok := n.Leases().Holds(partition); ok {
+			if holder != "" {
+				c.t.Fatalf("partition %d held by %s and %s at once", partition, holder, n.ID)
+			}
+			holder = n.ID
+		}
+	}
+	return holder
+}
+
+// WaitForMasters waits until every partition has exactly one holder and
+// every running node's placement names it.
+func (c *Cluster) WaitForMasters(timeout time.Duration) {
+	c.t.Helper()
+	testnode.Eventually(c.t, timeout, "every partition has a master known to every node", func() (bool, string) {
+		for p := 0; p < Partitions; p++ {
+			m := c.MasterOf(p)
+			if m == "" {
+				return false, fmt.Sprintf("partition %d has no master", p)
+			}
+			for _, n := range c.Nodes {
+				if !n.stopped && n.Placement(p).Master != m {
+					return false, fmt.Sprintf("%s believes %q masters partition %d, not %s", n.ID, n.Placement(p).Master, p, m)
+				}
+			}
+		}
+		return true, ""
+	})
+}

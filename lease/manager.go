@@ -1,0 +1,415 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shoal-db/shoal/store"
+)
+
+// Batch is what a node sends one voter at a time: requests and releases for
+// every partition it campaigns for, renews or gives up, in one message.
+type Batch struct {
+	Requests []Request `json:"requests,omitempty"`
+	Releases []Release `json:"releases,omitempty"`
+}
+
+// Transport carries a batch to a voter and brings back its decisions, one per
+// request in order.
+type Transport interface {
+	Vote(ctx context.Context, voter string, b Batch) ([]Decision, error)
+}
+
+// VoteStore keeps a voter's votes durably (the node's own MongoDB).
+type VoteStore interface {
+	LeaseVotes(ctx context.Context) (map[int]store.LeaseVote, error)
+	// SaveLeaseVotes replaces every recorded vote.
+	SaveLeaseVotes(ctx context.Context, votes map[int]store.LeaseVote) error
+}
+
+// Plan is what the node wants right now: the lease voters and, per
+// partition, whether this node should be its master.
+type Plan struct {
+	Voters []string
+	Want   func(partition int) bool
+	// Settle is the least time between two steps of a voter-set change
+	// (LEASE_TTL + PEERS_REFRESH).
+	Settle time.Duration
+}
+
+// ManagerConfig configures a Manager.
+type ManagerConfig struct {
+	Self       string
+	Partitions int
+	TTL        time.Duration
+	Store      VoteStore
+	Transport  Transport
+	// Plan is asked every tick; it must be cheap and must not block.
+	Plan func() Plan
+	// WaitAtStart makes this voter grant nothing for one TTL after start:
+	// it may have granted leases before a restart. A node that is its
+	// cluster's only voter has no one to conflict with and skips it.
+	WaitAtStart bool
+	// OnChange is told, on the manager's goroutine, when this node starts
+	// or stops holding a partition, or learns another holder from a voter.
+	OnChange func(partition int, holder string, epoch uint64)
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Manager drives leases for one node: as a candidate and holder it
+// campaigns for the partitions its plan wants, renews them in one batch per
+// voter every TTL/3 and steps down from the others; as a voter it decides
+// the requests of every node, one partition at a time, and records each new
+// grant in its store before answering. The decisions themselves are the
+// pure functions of this package; the Manager only does the I/O.
+type Manager struct {
+	cfg    ManagerConfig
+	log    *slog.Logger
+	holder *Holder
+	mu     sync.Mutex // guards holder, lastVoters, changedAt, attempt, reported
+
+	lastVoters []string
+	changedAt  time.Time
+	attempt    []time.Time // last campaign per partition
+	reported   []uint64    // epoch last reported held (0: not held)
+
+	voterMu []sync.Mutex // one per partition: a voter's decisions are serialised per partition
+	records []Record
+	voter   VoterState
+
+	persistMu sync.Mutex // serialises writes of the votes
+	durable   map[int]store.LeaseVote
+}
+
+// NewManager loads this node's votes and prepares the holder.
+func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	plan := cfg.Plan()
+	h, err := NewHolder(Config{Self: cfg.Self, Voters: plan.Voters, TTL: cfg.TTL})
+	if err != nil {
+		return nil, err
+	}
+	votes, err := cfg.Store.LeaseVotes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading lease votes: %w", err)
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger, holder: h, lastVoters: slices.Clone(plan.Voters),
+		attempt: make([]time.Time, cfg.Partitions), reported: make([]uint64, cfg.Partitions),
+		voterMu: make([]sync.Mutex, cfg.Partitions), records: make([]Record, cfg.Partitions)}
+	for p := range m.records {
+		m.records[p].Partition = p
+	}
+	m.durable = votes
+	for p, v := range votes {
+		if p < 0 || p >= cfg.Partitions {
+			continue
+		}
+		// The expiry is not stored: WaitAtStart covers every lease granted
+		// before the restart. The epoch is, so it never goes back.
+		m.records[p] = Record{Partition: p, Holder: v.Holder, Epoch: v.Epoch}
+		// This node may have held these epochs itself before it restarted:
+		// its next proposal must be higher.
+		h.Learn(p, v.Epoch)
+	}
+	if cfg.WaitAtStart {
+		m.voter = VoterState{Since: cfg.Now()}
+	}
+	return m, nil
+}
+
+// Learn tells the holder of an epoch seen elsewhere (the partition's stored
+// history), so its next proposal is higher.
+func (m *Manager) Learn(partition int, epoch uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.holder.Learn(partition, epoch)
+}
+
+// Holds reports whether this node may accept writes for partition now, and
+// at which epoch.
+func (m *Manager) Holds(partition int) (uint64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.holder.Holds(partition, m.cfg.Now()) {
+		return 0, false
+	}
+	return m.holder.Epoch(partition), true
+}
+
+// VotedHolder is the holder of a live grant in this node's own voter
+// record of partition ("" if none): a good guess of its master.
+func (m *Manager) VotedHolder(partition int) string {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return ""
+	}
+	mu := &m.voterMu[partition]
+	mu.Lock()
+	defer mu.Unlock()
+	if rec := m.records[partition]; rec.Live(m.cfg.Now()) {
+		return rec.Holder
+	}
+	return ""
+}
+
+// Lapsed reports the holder of partition whose lease this voter granted
+// and saw run out without renewal: the fastest sign that a master is gone,
+// faster than gossip declaring it dead. Records loaded at start (granted
+// before a restart) never count as lapsed.
+func (m *Manager) Lapsed(partition int) (holder string, lapsed bool) {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return "", false
+	}
+	mu := &m.voterMu[partition]
+	mu.Lock()
+	defer mu.Unlock()
+	rec := m.records[partition]
+	if rec.Holder == "" || rec.Until.IsZero() || rec.Live(m.cfg.Now()) {
+		return "", false
+	}
+	return rec.Holder, true
+}
+
+// Vote decides a batch as this node's voter. The partitions of the batch
+// are locked (in order, so batches never deadlock), decided, and every new
+// grant is recorded in one store write before any answer leaves.
+func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
+	var parts []int
+	for _, r := range b.Requests {
+		parts = append(parts, r.Partition)
+	}
+	for _, r := range b.Releases {
+		parts = append(parts, r.Partition)
+	}
+	slices.Sort(parts)
+	parts = slices.Compact(parts)
+	parts = slices.DeleteFunc(parts, func(p int) bool { return p < 0 || p >= m.cfg.Partitions })
+	for _, p := range parts {
+		m.voterMu[p].Lock()
+	}
+	defer func() {
+		for _, p := range parts {
+			m.voterMu[p].Unlock()
+		}
+	}()
+	now := m.cfg.Now()
+	out := make([]Decision, len(b.Requests))
+	next := map[int]Record{}
+	current := func(p int) Record {
+		if r, ok := next[p]; ok {
+			return r
+		}
+		return m.records[p]
+	}
+	var votes []store.LeaseVote
+	for i, req := range b.Requests {
+		if req.Partition < 0 || req.Partition >= m.cfg.Partitions {
+			out[i] = Decision{Reason: ReasonInvalid, Record: Record{Partition: req.Partition}}
+			continue
+		}
+		rec := current(req.Partition)
+		n, d := Decide(m.voter, rec, req, now, m.cfg.TTL)
+		if d.Granted && (n.Epoch != rec.Epoch || n.Holder != rec.Holder) {
+			votes = append(votes, store.LeaseVote{Partition: req.Partition, Holder: n.Holder, Epoch: n.Epoch})
+		}
+		next[req.Partition] = n
+		out[i] = d
+	}
+	for _, rel := range b.Releases {
+		if rel.Partition < 0 || rel.Partition >= m.cfg.Partitions {
+			continue
+		}
+		if n, changed := DecideRelease(current(rel.Partition), rel, now); changed {
+			next[rel.Partition] = n
+		}
+	}
+	// A new grant is durable before it is announced, so a restarted voter
+	// never grants the same epoch to someone else.
+	if err := m.persist(ctx, votes); err != nil {
+		m.log.Error("could not record lease votes; refusing the batch", "votes", len(votes), "err", err)
+		for i, req := range b.Requests {
+			if req.Partition >= 0 && req.Partition < m.cfg.Partitions {
+				out[i] = Decision{Reason: ReasonInvalid, Record: m.records[req.Partition]}
+			}
+		}
+		return out
+	}
+	for p, r := range next {
+		m.records[p] = r
+	}
+	return out
+}
+
+// persist records new votes together with every earlier one.
+func (m *Manager) persist(ctx context.Context, votes []store.LeaseVote) error {
+	if len(votes) == 0 {
+		return nil
+	}
+	m.persistMu.Lock()
+	defer m.persistMu.Unlock()
+	next := make(map[int]store.LeaseVote, len(m.durable)+len(votes))
+	for p, v := range m.durable {
+		next[p] = v
+	}
+	for _, v := range votes {
+		next[v.Partition] = v
+	}
+	if err := m.cfg.Store.SaveLeaseVotes(ctx, next); err != nil {
+		return err
+	}
+	m.durable = next
+	return nil
+}
+
+// Run campaigns, renews and steps down until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	tick := time.NewTicker(m.cfg.TTL / 6)
+	defer tick.Stop()
+	for {
+		m.Round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Round is one pass: decide what to send, send it to every voter at once,
+// observe the answers. Run calls it every TTL/6.
+func (m *Manager) Round(ctx context.Context) {
+	plan := m.cfg.Plan()
+	now := m.cfg.Now()
+	m.mu.Lock()
+	m.stepVoters(plan, now)
+	var b Batch
+	renewals := m.holder.RenewalsDue(now)
+	renewing := map[int]bool{}
+	for _, r := range renewals {
+		renewing[r.Partition] = true
+		if plan.Want(r.Partition) {
+			b.Requests = append(b.Requests, r)
+		} else if rel, ok := m.holder.StepDown(r.Partition); ok {
+			m.log.Info("stepping down", "partition", r.Partition, "epoch", rel.Epoch)
+			b.Releases = append(b.Releases, rel)
+		}
+	}
+	for p := 0; p < m.cfg.Partitions; p++ {
+		if renewing[p] || !plan.Want(p) || m.holder.Holds(p, now) {
+			continue
+		}
+		// Campaign at most every TTL/3 per partition while refused.
+		if now.Sub(m.attempt[p]) < m.cfg.TTL/3 {
+			continue
+		}
+		m.attempt[p] = now
+		b.Requests = append(b.Requests, m.holder.Propose(p, now))
+	}
+	voters := m.holder.Voters()
+	m.mu.Unlock()
+
+	if len(b.Requests) > 0 || len(b.Releases) > 0 {
+		m.send(ctx, voters, b, now)
+	}
+	m.report(now)
+}
+
+// stepVoters moves the holder's voter set toward the plan's one member at a
+// time (holder lock held).
+func (m *Manager) stepVoters(plan Plan, now time.Time) {
+	target := slices.Sorted(slices.Values(plan.Voters))
+	if slices.Equal(target, m.lastVoters) {
+		return
+	}
+	next, _ := NextVoterSet(m.lastVoters, target, m.changedAt, now, plan.Settle)
+	if slices.Equal(next, m.lastVoters) {
+		return
+	}
+	if err := m.holder.SetVoters(next); err != nil {
+		m.log.Error("voter set change refused", "from", m.lastVoters, "to", next, "err", err)
+		return
+	}
+	m.log.Info("lease voters changed by one step", "from", m.lastVoters, "to", next, "target", target)
+	m.lastVoters, m.changedAt = next, now
+}
+
+// send delivers the batch to every voter concurrently, bounded by a third of
+// the TTL (a later renewal supersedes a slower answer anyway).
+func (m *Manager) send(ctx context.Context, voters []string, b Batch, sentAt time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL/3)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, v := range voters {
+		wg.Add(1)
+		go func(v string) {
+			defer wg.Done()
+			var ds []Decision
+			var err error
+			if v == m.cfg.Self {
+				ds = m.Vote(ctx, b)
+			} else {
+				ds, err = m.cfg.Transport.Vote(ctx, v, b)
+			}
+			if err == nil && len(ds) != len(b.Requests) {
+				err = fmt.Errorf("voter %s answered %d decisions for %d requests", v, len(ds), len(b.Requests))
+			}
+			if err != nil {
+				if !errors.Is(err, context.Canceled) {
+					m.log.Debug("lease voter did not answer", "voter", v, "err", err)
+				}
+				return
+			}
+			m.mu.Lock()
+			for i, d := range ds {
+				m.holder.Observe(b.Requests[i].Partition, v, sentAt, d)
+			}
+			m.mu.Unlock()
+		}(v)
+	}
+	wg.Wait()
+}
+
+// report tells OnChange what changed: partitions gained or lost, and
+// holders learned from voters.
+func (m *Manager) report(now time.Time) {
+	if m.cfg.OnChange == nil {
+		return
+	}
+	type change struct {
+		p      int
+		holder string
+		epoch  uint64
+	}
+	var changes []change
+	m.mu.Lock()
+	for p := range m.reported {
+		if m.holder.Holds(p, now) {
+			if e := m.holder.Epoch(p); m.reported[p] != e {
+				m.reported[p] = e
+				changes = append(changes, change{p, m.cfg.Self, e})
+			}
+			continue
+		}
+		if m.reported[p] != 0 {
+			m.reported[p] = 0
+			m.log.Info("no longer master", "partition", p)
+		}
+		if e, h := m.holder.Learned(p); h != "" && h != m.cfg.Self {
+			changes = append(changes, change{p, h, e})
+		}
+	}
+	m.mu.Unlock()
+	for _, c := range changes {
+		m.cfg.OnChange(c.p, c.holder, c.epoch)
+	}
+}

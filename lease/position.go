@@ -1,0 +1,76 @@
+package lease
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Position is where a write sits in its partition's history: the epoch of
+// the master that made it, then its sequence number within the partition.
+type Position struct {
+	Epoch uint64 `json:"epoch"`
+	Seq   uint64 `json:"seq"`
+}
+
+// Compare orders positions, epoch first: -1 if p is before q, 0 if equal,
+// +1 if after.
+func (p Position) Compare(q Position) int {
+	switch {
+	case p.Epoch < q.Epoch:
+		return -1
+	case p.Epoch > q.Epoch:
+		return 1
+	case p.Seq < q.Seq:
+		return -1
+	case p.Seq > q.Seq:
+		return 1
+	}
+	return 0
+}
+
+// String formats a position as "epoch.seq".
+func (p Position) String() string { return fmt.Sprintf("%d.%d", p.Epoch, p.Seq) }
+
+// MayCampaign is the promotion rule: whether self may try to acquire the
+// lease of a partition whose master is gone. positions holds the applied
+// positions self has heard from live members of the partition's responsible
+// list, its own included; rf is the replication factor.
+//
+// A write acknowledged with write concern majority is on rf/2+1 copies, so
+// any rf-rf/2 members include one that has it: self must have heard from at
+// least that many (itself included, so with rf 2 itself alone suffices), and
+// its own position must be the highest of them, ties going to the lowest node
+// id so that two equally current members do not both campaign. On refusal the
+// string says why, naming the better member where there is one.
+func MayCampaign(self string, positions map[string]Position, rf int) (bool, string) {
+	if rf < 1 {
+		return false, fmt.Sprintf("replication factor %d is not positive", rf)
+	}
+	own, ok := positions[self]
+	if !ok {
+		return false, fmt.Sprintf("own applied position unknown: %s is not among the %d positions heard", self, len(positions))
+	}
+	need := rf - rf/2
+	if len(positions) < need {
+		return false, fmt.Sprintf("heard from %d of %d members, need %d", len(positions), rf, need)
+	}
+	ids := make([]string, 0, len(positions))
+	for id := range positions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	best := self
+	for _, id := range ids {
+		c := positions[id].Compare(positions[best])
+		if c > 0 || (c == 0 && id < best) {
+			best = id
+		}
+	}
+	if best == self {
+		return true, ""
+	}
+	if positions[best] == own {
+		return false, fmt.Sprintf("%s is as current (%s) and has a lower id", best, own)
+	}
+	return false, fmt.Sprintf("%s is ahead at %s, %s is at %s", best, positions[best], self, own)
+}
