@@ -308,8 +308,9 @@ func (m *Manager) Round(ctx context.Context) {
 		if renewing[p] || !plan.Want(p) || m.holder.Holds(p, now) {
 			continue
 		}
-		// Campaign at most every TTL/3 per partition while refused.
-		if now.Sub(m.attempt[p]) < m.cfg.TTL/3 {
+		// Campaign at most once a round per partition while refused, so a
+		// lapsed lease is taken within a round of its end.
+		if now.Sub(m.attempt[p]) < m.cfg.TTL/8 {
 			continue
 		}
 		m.attempt[p] = now

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -24,6 +25,7 @@ const (
 	procClusterSecret = "process-cluster-secret-0123"
 	procInterval      = 500 * time.Millisecond
 	procSuspect       = 2500 * time.Millisecond
+	procLeaseTTL      = 3 * time.Second // the default
 )
 
 // procNode is a `shoal serve` process of a test cluster.
@@ -110,6 +112,36 @@ func clusterView(n *procNode, token string) (cluster.View, bool) {
 	return v, true
 }
 
+type placementView struct {
+	Master string `json:"master"`
+	Epoch  uint64 `json:"epoch"`
+}
+
+func placementOf(n *procNode, token, user string) (placementView, bool) {
+	req, _ := http.NewRequest("GET", n.url()+"/v1/users/"+user+"/placement", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return placementView{}, false
+	}
+	defer resp.Body.Close()
+	var v placementView
+	return v, resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&v) == nil
+}
+
+// putVia writes a document of user through node n; it returns the status and
+// the node that served it.
+func putVia(n *procNode, token, user, id string) (int, string) {
+	req, _ := http.NewRequest("PUT", n.url()+"/v1/users/"+user+"/collections/c/documents/"+id, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return 0, ""
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("X-Served-By")
+}
+
 func stateIn(v cluster.View, id string) cluster.State {
 	for _, m := range v.Members {
 		if m.ID == id {
@@ -147,9 +179,26 @@ func TestProcessClusterFailureDetection(t *testing.T) {
 		t.Logf("%s UP everywhere after %s", n.id, took.Round(time.Millisecond))
 	}
 
-	// SIGKILL node3: SUSPECT, then DOWN, on the others, within the times
-	// the README documents for these settings.
+	// A user whose partition node3 masters, known to node1.
 	victim, observers := nodes[2], nodes[:2]
+	user, oldEpoch := "", uint64(0)
+	testnode.Eventually(t, 30*time.Second, "a user mastered by node3", func() (bool, string) {
+		for i := 0; i < 200; i++ {
+			pl, ok := placementOf(nodes[0], token, fmt.Sprintf("user%d", i))
+			if ok && pl.Master == victim.id {
+				user, oldEpoch = fmt.Sprintf("user%d", i), pl.Epoch
+				return true, ""
+			}
+		}
+		return false, "node1 knows no partition mastered by node3 yet"
+	})
+	if code, by := putVia(nodes[0], token, user, "before"); code != 201 || by != victim.id {
+		t.Fatalf("write before the kill: %d served by %s", code, by)
+	}
+
+	// SIGKILL node3: SUSPECT, then DOWN, on the others, within the times
+	// the README documents for these settings; and its partitions get a new
+	// master, with a higher epoch, within LEASE_TTL + 2s.
 	killed := time.Now()
 	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -157,8 +206,14 @@ func TestProcessClusterFailureDetection(t *testing.T) {
 	victim.cmd.Wait()
 	suspectBound := 3*procInterval + 2*time.Second
 	downBound := procSuspect + 4*procInterval + 3*time.Second
-	sawSuspect := time.Duration(-1)
-	testnode.Eventually(t, downBound, "node3 DOWN on both others", func() (bool, string) {
+	takeoverBound := procLeaseTTL + 2*time.Second
+	sawSuspect, tookOver := time.Duration(-1), time.Duration(-1)
+	testnode.Eventually(t, downBound, "node3 DOWN on both others and its partition taken over", func() (bool, string) {
+		if tookOver < 0 {
+			if code, by := putVia(nodes[0], token, user, fmt.Sprint(time.Now().UnixNano())); code == 201 && by != victim.id {
+				tookOver = time.Since(killed)
+			}
+		}
 		down := 0
 		for _, o := range observers {
 			v, ok := clusterView(o, token)
@@ -174,13 +229,19 @@ func TestProcessClusterFailureDetection(t *testing.T) {
 				down++
 			}
 		}
-		return down == len(observers), fmt.Sprintf("%d of %d see it DOWN", down, len(observers))
+		return down == len(observers) && tookOver >= 0, fmt.Sprintf("%d of %d see it DOWN; taken over: %v", down, len(observers), tookOver >= 0)
 	})
 	downAfter := time.Since(killed)
-	t.Logf("after SIGKILL: SUSPECT after %s (documented bound %s), DOWN after %s (documented bound %s)",
-		sawSuspect.Round(time.Millisecond), suspectBound, downAfter.Round(time.Millisecond), downBound)
+	t.Logf("after SIGKILL: SUSPECT after %s (documented bound %s), partition taken over after %s (bound LEASE_TTL+2s = %s), DOWN after %s (documented bound %s)",
+		sawSuspect.Round(time.Millisecond), suspectBound, tookOver.Round(time.Millisecond), takeoverBound, downAfter.Round(time.Millisecond), downBound)
 	if sawSuspect < 0 || sawSuspect > suspectBound {
 		t.Fatalf("node3 was not seen SUSPECT within %s (first seen at %s)", suspectBound, sawSuspect)
+	}
+	if tookOver > takeoverBound {
+		t.Fatalf("the dead master's partition took %s to accept writes again, over LEASE_TTL + 2s", tookOver)
+	}
+	if pl, ok := placementOf(nodes[0], token, user); !ok || pl.Epoch <= oldEpoch || pl.Master == victim.id {
+		t.Fatalf("after takeover the placement is %+v, want another master at an epoch above %d", pl, oldEpoch)
 	}
 
 	// Restarted with the same id, it is UP again within a few seconds.
