@@ -160,19 +160,25 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 	}
 	a := s.cfg.Table.Get(partition)
 	if a.Master == "" {
-		if guess := s.cfg.Leases.LikelyMaster(partition); guess != "" {
-			a.Master, a.Responsible = guess, []string{guess}
-		}
+		a.Master = s.cfg.Leases.LikelyMaster(partition)
+	}
+	// The nodes a read may be served by, in order. Replicas are chosen and
+	// listed in the partition table, but they join the read path only once
+	// replication keeps their copies current: until then a replica's copy
+	// may lack documents, and a read there would answer 404 wrongly.
+	copies := []string{}
+	if a.Master != "" {
+		copies = append(copies, a.Master)
 	}
 	if r.Header.Get(headerHop) != "" {
-		if slices.Contains(a.Responsible, s.cfg.NodeID) {
+		if slices.Contains(copies, s.cfg.NodeID) {
 			local(w, r)
 		} else {
 			s.misdirected(w, partition)
 		}
 		return
 	}
-	for _, node := range a.Responsible {
+	for _, node := range copies {
 		if node == s.cfg.NodeID {
 			local(w, r)
 			return

@@ -81,7 +81,10 @@ type Manager struct {
 
 	voterMu []sync.Mutex // one per partition: a voter's decisions are serialised per partition
 	records []Record
-	voter   VoterState
+
+	voterMuState sync.Mutex
+	voter        VoterState
+	wasVoter     bool
 
 	persistMu sync.Mutex // serialises writes of the votes
 	durable   map[int]store.LeaseVote
@@ -125,6 +128,7 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 	if cfg.WaitAtStart {
 		m.voter = VoterState{Since: cfg.Now()}
 	}
+	m.wasVoter = slices.Contains(plan.Voters, cfg.Self)
 	return m, nil
 }
 
@@ -218,7 +222,7 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 			continue
 		}
 		rec := current(req.Partition)
-		n, d := Decide(m.voter, rec, req, now, m.cfg.TTL)
+		n, d := Decide(m.voterState(), rec, req, now, m.cfg.TTL)
 		if d.Granted && (n.Epoch != rec.Epoch || n.Holder != rec.Holder) {
 			votes = append(votes, store.LeaseVote{Partition: req.Partition, Holder: n.Holder, Epoch: n.Epoch})
 		}
@@ -290,6 +294,7 @@ func (m *Manager) Run(ctx context.Context) {
 func (m *Manager) Round(ctx context.Context) {
 	plan := m.cfg.Plan()
 	now := m.cfg.Now()
+	m.noteVoterRole(plan, now)
 	m.mu.Lock()
 	m.stepVoters(plan, now)
 	var b Batch
@@ -323,6 +328,26 @@ func (m *Manager) Round(ctx context.Context) {
 		m.send(ctx, voters, b, now)
 	}
 	m.report(now)
+}
+
+// voterState is this node's state as a voter.
+func (m *Manager) voterState() VoterState {
+	m.voterMuState.Lock()
+	defer m.voterMuState.Unlock()
+	return m.voter
+}
+
+// noteVoterRole starts the new-voter wait when the peer list makes this
+// node a voter: it may hold no records of grants the others made.
+func (m *Manager) noteVoterRole(plan Plan, now time.Time) {
+	is := slices.Contains(plan.Voters, m.cfg.Self)
+	m.voterMuState.Lock()
+	defer m.voterMuState.Unlock()
+	if is && !m.wasVoter {
+		m.log.Info("became a lease voter; granting nothing for one LEASE_TTL", "ttl", m.cfg.TTL)
+		m.voter = VoterState{Since: now}
+	}
+	m.wasVoter = is
 }
 
 // stepVoters moves the holder's voter set toward the plan's one member at a

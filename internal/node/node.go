@@ -127,10 +127,14 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		// taking traffic.
 		n.leases.Round(runCtx)
 	}
-	n.running.Add(1)
+	n.running.Add(2)
 	go func() {
 		defer n.running.Done()
 		n.leases.Run(runCtx)
+	}()
+	go func() {
+		defer n.running.Done()
+		n.chooseReplicasLoop(runCtx)
 	}()
 	n.api.SetReady(true)
 	mode := "embedded store in " + cfg.DataDir
@@ -173,9 +177,80 @@ func (n *Node) leasePlan() lease.Plan {
 // partition table, and gossips it when it is news.
 func (n *Node) masterChanged(partition int, holder string, epoch uint64) {
 	a := shard.Assignment{Partition: partition, Master: holder, Epoch: epoch, Responsible: []string{holder}}
+	if holder == n.cfg.NodeID {
+		// A new tenure keeps the replicas the previous master had chosen
+		// (sticky); chooseReplicas then repairs the list.
+		if old := n.table.Get(partition); len(old.Responsible) > 1 {
+			for _, r := range old.Responsible {
+				if r != holder {
+					a.Responsible = append(a.Responsible, r)
+				}
+			}
+		}
+	}
 	if n.table.Merge(a) && holder == n.cfg.NodeID {
 		n.log.Info("master of partition", "partition", partition, "epoch", epoch)
 		n.cluster.Broadcast(shard.EncodeAssignments([]shard.Assignment{a}))
+	}
+}
+
+// chooseReplicasLoop keeps the responsible list of every partition this
+// node masters: the master, then REPLICATION_FACTOR-1 replicas chosen by
+// most free disk among UP peers with replica: true, sticky once chosen.
+func (n *Node) chooseReplicasLoop(ctx context.Context) {
+	tick := time.NewTicker(max(n.cfg.LeaseTTL/3, 200*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n.chooseReplicas()
+	}
+}
+
+func (n *Node) chooseReplicas() {
+	var cands []shard.Candidate
+	for _, m := range n.cluster.View().Members {
+		if !m.InPeerList {
+			continue
+		}
+		c := shard.Candidate{ID: m.ID, Replica: m.Replica, Up: m.State == cluster.Up, Listed: true}
+		if m.FreeBytes != nil {
+			c.FreeBytes = *m.FreeBytes
+		}
+		cands = append(cands, c)
+	}
+	var changed []shard.Assignment
+	for p := 0; p < n.cfg.PartitionCount; p++ {
+		epoch, ok := n.leases.Holds(p)
+		if !ok {
+			continue
+		}
+		a := n.table.Get(p)
+		if a.Master != n.cfg.NodeID || a.Epoch != epoch {
+			continue // the table learns of this tenure first
+		}
+		var current []string
+		if len(a.Responsible) > 1 {
+			current = a.Responsible[1:]
+		}
+		replicas := shard.ChooseReplicas(n.cfg.NodeID, current, cands, n.cfg.ReplicationFactor)
+		if slices.Equal(replicas, current) {
+			continue
+		}
+		a.Responsible = append([]string{n.cfg.NodeID}, replicas...)
+		a.Revision++
+		if n.table.Merge(a) {
+			changed = append(changed, a)
+		}
+	}
+	// Broadcasts must fit a UDP packet: a few assignments each.
+	for len(changed) > 0 {
+		k := min(len(changed), 8)
+		n.cluster.Broadcast(shard.EncodeAssignments(changed[:k]))
+		changed = changed[k:]
 	}
 }
 

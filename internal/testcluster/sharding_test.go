@@ -62,6 +62,22 @@ func TestWritesSentToAnyNodeLandOnTheMaster(t *testing.T) {
 	if len(masters) < 2 {
 		t.Fatalf("12 users all mastered by %v: placement does not spread", masters)
 	}
+	// Every partition's responsible list is the master and one replica
+	// (REPLICATION_FACTOR 2), the same on every node.
+	testnode.Eventually(t, 10*time.Second, "responsible lists of two everywhere", func() (bool, string) {
+		for p := 0; p < testcluster.Partitions; p++ {
+			want := c.Nodes[0].Placement(p).Responsible
+			if len(want) != 2 || want[0] != c.MasterOf(p) || want[0] == want[1] {
+				return false, fmt.Sprintf("partition %d: %v", p, want)
+			}
+			for _, n := range c.Nodes[1:] {
+				if got := n.Placement(p).Responsible; fmt.Sprint(got) != fmt.Sprint(want) {
+					return false, fmt.Sprintf("partition %d: %s has %v, %s has %v", p, c.Nodes[0].ID, want, n.ID, got)
+				}
+			}
+		}
+		return true, ""
+	})
 	if o := c.History.Overlaps(); len(o) > 0 {
 		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
 	}
