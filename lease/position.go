@@ -3,33 +3,15 @@ package lease
 import (
 	"fmt"
 	"slices"
+
+	"github.com/shoal-db/shoal/store"
 )
 
 // Position is where a write sits in its partition's history: the epoch of
-// the master that made it, then its sequence number within the partition.
-type Position struct {
-	Epoch uint64 `json:"epoch"`
-	Seq   uint64 `json:"seq"`
-}
-
-// Compare orders positions, epoch first: -1 if p is before q, 0 if equal,
-// +1 if after.
-func (p Position) Compare(q Position) int {
-	switch {
-	case p.Epoch < q.Epoch:
-		return -1
-	case p.Epoch > q.Epoch:
-		return 1
-	case p.Seq < q.Seq:
-		return -1
-	case p.Seq > q.Seq:
-		return 1
-	}
-	return 0
-}
-
-// String formats a position as "epoch.seq".
-func (p Position) String() string { return fmt.Sprintf("%d.%d", p.Epoch, p.Seq) }
+// the master that made it, then its sequence number within the partition
+// (compared epoch first). It is the store's type: positions are stored with
+// every document.
+type Position = store.Position
 
 // MayCampaign is the promotion rule: whether self may try to acquire the
 // lease of a partition whose master is gone. positions holds the applied

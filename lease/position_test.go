@@ -6,7 +6,7 @@ import (
 )
 
 func TestPositionCompare(t *testing.T) {
-	ordered := []Position{{0, 0}, {0, 9}, {1, 0}, {1, 1}, {2, 0}}
+	ordered := []Position{{Epoch: 0, Seq: 0}, {Epoch: 0, Seq: 9}, {Epoch: 1, Seq: 0}, {Epoch: 1, Seq: 1}, {Epoch: 2, Seq: 0}}
 	for i, p := range ordered {
 		for j, q := range ordered {
 			want := 0
@@ -20,7 +20,7 @@ func TestPositionCompare(t *testing.T) {
 			}
 		}
 	}
-	if s := (Position{3, 17}).String(); s != "3.17" {
+	if s := (Position{Epoch: 3, Seq: 17}).String(); s != "3.17" {
 		t.Errorf("String = %q", s)
 	}
 }
@@ -35,17 +35,17 @@ func TestMayCampaign(t *testing.T) {
 		ok   bool
 		why  string
 	}{
-		{"rf 2, alone", "b", pos{"b": {3, 5}}, 2, true, ""},
-		{"rf 3, alone is not enough", "b", pos{"b": {3, 5}}, 3, false, "heard from 1 of 3 members, need 2"},
-		{"rf 3, highest of two", "b", pos{"b": {3, 5}, "c": {3, 4}}, 3, true, ""},
-		{"rf 3, other ahead by seq", "b", pos{"b": {3, 5}, "c": {3, 6}}, 3, false, "c is ahead at 3.6, b is at 3.5"},
-		{"epoch before seq", "b", pos{"b": {3, 90}, "c": {4, 1}}, 3, false, "c is ahead at 4.1, b is at 3.90"},
-		{"tie, lower id wins", "a", pos{"a": {3, 5}, "b": {3, 5}}, 3, true, ""},
-		{"tie, higher id yields", "b", pos{"a": {3, 5}, "b": {3, 5}}, 3, false, "a is as current (3.5) and has a lower id"},
-		{"rf 5 needs three", "c", pos{"c": {2, 2}, "d": {2, 1}}, 5, false, "heard from 2 of 5 members, need 3"},
-		{"rf 5 with three", "c", pos{"c": {2, 2}, "d": {2, 1}, "e": {1, 9}}, 5, true, ""},
-		{"own position missing", "x", pos{"a": {1, 1}, "b": {1, 1}}, 3, false, "own applied position unknown: x is not among the 2 positions heard"},
-		{"bad rf", "a", pos{"a": {1, 1}}, 0, false, "replication factor 0 is not positive"},
+		{"rf 2, alone", "b", pos{"b": {Epoch: 3, Seq: 5}}, 2, true, ""},
+		{"rf 3, alone is not enough", "b", pos{"b": {Epoch: 3, Seq: 5}}, 3, false, "heard from 1 of 3 members, need 2"},
+		{"rf 3, highest of two", "b", pos{"b": {Epoch: 3, Seq: 5}, "c": {Epoch: 3, Seq: 4}}, 3, true, ""},
+		{"rf 3, other ahead by seq", "b", pos{"b": {Epoch: 3, Seq: 5}, "c": {Epoch: 3, Seq: 6}}, 3, false, "c is ahead at 3.6, b is at 3.5"},
+		{"epoch before seq", "b", pos{"b": {Epoch: 3, Seq: 90}, "c": {Epoch: 4, Seq: 1}}, 3, false, "c is ahead at 4.1, b is at 3.90"},
+		{"tie, lower id wins", "a", pos{"a": {Epoch: 3, Seq: 5}, "b": {Epoch: 3, Seq: 5}}, 3, true, ""},
+		{"tie, higher id yields", "b", pos{"a": {Epoch: 3, Seq: 5}, "b": {Epoch: 3, Seq: 5}}, 3, false, "a is as current (3.5) and has a lower id"},
+		{"rf 5 needs three", "c", pos{"c": {Epoch: 2, Seq: 2}, "d": {Epoch: 2, Seq: 1}}, 5, false, "heard from 2 of 5 members, need 3"},
+		{"rf 5 with three", "c", pos{"c": {Epoch: 2, Seq: 2}, "d": {Epoch: 2, Seq: 1}, "e": {Epoch: 1, Seq: 9}}, 5, true, ""},
+		{"own position missing", "x", pos{"a": {Epoch: 1, Seq: 1}, "b": {Epoch: 1, Seq: 1}}, 3, false, "own applied position unknown: x is not among the 2 positions heard"},
+		{"bad rf", "a", pos{"a": {Epoch: 1, Seq: 1}}, 0, false, "replication factor 0 is not positive"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -60,7 +60,7 @@ func TestMayCampaign(t *testing.T) {
 // TestMayCampaignOneWinner: among members that all heard from each other,
 // exactly one may campaign.
 func TestMayCampaignOneWinner(t *testing.T) {
-	ps := map[string]Position{"n1": {2, 8}, "n2": {2, 9}, "n3": {2, 9}, "n4": {1, 20}}
+	ps := map[string]Position{"n1": {Epoch: 2, Seq: 8}, "n2": {Epoch: 2, Seq: 9}, "n3": {Epoch: 2, Seq: 9}, "n4": {Epoch: 1, Seq: 20}}
 	var winners []string
 	for id := range ps {
 		if ok, _ := MayCampaign(id, ps, 3); ok {
