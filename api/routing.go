@@ -3,11 +3,13 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/shoal-db/shoal/shard"
 )
@@ -91,17 +93,26 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 			break
 		}
 		tried = master
-		resp, err := s.forward(r.Context(), r, master, body)
+		resp, done, err := s.forward(r.Context(), r, master, body, forwardTimeout)
 		if err != nil {
 			s.log.Debug("forwarding failed", "partition", partition, "master", master, "err", err)
+			if errors.Is(err, context.Canceled) && r.Context().Err() == nil {
+				// The master took the request and did not answer in time:
+				// the write may have been applied.
+				writeProblem(w, problem(http.StatusGatewayTimeout, TypeTimeout, "Timeout",
+					fmt.Sprintf("the master %s did not answer within %s; the write may or may not have been applied: read the document to find out", master, forwardTimeout)))
+				return
+			}
 			break
 		}
 		if resp.StatusCode == http.StatusMisdirectedRequest {
 			s.learn(partition, resp.Header)
 			resp.Body.Close()
+			done()
 			continue
 		}
 		relay(w, resp)
+		done()
 		return
 	}
 	writeProblem(w, unavailable(fmt.Sprintf("partition %d has no reachable master right now (a new one is chosen within LEASE_TTL); retry shortly", partition)))
@@ -119,11 +130,20 @@ func (s *Server) learn(partition int, h http.Header) {
 	}
 }
 
-// forward sends r to node with the client's own credentials, marked as a hop.
-func (s *Server) forward(ctx context.Context, r *http.Request, node string, body []byte) (*http.Response, error) {
+// forwardTimeout bounds how long a forwarded write waits for the master to
+// start answering (a paused master still accepts connections).
+const forwardTimeout = 10 * time.Second
+
+// forward sends r to node with the client's own credentials, marked as a
+// hop. The timeout covers only the wait for the answer's headers, not the
+// copying of its body; cancel releases the request once it is relayed.
+func (s *Server) forward(parent context.Context, r *http.Request, node string, body []byte, timeout time.Duration) (*http.Response, context.CancelFunc, error) {
+	ctx, cancel := context.WithCancel(parent)
+	timer := time.AfterFunc(timeout, cancel)
 	req, err := http.NewRequestWithContext(ctx, r.Method, "http://placeholder"+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		cancel()
+		return nil, nil, err
 	}
 	for _, h := range forwardedHeaders {
 		if v := r.Header.Values(h); len(v) > 0 {
@@ -131,7 +151,16 @@ func (s *Server) forward(ctx context.Context, r *http.Request, node string, body
 		}
 	}
 	req.Header.Set(headerHop, s.cfg.NodeID)
-	return s.cfg.Cluster.Send(node, req, false)
+	resp, err := s.cfg.Cluster.Send(node, req, false)
+	if err != nil || !timer.Stop() {
+		cancel()
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("%s did not answer within %s", node, timeout)
+		}
+		return nil, nil, err
+	}
+	return resp, cancel, nil
 }
 
 // relay copies a forwarded answer to the client.
@@ -142,6 +171,14 @@ func relay(w http.ResponseWriter, resp *http.Response) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	io.Copy(w, resp.Body)
+}
+
+// readTimeout bounds the wait for one node's answer to a read.
+func (s *Server) readTimeout() time.Duration {
+	if s.cfg.ReadTryTimeout > 0 {
+		return s.cfg.ReadTryTimeout
+	}
+	return 500 * time.Millisecond
 }
 
 // routeRead serves a read from the first node of the partition's
@@ -183,11 +220,10 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 			local(w, r)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadTryTimeout)
-		resp, err := s.forward(ctx, r, node, nil)
+		resp, done, err := s.forward(r.Context(), r, node, nil, s.readTimeout())
 		if err == nil && resp.StatusCode < 500 && resp.StatusCode != http.StatusMisdirectedRequest {
 			relay(w, resp)
-			cancel()
+			done()
 			return
 		}
 		if err == nil {
@@ -195,8 +231,8 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 				s.learn(partition, resp.Header)
 			}
 			resp.Body.Close()
+			done()
 		}
-		cancel()
 		s.log.Debug("read try failed; trying the next node", "partition", partition, "node", node, "err", err)
 	}
 	writeProblem(w, unavailable(fmt.Sprintf("no node responsible for partition %d answered; retry shortly", partition)))

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -323,7 +324,26 @@ func (s *Server) idScope(next http.Handler) http.Handler {
 // writes routes a handler that changes a user's data to the partition's master.
 func (s *Server) writes(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if prob := checkWriteConcern(r); prob != nil {
+			writeProblem(w, prob)
+			return
+		}
 		s.route(w, r, s.partitionOf(chi.URLParam(r, "user")), h)
+	}
+}
+
+// checkWriteConcern refuses write concerns this version cannot honour:
+// acknowledging "majority" or "all" needs replication, which is not built
+// yet, and a write must never be acknowledged with a promise not kept.
+func checkWriteConcern(r *http.Request) *Problem {
+	switch wc := r.Header.Get("X-Write-Concern"); wc {
+	case "", "1":
+		return nil
+	case "majority", "all":
+		return problem(http.StatusNotImplemented, TypeWriteConcern, "Write concern not available",
+			"X-Write-Concern: "+wc+" needs replication, which this version of Shoal does not have yet; send 1 (the default) or omit the header")
+	default:
+		return badRequest(TypeInvalidHeader, fmt.Sprintf("X-Write-Concern %q: use 1, majority or all", wc))
 	}
 }
 
@@ -343,6 +363,9 @@ func storeProblem(err error) *Problem {
 	switch {
 	case errors.As(err, &p):
 		return p
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		return problem(http.StatusServiceUnavailable, TypeTimeout, "Outcome unknown",
+			"the store failed while committing this write; it may or may not have been applied: read the document before retrying")
 	case errors.Is(err, store.ErrLeaseLost):
 		return problem(http.StatusServiceUnavailable, TypeTimeout, "Outcome unknown",
 			"the partition changed master while this write was being committed; it may or may not have been applied: read the document to find out")

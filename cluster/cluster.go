@@ -148,7 +148,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, log: cfg.Logger, events: make(chan event, 4096), reload: make(chan struct{}, 1),
 		join: make(chan struct{}, 1), members: map[string]*memberInfo{}, start: cfg.Now()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}
+	c.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute},
+		// Never follow a redirect: it would carry signatures and client
+		// tokens to an address outside the peer list.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	if len(cfg.Secret) > 0 {
 		c.signer = NewSigner(cfg.Secret, cfg.NodeID, cfg.Now)
 	}
@@ -170,9 +173,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.startGossip(self); err != nil {
 		return nil, err
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.run()
 	go c.joinLoop()
+	go c.refreshLoop()
 	c.requestJoin()
 	c.log.Info("joined the gossip", "gossip", cfg.GossipAddr, "advertise", self.Gossip, "peers", strings.Join(c.peers.IDs(), ","))
 	return c, nil
@@ -393,8 +397,6 @@ func (c *Cluster) run() {
 	defer c.wg.Done()
 	heartbeat := time.NewTicker(c.cfg.GossipInterval)
 	defer heartbeat.Stop()
-	refresh := time.NewTicker(c.cfg.PeersRefresh)
-	defer refresh.Stop()
 	disk := time.NewTicker(diskEvery)
 	defer disk.Stop()
 	resync := time.NewTicker(10 * c.cfg.GossipInterval)
@@ -413,12 +415,6 @@ func (c *Cluster) run() {
 			c.apply(e)
 		case <-heartbeat.C:
 			c.sendHeartbeats()
-		case <-refresh.C:
-			c.refreshPeers()
-			c.requestJoin()
-		case <-c.reload:
-			c.refreshPeers()
-			c.requestJoin()
 		case <-disk.C:
 			c.refreshDisk()
 		case <-resync.C:
@@ -506,6 +502,25 @@ func (c *Cluster) sendHeartbeats() {
 		if err := c.ml.SendBestEffort(&to[i], msg); err != nil {
 			c.log.Debug("heartbeat not sent", "peer", to[i].Name, "err", err)
 		}
+	}
+}
+
+// refreshLoop re-reads the peer list every PEERS_REFRESH and on Reload. A
+// fetch can take seconds (an http endpoint), so it never runs on the loop
+// that sends heartbeats.
+func (c *Cluster) refreshLoop() {
+	defer c.wg.Done()
+	refresh := time.NewTicker(c.cfg.PeersRefresh)
+	defer refresh.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-refresh.C:
+		case <-c.reload:
+		}
+		c.refreshPeers()
+		c.requestJoin()
 	}
 }
 

@@ -56,7 +56,7 @@ type ManagerConfig struct {
 	// cluster's only voter has no one to conflict with and skips it.
 	WaitAtStart bool
 	// OnChange is told, on the manager's goroutine, when this node starts
-	// or stops holding a partition, or learns another holder from a voter.
+	// holding a partition at a new epoch.
 	OnChange func(partition int, holder string, epoch uint64)
 	Now      func() time.Time
 	Logger   *slog.Logger
@@ -138,6 +138,19 @@ func (m *Manager) Learn(partition int, epoch uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.holder.Learn(partition, epoch)
+}
+
+// Fence is told that partition's stored history already has positions at
+// epoch newest, above the lease this node holds: it gives the lease up and
+// campaigns next time above newest.
+func (m *Manager) Fence(partition int, newest uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.holder.Learn(partition, newest)
+	if _, ok := m.holder.StepDown(partition); ok {
+		m.log.Warn("lease epoch is older than the partition's stored history; stepping down to campaign higher",
+			"partition", partition, "stored_epoch", newest)
+	}
 }
 
 // Holds reports whether this node may accept writes for partition now, and
@@ -295,6 +308,13 @@ func (m *Manager) Round(ctx context.Context) {
 	plan := m.cfg.Plan()
 	now := m.cfg.Now()
 	m.noteVoterRole(plan, now)
+	// Decide what is wanted before taking the holder lock: Want may wait on
+	// a voter lock held across a store write, and Holds (every write's
+	// check) must never wait behind that.
+	want := make([]bool, m.cfg.Partitions)
+	for p := range want {
+		want[p] = plan.Want(p)
+	}
 	m.mu.Lock()
 	m.stepVoters(plan, now)
 	var b Batch
@@ -302,15 +322,17 @@ func (m *Manager) Round(ctx context.Context) {
 	renewing := map[int]bool{}
 	for _, r := range renewals {
 		renewing[r.Partition] = true
-		if plan.Want(r.Partition) {
+		if want[r.Partition] {
 			b.Requests = append(b.Requests, r)
 		} else if rel, ok := m.holder.StepDown(r.Partition); ok {
+			// The lease is left to run out on the voters rather than
+			// released: a commit that passed its lease check just before
+			// the step-down must end before anyone else can start.
 			m.log.Info("stepping down", "partition", r.Partition, "epoch", rel.Epoch)
-			b.Releases = append(b.Releases, rel)
 		}
 	}
 	for p := 0; p < m.cfg.Partitions; p++ {
-		if renewing[p] || !plan.Want(p) || m.holder.Holds(p, now) {
+		if renewing[p] || !want[p] || m.holder.Holds(p, now) {
 			continue
 		}
 		// Campaign at most once a round per partition while refused, so a
@@ -430,9 +452,9 @@ func (m *Manager) report(now time.Time) {
 			m.reported[p] = 0
 			m.log.Info("no longer master", "partition", p)
 		}
-		if e, h := m.holder.Learned(p); h != "" && h != m.cfg.Self {
-			changes = append(changes, change{p, h, e})
-		}
+		// A holder learned from a voter's refusal is not reported: it may
+		// be a campaign that never reached a majority. Masters announce
+		// themselves.
 	}
 	m.mu.Unlock()
 	for _, c := range changes {

@@ -49,6 +49,10 @@ var ErrClosed = errors.New("the node is shutting down")
 // lease, so it may not change the partition.
 var ErrNotMaster = errors.New("this node is not the partition's master")
 
+// ErrOutcomeUnknown is returned when a commit failed: part of it may have
+// been stored.
+var ErrOutcomeUnknown = errors.New("the commit failed; some of its changes may have been stored")
+
 // ErrLeaseLost is returned when the lease ran out while a commit was being
 // written: the change is stored here but was not acknowledged in time.
 var ErrLeaseLost = errors.New("the partition's lease ran out during the commit; the outcome is unknown")
@@ -68,6 +72,9 @@ type WriterOptions struct {
 	// epoch and when the writer checked the lease and finished (tests
 	// record the history of accepted writes with it).
 	OnCommit func(partition int, epoch uint64, start, end time.Time)
+	// OnStaleEpoch, if set, is told when the lease's epoch is older than the
+	// partition's newest stored position (the writer refuses such writes).
+	OnStaleEpoch func(partition int, newest uint64)
 	// ObserveBatch, if set, is told the size and duration of every commit.
 	ObserveBatch func(changes int, d time.Duration)
 	Logger       *slog.Logger
@@ -145,11 +152,14 @@ func (w *Writer) DoAll(ctx context.Context, ops []Op) []Result {
 	if len(ops) == 0 {
 		return results
 	}
+	// fail answers with a slice of its own: the writer goroutine may still
+	// be filling results.
 	fail := func(err error) []Result {
-		for i := range results {
-			results[i].Err = err
+		out := make([]Result, len(ops))
+		for i := range out {
+			out[i].Err = err
 		}
-		return results
+		return out
 	}
 	p := w.parts[ops[0].Partition]
 	for _, op := range ops {
@@ -312,6 +322,9 @@ func (w *Writer) process(p *partition, batch []*request) {
 		// Fencing: a master with an older epoch than the partition's history
 		// must never write.
 		failAll(fmt.Errorf("%w: lease epoch %d is older than the partition's newest position %v", ErrNotMaster, epoch, p.last))
+		if w.opts.OnStaleEpoch != nil {
+			w.opts.OnStaleEpoch(p.id, p.last.Epoch)
+		}
 		return
 	}
 	states := map[string]*staged{}
@@ -387,7 +400,7 @@ func (w *Writer) process(p *partition, batch []*request) {
 	if err != nil {
 		w.log.Error("commit failed", "partition", p.id, "changes", len(changed), "err", err)
 		for _, a := range changed {
-			a.r.results[a.i] = Result{Err: err}
+			a.r.results[a.i] = Result{Err: fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)}
 		}
 		// Positions handed out in this batch are never reused: a partial
 		// commit may have stored some of them.

@@ -199,3 +199,34 @@ func TestCacheStaysWithinBudget(t *testing.T) {
 		t.Fatal("the oldest entry survived past the budget")
 	}
 }
+
+func TestWriterFencesALeaseOlderThanTheHistory(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	epoch := uint64(5)
+	var fenced []uint64
+	w := NewWriter(s, 1, WriterOptions{
+		Lease:        func(int) (uint64, bool) { return epoch, true },
+		OnStaleEpoch: func(_ int, newest uint64) { fenced = append(fenced, newest) },
+	})
+	defer w.Close(ctx)
+	if res := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "a", Mutate: put(map[string]any{})}); res.Err != nil || res.Doc.Pos.Epoch != 5 {
+		t.Fatalf("write at epoch 5: %+v %v", res.Doc, res.Err)
+	}
+	// A stale master (a lease at an older epoch) must never write.
+	epoch = 4
+	res := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "b", Mutate: put(map[string]any{})})
+	if !errors.Is(res.Err, ErrNotMaster) {
+		t.Fatalf("write at a stale epoch: %v", res.Err)
+	}
+	if len(fenced) != 1 || fenced[0] != 5 {
+		t.Fatalf("the lease holder was told %v, want [5]", fenced)
+	}
+	// No lease: nothing is written.
+	epoch = 0
+	w2 := NewWriter(s, 1, WriterOptions{Lease: func(int) (uint64, bool) { return 0, false }})
+	defer w2.Close(ctx)
+	if res := w2.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "c", Mutate: put(map[string]any{})}); !errors.Is(res.Err, ErrNotMaster) {
+		t.Fatalf("write without a lease: %v", res.Err)
+	}
+}

@@ -24,10 +24,11 @@ type placement struct {
 	cluster    *cluster.Cluster
 	log        *slog.Logger
 
-	mu    sync.Mutex
-	peers cluster.PeerList
-	ring  *shard.Ring
-	err   string
+	mu     sync.Mutex
+	peers  cluster.PeerList
+	ring   *shard.Ring
+	voters []string
+	err    string
 }
 
 // current returns the ring and voters for the peer list in force. A list
@@ -37,21 +38,23 @@ func (pl *placement) current() (*shard.Ring, []string) {
 	peers := pl.cluster.Peers()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	members := make([]shard.Member, len(peers.Peers))
-	for i, p := range peers.Peers {
-		members[i] = shard.Member{ID: p.ID, Sharding: p.Sharding, Replica: p.Replica, Voter: p.Voter}
-	}
 	if pl.ring == nil || !slices.Equal(peers.Peers, pl.peers.Peers) {
+		members := make([]shard.Member, len(peers.Peers))
+		for i, p := range peers.Peers {
+			members[i] = shard.Member{ID: p.ID, Sharding: p.Sharding, Replica: p.Replica, Voter: p.Voter}
+		}
 		r, err := shard.NewRing(members, pl.partitions)
 		switch {
 		case err != nil && pl.err != err.Error():
 			pl.err = err.Error()
 			pl.log.Error("the peer list cannot be placed; keeping the previous placement", "err", err)
 		case err == nil:
-			pl.ring, pl.peers, pl.err = r, peers, ""
+			pl.ring, pl.peers, pl.voters, pl.err = r, peers, shard.Voters(members), ""
 		}
 	}
-	return pl.ring, shard.Voters(members)
+	// Voters follow the same list as the ring: a list the ring refused
+	// changes neither.
+	return pl.ring, pl.voters
 }
 
 // Ring is the ring in force (nil before any list could be placed).
