@@ -86,7 +86,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 	tried := ""
 	for attempt := 0; attempt < 2; attempt++ {
 		master := s.cfg.Table.Get(partition).Master
-		if master == "" {
+		if master == "" || master == s.cfg.NodeID {
+			// Unknown, or this node's own lapsed tenure: guess.
 			master = s.cfg.Leases.LikelyMaster(partition)
 		}
 		if master == "" || master == s.cfg.NodeID || master == tried {
@@ -196,8 +197,12 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 		return
 	}
 	a := s.cfg.Table.Get(partition)
-	if a.Master == "" {
+	if a.Master == "" || a.Master == s.cfg.NodeID {
+		// Unknown, or this node's own lapsed tenure: its copy may be stale.
 		a.Master = s.cfg.Leases.LikelyMaster(partition)
+		if a.Master == s.cfg.NodeID {
+			a.Master = ""
+		}
 	}
 	// The nodes a read may be served by, in order. Replicas are chosen and
 	// listed in the partition table, but they join the read path only once
