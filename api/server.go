@@ -277,7 +277,32 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, unavailable("the node's membership is not running"))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.cfg.Cluster.View())
+	out := clusterAnswer{View: s.cfg.Cluster.View()}
+	if s.cfg.Table != nil {
+		ps := &partitionSummary{Count: s.cfg.PartitionCount, Masters: map[string]int{}}
+		for _, a := range s.cfg.Table.Snapshot() {
+			if a.Master == "" {
+				ps.WithoutMaster++
+			} else {
+				ps.Masters[a.Master]++
+			}
+		}
+		out.Partitions = ps
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// clusterAnswer is GET /v1/cluster: the membership view and, per node, how
+// many partitions it masters as this node's partition table says.
+type clusterAnswer struct {
+	cluster.View
+	Partitions *partitionSummary `json:"partitions,omitempty"`
+}
+
+type partitionSummary struct {
+	Count         int            `json:"count"`
+	Masters       map[string]int `json:"masters"`
+	WithoutMaster int            `json:"without_master"`
 }
 
 func principalOf(r *http.Request) Principal {

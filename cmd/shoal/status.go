@@ -25,10 +25,18 @@ const defaultNodeURL = "http://127.0.0.1:8080"
 // clusterStatus is the answer of GET /v1/cluster. Fields the node adds later
 // are ignored.
 type clusterStatus struct {
-	Node     string          `json:"node"`
-	Version  string          `json:"version"`
-	PeerList peerListStatus  `json:"peer_list"`
-	Members  []clusterMember `json:"members"`
+	Node       string             `json:"node"`
+	Version    string             `json:"version"`
+	PeerList   peerListStatus     `json:"peer_list"`
+	Members    []clusterMember    `json:"members"`
+	Partitions *partitionsSummary `json:"partitions"`
+}
+
+// partitionsSummary counts the partitions each node masters.
+type partitionsSummary struct {
+	Count         int            `json:"count"`
+	Masters       map[string]int `json:"masters"`
+	WithoutMaster int            `json:"without_master"`
 }
 
 type peerListStatus struct {
@@ -321,10 +329,24 @@ func renderStatus(st clusterStatus, from string, now time.Time) string {
 	if unknown > 0 {
 		summary += fmt.Sprintf("; %d unknown (gossiping but not in the peer list)", unknown)
 	}
-	fmt.Fprintf(&b, "%s\n\n", summary)
+	fmt.Fprintf(&b, "%s\n", summary)
+	if ps := st.Partitions; ps != nil {
+		line := plural(ps.Count, "partition")
+		if ps.WithoutMaster > 0 {
+			line += fmt.Sprintf(", %d WITHOUT A MASTER (writes to them get 503 until one is elected)", ps.WithoutMaster)
+		} else {
+			line += ", every one with a master"
+		}
+		fmt.Fprintf(&b, "%s\n", line)
+	}
+	fmt.Fprintln(&b)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  ID\tSTATE\tURL\tGOSSIP\tFREE\tLAST HEARD\tROLES")
+	header := "  ID\tSTATE\tURL\tGOSSIP\tFREE\tLAST HEARD\tROLES"
+	if st.Partitions != nil {
+		header += "\tMASTERS"
+	}
+	fmt.Fprintln(tw, header)
 	for _, m := range members {
 		id := "  " + m.ID
 		if m.Self {
@@ -345,12 +367,19 @@ func renderStatus(st clusterStatus, from string, now time.Time) string {
 		if m.FreeBytes != nil {
 			free = humanBytes(*m.FreeBytes)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, orDash(m.State), orDash(u), orDash(m.Gossip), free,
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", id, orDash(m.State), orDash(u), orDash(m.Gossip), free,
 			lastHeard(m, now), roles(m.Sharding, m.Replica, m.Voter))
+		if st.Partitions != nil {
+			row += fmt.Sprintf("\t%d", st.Partitions.Masters[m.ID])
+		}
+		fmt.Fprintln(tw, row)
 	}
 	tw.Flush()
 	fmt.Fprintln(&b)
 	legend := "* this node; ROLES: S sharding, R replica, V voter"
+	if st.Partitions != nil {
+		legend += "; MASTERS: partitions it masters"
+	}
 	if unknown > 0 {
 		legend += "; unknown: gossips with the cluster but is not in the peer list"
 	}

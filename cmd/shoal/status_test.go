@@ -14,8 +14,8 @@ import (
 )
 
 // sampleClusterJSON is the /v1/cluster answer of the contract, with one more
-// member never heard from, one unknown to the peer list, and a field added
-// by a later version.
+// member never heard from, one unknown to the peer list, the partition
+// summary, and a field added by a later version.
 const sampleClusterJSON = `{
   "node": "node1",
   "version": "dev",
@@ -25,7 +25,8 @@ const sampleClusterJSON = `{
     "peers": 3,
     "refusal": {"at": "2026-11-29T19:01:00Z", "reason": "peer id \"node2\" appears twice"}
   },
-  "partitions": {"count": 271},
+  "partitions": {"count": 271, "masters": {"node1": 90, "node2": 91, "node10": 88}, "without_master": 2},
+  "moves": [{"partition": 1}],
   "members": [
     {"id": "node10", "state": "DOWN", "self": false, "in_peer_list": true,
      "url": "http://127.0.0.1:8090", "public_url": "http://127.0.0.1:8090", "gossip": "127.0.0.1:7956",
@@ -64,14 +65,15 @@ Peer list: /abs/path/peers.json, 3 peers, loaded 2026-11-29T19:00:00Z (2m00s ago
 !!! PEER LIST REFUSED at 2026-11-29T19:01:00Z (1m00s ago): peer id "node2" appears twice
 !!! node1 keeps the list it loaded before; fix /abs/path/peers.json and it is read again at the next refresh
 4 members: 2 UP, 1 SUSPECT, 1 DOWN; 1 unknown (gossiping but not in the peer list)
+271 partitions, 2 WITHOUT A MASTER (writes to them get 503 until one is elected)
 
-  ID               STATE    URL                    GOSSIP          FREE       LAST HEARD  ROLES
-* node1            UP       http://127.0.0.1:8081  127.0.0.1:7947  117.7 MiB  0.1s ago    S R V
-  node2            SUSPECT  http://127.0.0.1:8082  127.0.0.1:7948  38.2 GiB   5.4s ago    S R V
-  node10           DOWN     http://127.0.0.1:8090  127.0.0.1:7956  -          never       S - -
-  stray (unknown)  UP       http://127.0.0.1:9999  127.0.0.1:9998  512 B      1.2s ago    -
+  ID               STATE    URL                    GOSSIP          FREE       LAST HEARD  ROLES  MASTERS
+* node1            UP       http://127.0.0.1:8081  127.0.0.1:7947  117.7 MiB  0.1s ago    S R V  90
+  node2            SUSPECT  http://127.0.0.1:8082  127.0.0.1:7948  38.2 GiB   5.4s ago    S R V  91
+  node10           DOWN     http://127.0.0.1:8090  127.0.0.1:7956  -          never       S - -  88
+  stray (unknown)  UP       http://127.0.0.1:9999  127.0.0.1:9998  512 B      1.2s ago    -      0
 
-* this node; ROLES: S sharding, R replica, V voter; unknown: gossips with the cluster but is not in the peer list
+* this node; ROLES: S sharding, R replica, V voter; MASTERS: partitions it masters; unknown: gossips with the cluster but is not in the peer list
 `
 	if got != want {
 		t.Errorf("rendered:\n%s\nwant:\n%s", got, want)
