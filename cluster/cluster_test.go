@@ -15,12 +15,11 @@ import (
 )
 
 type testPeer struct {
-	id             string
-	http, gossip   int
-	secret         string
-	c              *cluster.Cluster
-	dataDir        string
-	gossipInterval time.Duration
+	id           string
+	http, gossip int
+	secret       string
+	c            *cluster.Cluster
+	dataDir      string
 }
 
 func writePeers(t *testing.T, path string, peers []*testPeer) {

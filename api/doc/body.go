@@ -217,9 +217,7 @@ func convertNumber(n json.Number) (any, string) {
 
 // isIntLiteral reports whether s is an optional '-' followed only by digits.
 func isIntLiteral(s string) bool {
-	if strings.HasPrefix(s, "-") {
-		s = s[1:]
-	}
+	s = strings.TrimPrefix(s, "-")
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
 			return false
