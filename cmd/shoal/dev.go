@@ -531,15 +531,8 @@ func devAddNode(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "voter). A running `shoal dev --dir DIR` starts it; the other nodes read the new list and let it join.")
 		fset.PrintDefaults()
 	}
-	if err := fset.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fset.NArg() > 0 {
-		fmt.Fprintf(stderr, "shoal dev add-node: unexpected argument %q\n", fset.Arg(0))
-		return 2
+	if code, done := parseArgs(fset, args, stderr, 2); done {
+		return code
 	}
 	p, path, err := addDevNode(*dir)
 	if err != nil {

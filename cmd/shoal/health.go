@@ -28,15 +28,9 @@ func health(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Exits 0 when the URL answers 200, else prints why and exits 1 (for container health checks).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 1
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "shoal health: unexpected argument %q\n", fs.Arg(0))
-		return 1
+	// Usage errors exit 1 too: Docker reserves 2 in health checks.
+	if code, done := parseArgs(fs, args, stderr, 1); done {
+		return code
 	}
 	urlSet := false
 	fs.Visit(func(f *flag.Flag) { urlSet = urlSet || f.Name == "url" })

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +30,24 @@ var version = "dev"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// parseArgs parses a subcommand's flags and refuses stray arguments. When
+// done is true the command returns code at once: 0 after --help, usageCode
+// after a usage error (already explained on stderr by the flag package or
+// here).
+func parseArgs(fs *flag.FlagSet, args []string, stderr io.Writer, usageCode int) (code int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, true
+		}
+		return usageCode, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "shoal %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return usageCode, true
+	}
+	return 0, false
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,15 +24,8 @@ func serve(args []string, stderr io.Writer) int {
 		config.PrintUsage(stderr)
 	}
 	resolve := config.FlagSet(fs, config.OSSource())
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "shoal serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, done := parseArgs(fs, args, stderr, 2); done {
+		return code
 	}
 	cfg, err := resolve()
 	if err != nil {

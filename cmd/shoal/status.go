@@ -84,15 +84,8 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Shows the cluster as one node sees it: its peer list and every member's state (GET /v1/cluster).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "shoal status: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, done := parseArgs(fs, args, stderr, 2); done {
+		return code
 	}
 	target := statusURL(*url, *dir)
 	token, tokenFrom := statusToken(*tok, *dir)
