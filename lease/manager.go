@@ -331,7 +331,11 @@ func (m *Manager) Round(ctx context.Context) {
 			m.log.Info("stepping down", "partition", r.Partition, "epoch", rel.Epoch)
 		}
 	}
-	for p := 0; p < m.cfg.Partitions; p++ {
+	// While this node's own voter waits out its first TTL, so most likely
+	// do the others started with it: campaigning now would only use up
+	// epochs on refusals.
+	campaign := m.voterState().Wait(now, m.cfg.TTL) == 0
+	for p := 0; p < m.cfg.Partitions && campaign; p++ {
 		if renewing[p] || !want[p] || m.holder.Holds(p, now) {
 			continue
 		}
