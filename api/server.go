@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,9 @@ type Config struct {
 	Voter Voter
 	// Placement describes where a partition lives (/placement).
 	Placement Placer
+	// VoterSets reports the lease voter set in use and the one the peer
+	// list asks for (/v1/cluster).
+	VoterSets func() (current, target []string)
 }
 
 // Voter is this node as a lease voter.
@@ -289,6 +293,10 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Partitions = ps
 	}
+	if s.cfg.VoterSets != nil {
+		cur, target := s.cfg.VoterSets()
+		out.Voters = &voterStatus{Current: cur, Target: target, Changing: !slices.Equal(cur, target)}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -297,6 +305,15 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 type clusterAnswer struct {
 	cluster.View
 	Partitions *partitionSummary `json:"partitions,omitempty"`
+	Voters     *voterStatus      `json:"voters,omitempty"`
+}
+
+// voterStatus is the lease voter set: the one in use and, while a change is
+// applied one member at a time, the one it is heading for.
+type voterStatus struct {
+	Current  []string `json:"current"`
+	Target   []string `json:"target"`
+	Changing bool     `json:"changing"`
 }
 
 type partitionSummary struct {

@@ -75,6 +75,7 @@ type Manager struct {
 	mu     sync.Mutex // guards holder, lastVoters, changedAt, attempt, reported
 
 	lastVoters []string
+	target     []string
 	changedAt  time.Time
 	attempt    []time.Time // last campaign per partition
 	reported   []uint64    // epoch last reported held (0: not held)
@@ -107,7 +108,7 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading lease votes: %w", err)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, holder: h, lastVoters: slices.Clone(plan.Voters),
+	m := &Manager{cfg: cfg, log: cfg.Logger, holder: h, lastVoters: slices.Sorted(slices.Values(plan.Voters)),
 		attempt: make([]time.Time, cfg.Partitions), reported: make([]uint64, cfg.Partitions),
 		voterMu: make([]sync.Mutex, cfg.Partitions), records: make([]Record, cfg.Partitions)}
 	for p := range m.records {
@@ -356,6 +357,19 @@ func (m *Manager) Round(ctx context.Context) {
 	m.report(now)
 }
 
+// VoterSets reports the voter set leases are asked of now and the one the
+// peer list asks for; they differ while a change is applied step by step.
+func (m *Manager) VoterSets() (current, target []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	current = slices.Clone(m.lastVoters)
+	target = slices.Clone(m.target)
+	if target == nil {
+		target = slices.Clone(current)
+	}
+	return current, target
+}
+
 // voterState is this node's state as a voter.
 func (m *Manager) voterState() VoterState {
 	m.voterMuState.Lock()
@@ -380,6 +394,7 @@ func (m *Manager) noteVoterRole(plan Plan, now time.Time) {
 // time (holder lock held).
 func (m *Manager) stepVoters(plan Plan, now time.Time) {
 	target := slices.Sorted(slices.Values(plan.Voters))
+	m.target = target
 	if slices.Equal(target, m.lastVoters) {
 		return
 	}

@@ -30,6 +30,14 @@ type clusterStatus struct {
 	PeerList   peerListStatus     `json:"peer_list"`
 	Members    []clusterMember    `json:"members"`
 	Partitions *partitionsSummary `json:"partitions"`
+	Voters     *voterSets         `json:"voters"`
+}
+
+// voterSets is the lease voter set in use and the one being moved to.
+type voterSets struct {
+	Current  []string `json:"current"`
+	Target   []string `json:"target"`
+	Changing bool     `json:"changing"`
 }
 
 // partitionsSummary counts the partitions each node masters.
@@ -331,6 +339,12 @@ func renderStatus(st clusterStatus, from string, now time.Time) string {
 			line += ", every one with a master"
 		}
 		fmt.Fprintf(&b, "%s\n", line)
+	}
+	if v := st.Voters; v != nil {
+		fmt.Fprintf(&b, "Lease voters: %s\n", strings.Join(v.Current, ", "))
+		if v.Changing {
+			fmt.Fprintf(&b, "Voter change in progress, one member at a time: heading for %s\n", strings.Join(v.Target, ", "))
+		}
 	}
 	fmt.Fprintln(&b)
 

@@ -26,6 +26,7 @@ const sampleClusterJSON = `{
     "refusal": {"at": "2026-11-29T19:01:00Z", "reason": "peer id \"node2\" appears twice"}
   },
   "partitions": {"count": 271, "masters": {"node1": 90, "node2": 91, "node10": 88}, "without_master": 2},
+  "voters": {"current": ["node1", "node10", "node2"], "target": ["node1", "node2"], "changing": true},
   "moves": [{"partition": 1}],
   "members": [
     {"id": "node10", "state": "DOWN", "self": false, "in_peer_list": true,
@@ -66,6 +67,8 @@ Peer list: /abs/path/peers.json, 3 peers, loaded 2026-11-29T19:00:00Z (2m00s ago
 !!! node1 keeps the list it loaded before; fix /abs/path/peers.json and it is read again at the next refresh
 4 members: 2 UP, 1 SUSPECT, 1 DOWN; 1 unknown (gossiping but not in the peer list)
 271 partitions, 2 WITHOUT A MASTER (writes to them get 503 until one is elected)
+Lease voters: node1, node10, node2
+Voter change in progress, one member at a time: heading for node1, node2
 
   ID               STATE    URL                    GOSSIP          FREE       LAST HEARD  ROLES  MASTERS
 * node1            UP       http://127.0.0.1:8081  127.0.0.1:7947  117.7 MiB  0.1s ago    S R V  90

@@ -117,7 +117,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		OnStaleEpoch: n.leases.Fence})
 	n.api = api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
 		AuthSecret: []byte(cfg.AuthSecret), Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
-		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, ReadTryTimeout: cfg.ReadTryTimeout}, st, n.writer)
+		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets, ReadTryTimeout: cfg.ReadTryTimeout}, st, n.writer)
 	n.server = &http.Server{Handler: n.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { n.served <- n.server.Serve(ln) }()

@@ -184,3 +184,39 @@ func TestForwardedWriteToANonMasterGets421WithTheMaster(t *testing.T) {
 		t.Fatalf("421 names epoch %s, want %d", got, e)
 	}
 }
+
+// Two voters replaced at once in the peer list (node1 out, node4 in) are
+// applied as two steps, addition first, at least LEASE_TTL + PEERS_REFRESH
+// apart, and every partition keeps one master throughout.
+func TestVoterSetChangesOneMemberAtATime(t *testing.T) {
+	c := testcluster.StartWithVoters(t, 4, 3)
+	observer := c.Node("node2")
+	if cur, _ := observer.Leases().VoterSets(); fmt.Sprint(cur) != "[node1 node2 node3]" {
+		t.Fatalf("voters at start: %v", cur)
+	}
+	changed := time.Now()
+	c.SetVoters("node2", "node3", "node4")
+	var steps []string
+	var stepAt []time.Duration
+	testnode.Eventually(t, 30*time.Second, "voter set reaches node2..node4", func() (bool, string) {
+		cur, target := observer.Leases().VoterSets()
+		if s := fmt.Sprint(cur); len(steps) == 0 || steps[len(steps)-1] != s {
+			steps = append(steps, s)
+			stepAt = append(stepAt, time.Since(changed))
+		}
+		return fmt.Sprint(cur) == "[node2 node3 node4]", fmt.Sprintf("current %v, target %v", cur, target)
+	})
+	t.Logf("voter sets seen by node2: %v at %v", steps, stepAt)
+	want := []string{"[node1 node2 node3]", "[node1 node2 node3 node4]", "[node2 node3 node4]"}
+	if fmt.Sprint(steps) != fmt.Sprint(want) {
+		t.Fatalf("voter sets went %v, want %v (one member at a time, additions first)", steps, want)
+	}
+	settle := testcluster.LeaseTTL + time.Second // LEASE_TTL + PEERS_REFRESH of test clusters
+	if gap := stepAt[2] - stepAt[1]; gap < settle {
+		t.Fatalf("the second step came %s after the first, before the settle delay %s", gap, settle)
+	}
+	c.WaitForMasters(30 * time.Second)
+	if o := c.History.Overlaps(); len(o) > 0 {
+		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
+	}
+}

@@ -113,15 +113,42 @@ func (n *Node) Client(token string) *testnode.Client {
 
 // Cluster is a running test cluster.
 type Cluster struct {
-	Nodes   []*Node
-	Faults  *cluster.Faults
-	History *History
-	t       testing.TB
+	Nodes     []*Node
+	Faults    *cluster.Faults
+	History   *History
+	t         testing.TB
+	peersFile string
+	peers     []map[string]any
+}
+
+// SetVoters rewrites the peer list so that exactly ids are lease voters,
+// and has every node re-read it now.
+func (c *Cluster) SetVoters(ids ...string) {
+	c.t.Helper()
+	for _, p := range c.peers {
+		p["voter"] = slices.Contains(ids, p["id"].(string))
+	}
+	data, _ := json.Marshal(map[string]any{"peers": c.peers})
+	tmp := c.peersFile + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, c.peersFile); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		if !n.stopped {
+			n.ReloadPeers()
+		}
+	}
 }
 
 // Start starts n nodes (node1..nodeN, all voters) and waits until every
 // partition has a master that every node knows of.
-func Start(t testing.TB, n int) *Cluster {
+func Start(t testing.TB, n int) *Cluster { return StartWithVoters(t, n, n) }
+
+// StartWithVoters is Start with only the first voters nodes as lease voters.
+func StartWithVoters(t testing.TB, n, voters int) *Cluster {
 	t.Helper()
 	ports := testnode.FreePorts(t, 2*n)
 	dir := t.TempDir()
@@ -130,14 +157,14 @@ func Start(t testing.TB, n int) *Cluster {
 	}
 	for i := 0; i < n; i++ {
 		doc.Peers = append(doc.Peers, map[string]any{"id": fmt.Sprintf("node%d", i+1),
-			"url": fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]), "gossip": fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), "voter": true})
+			"url": fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]), "gossip": fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), "voter": i < voters})
 	}
 	peersFile := filepath.Join(dir, "peers.json")
 	data, _ := json.Marshal(doc)
 	if err := os.WriteFile(peersFile, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Faults: cluster.NewFaults(), History: &History{}, t: t}
+	c := &Cluster{Faults: cluster.NewFaults(), History: &History{}, t: t, peersFile: peersFile, peers: doc.Peers}
 	for i := 0; i < n; i++ {
 		cfg := testnode.Config(filepath.Join(dir, fmt.Sprintf("node%d", i+1)))
 		cfg.NodeID = fmt.Sprintf("node%d", i+1)
