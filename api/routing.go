@@ -46,6 +46,18 @@ func (s *Server) clustered() bool {
 	return s.cfg.Cluster != nil && s.cfg.Leases != nil && s.cfg.Table != nil
 }
 
+// servedHere serves r locally, and says so, when this node is not part of a
+// cluster or masters the partition.
+func (s *Server) servedHere(w http.ResponseWriter, r *http.Request, partition int, local http.HandlerFunc) bool {
+	if s.clustered() {
+		if _, ok := s.cfg.Leases.Holds(partition); !ok {
+			return false
+		}
+	}
+	local(w, r)
+	return true
+}
+
 // misdirected answers 421 with the master and epoch this node believes in.
 func (s *Server) misdirected(w http.ResponseWriter, partition int) {
 	a := s.cfg.Table.Get(partition)
@@ -63,12 +75,7 @@ func (s *Server) misdirected(w http.ResponseWriter, partition int) {
 // master that node believes in; the forwarding node learns from it and
 // retries once. No master reachable: 503 with Retry-After.
 func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, local http.HandlerFunc) {
-	if !s.clustered() {
-		local(w, r)
-		return
-	}
-	if _, ok := s.cfg.Leases.Holds(partition); ok {
-		local(w, r)
+	if s.servedHere(w, r, partition, local) {
 		return
 	}
 	if r.Header.Get(headerHop) != "" {
@@ -188,12 +195,7 @@ func (s *Server) readTimeout() time.Duration {
 // turn, each try bounded by READ_TRY_TIMEOUT within the request's deadline,
 // moving on at a timeout, a connection error or a 5xx.
 func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int, local http.HandlerFunc) {
-	if !s.clustered() {
-		local(w, r)
-		return
-	}
-	if _, ok := s.cfg.Leases.Holds(partition); ok {
-		local(w, r)
+	if s.servedHere(w, r, partition, local) {
 		return
 	}
 	a := s.cfg.Table.Get(partition)

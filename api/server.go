@@ -283,7 +283,7 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 	}
 	out := clusterAnswer{View: s.cfg.Cluster.View()}
 	if s.cfg.Table != nil {
-		ps := &partitionSummary{Count: s.cfg.PartitionCount, Masters: map[string]int{}}
+		ps := &PartitionSummary{Count: s.cfg.PartitionCount, Masters: map[string]int{}}
 		for _, a := range s.cfg.Table.Snapshot() {
 			if a.Master == "" {
 				ps.WithoutMaster++
@@ -295,7 +295,7 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.cfg.VoterSets != nil {
 		cur, target := s.cfg.VoterSets()
-		out.Voters = &voterStatus{Current: cur, Target: target, Changing: !slices.Equal(cur, target)}
+		out.Voters = &VoterStatus{Current: cur, Target: target, Changing: !slices.Equal(cur, target)}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -304,19 +304,21 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 // many partitions it masters as this node's partition table says.
 type clusterAnswer struct {
 	cluster.View
-	Partitions *partitionSummary `json:"partitions,omitempty"`
-	Voters     *voterStatus      `json:"voters,omitempty"`
+	Partitions *PartitionSummary `json:"partitions,omitempty"`
+	Voters     *VoterStatus      `json:"voters,omitempty"`
 }
 
-// voterStatus is the lease voter set: the one in use and, while a change is
+// VoterStatus is the lease voter set: the one in use and, while a change is
 // applied one member at a time, the one it is heading for.
-type voterStatus struct {
+type VoterStatus struct {
 	Current  []string `json:"current"`
 	Target   []string `json:"target"`
 	Changing bool     `json:"changing"`
 }
 
-type partitionSummary struct {
+// PartitionSummary counts, per node, the partitions it masters according to
+// the answering node's partition table.
+type PartitionSummary struct {
 	Count         int            `json:"count"`
 	Masters       map[string]int `json:"masters"`
 	WithoutMaster int            `json:"without_master"`

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/shoal-db/shoal/api"
 )
 
 // defaultNodeURL is where `shoal status` looks when nothing else says where.
@@ -25,26 +27,12 @@ const defaultNodeURL = "http://127.0.0.1:8080"
 // clusterStatus is the answer of GET /v1/cluster. Fields the node adds later
 // are ignored.
 type clusterStatus struct {
-	Node       string             `json:"node"`
-	Version    string             `json:"version"`
-	PeerList   peerListStatus     `json:"peer_list"`
-	Members    []clusterMember    `json:"members"`
-	Partitions *partitionsSummary `json:"partitions"`
-	Voters     *voterSets         `json:"voters"`
-}
-
-// voterSets is the lease voter set in use and the one being moved to.
-type voterSets struct {
-	Current  []string `json:"current"`
-	Target   []string `json:"target"`
-	Changing bool     `json:"changing"`
-}
-
-// partitionsSummary counts the partitions each node masters.
-type partitionsSummary struct {
-	Count         int            `json:"count"`
-	Masters       map[string]int `json:"masters"`
-	WithoutMaster int            `json:"without_master"`
+	Node       string                `json:"node"`
+	Version    string                `json:"version"`
+	PeerList   peerListStatus        `json:"peer_list"`
+	Members    []clusterMember       `json:"members"`
+	Partitions *api.PartitionSummary `json:"partitions"`
+	Voters     *api.VoterStatus      `json:"voters"`
 }
 
 type peerListStatus struct {
