@@ -30,6 +30,10 @@ type VoteStore interface {
 	LeaseVotes(ctx context.Context) (map[int]store.LeaseVote, error)
 	// SaveLeaseVotes replaces every recorded vote.
 	SaveLeaseVotes(ctx context.Context, votes map[int]store.LeaseVote) error
+	// VoterSet and SaveVoterSet keep the voter set this node applies, so
+	// a restart resumes a step-by-step change instead of skipping steps.
+	VoterSet(ctx context.Context) ([]string, time.Time, error)
+	SaveVoterSet(ctx context.Context, voters []string, changed time.Time) error
 }
 
 // Plan is what the node wants right now: the lease voters and, per
@@ -100,7 +104,18 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 		cfg.Logger = slog.Default()
 	}
 	plan := cfg.Plan()
-	h, err := NewHolder(Config{Self: cfg.Self, Voters: plan.Voters, TTL: cfg.TTL})
+	voters, changedAt, err := cfg.Store.VoterSet(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading the lease voter set: %w", err)
+	}
+	if len(voters) == 0 {
+		// First start: the peer list's set, recorded.
+		voters, changedAt = slices.Sorted(slices.Values(plan.Voters)), time.Time{}
+		if err := cfg.Store.SaveVoterSet(ctx, voters, changedAt); err != nil {
+			return nil, fmt.Errorf("recording the lease voter set: %w", err)
+		}
+	}
+	h, err := NewHolder(Config{Self: cfg.Self, Voters: voters, TTL: cfg.TTL})
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +123,7 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading lease votes: %w", err)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, holder: h, lastVoters: slices.Sorted(slices.Values(plan.Voters)),
+	m := &Manager{cfg: cfg, log: cfg.Logger, holder: h, lastVoters: voters, changedAt: changedAt,
 		attempt: make([]time.Time, cfg.Partitions), reported: make([]uint64, cfg.Partitions),
 		voterMu: make([]sync.Mutex, cfg.Partitions), records: make([]Record, cfg.Partitions)}
 	for p := range m.records {
@@ -316,8 +331,8 @@ func (m *Manager) Round(ctx context.Context) {
 	for p := range want {
 		want[p] = plan.Want(p)
 	}
+	m.stepVoters(ctx, plan, now)
 	m.mu.Lock()
-	m.stepVoters(plan, now)
 	var b Batch
 	renewals := m.holder.RenewalsDue(now)
 	renewing := map[int]bool{}
@@ -391,22 +406,32 @@ func (m *Manager) noteVoterRole(plan Plan, now time.Time) {
 }
 
 // stepVoters moves the holder's voter set toward the plan's one member at a
-// time (holder lock held).
-func (m *Manager) stepVoters(plan Plan, now time.Time) {
+// time. Each step is recorded in the store before it is used, outside the
+// holder lock (a store write must never hold up Holds).
+func (m *Manager) stepVoters(ctx context.Context, plan Plan, now time.Time) {
 	target := slices.Sorted(slices.Values(plan.Voters))
+	m.mu.Lock()
 	m.target = target
-	if slices.Equal(target, m.lastVoters) {
+	current, changedAt := m.lastVoters, m.changedAt
+	m.mu.Unlock()
+	if slices.Equal(target, current) {
 		return
 	}
-	next, _ := NextVoterSet(m.lastVoters, target, m.changedAt, now, plan.Settle)
-	if slices.Equal(next, m.lastVoters) {
+	next, _ := NextVoterSet(current, target, changedAt, now, plan.Settle)
+	if slices.Equal(next, current) {
 		return
 	}
+	if err := m.cfg.Store.SaveVoterSet(ctx, next, now); err != nil {
+		m.log.Error("could not record the next lease voter set; keeping the current one", "next", next, "err", err)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if err := m.holder.SetVoters(next); err != nil {
-		m.log.Error("voter set change refused", "from", m.lastVoters, "to", next, "err", err)
+		m.log.Error("voter set change refused", "from", current, "to", next, "err", err)
 		return
 	}
-	m.log.Info("lease voters changed by one step", "from", m.lastVoters, "to", next, "target", target)
+	m.log.Info("lease voters changed by one step", "from", current, "to", next, "target", target)
 	m.lastVoters, m.changedAt = next, now
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -63,6 +64,43 @@ func (s *Store) SaveLeaseVotes(ctx context.Context, votes map[int]LeaseVote) err
 		_, err := s.db.Collection(leaseCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: "votes"}}, doc, options.Replace().SetUpsert(true))
 		if err != nil {
 			return fmt.Errorf("%w: recording lease votes: %v", ErrUnavailable, err)
+		}
+		return nil
+	})
+}
+
+// voterSetDoc is the lease voter set this node last applied, and when: a
+// change of the voter set goes one member at a time, and a restarted node
+// must resume from where it was rather than jump to the peer list's set.
+type voterSetDoc struct {
+	ID      string    `bson:"_id"`
+	Voters  []string  `bson:"voters"`
+	Changed time.Time `bson:"changed"`
+}
+
+// VoterSet returns the voter set this node last applied (nil if none).
+func (s *Store) VoterSet(ctx context.Context) ([]string, time.Time, error) {
+	var doc voterSetDoc
+	err := s.timed("voter_set", func() error {
+		err := s.db.Collection(leaseCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "voter-set"}}).Decode(&doc)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: reading the voter set: %v", ErrUnavailable, err)
+		}
+		return nil
+	})
+	return doc.Voters, doc.Changed, err
+}
+
+// SaveVoterSet records the voter set this node applies from now on.
+func (s *Store) SaveVoterSet(ctx context.Context, voters []string, changed time.Time) error {
+	return s.timed("voter_set_save", func() error {
+		_, err := s.db.Collection(leaseCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: "voter-set"}},
+			voterSetDoc{ID: "voter-set", Voters: voters, Changed: changed.UTC()}, options.Replace().SetUpsert(true))
+		if err != nil {
+			return fmt.Errorf("%w: recording the voter set: %v", ErrUnavailable, err)
 		}
 		return nil
 	})

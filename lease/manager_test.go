@@ -1,0 +1,63 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shoal-db/shoal/store"
+)
+
+// cutNetwork is a transport whose links are all cut: no other voter answers.
+type cutNetwork struct{}
+
+func (cutNetwork) Vote(context.Context, string, Batch) ([]Decision, error) {
+	return nil, errors.New("link cut")
+}
+
+func TestVoterSetStepsSurviveARestart(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(ctx)
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	target := []string{"a", "b", "c"}
+	plan := func() Plan {
+		return Plan{Voters: target, Settle: 10 * time.Second, Want: func(int) bool { return false }}
+	}
+	cfg := ManagerConfig{Self: "a", Partitions: 4, TTL: time.Second, Store: st, Transport: cutNetwork{}, Plan: plan, Now: clock}
+	m, err := NewManager(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := m.VoterSets(); fmt.Sprint(cur) != "[a b c]" {
+		t.Fatalf("first start: %v", cur)
+	}
+	// Two members replaced at once: one step now, the next after Settle.
+	target = []string{"b", "c", "d"}
+	m.Round(ctx)
+	if cur, tgt := m.VoterSets(); fmt.Sprint(cur) != "[a b c d]" || fmt.Sprint(tgt) != "[b c d]" {
+		t.Fatalf("after the first step: current %v target %v", cur, tgt)
+	}
+	// The node restarts before the settle delay: it resumes from the step
+	// it had applied, and does not jump to the target.
+	now = now.Add(2 * time.Second)
+	m2, err := NewManager(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2.Round(ctx)
+	if cur, _ := m2.VoterSets(); fmt.Sprint(cur) != "[a b c d]" {
+		t.Fatalf("restarted inside the settle delay, voters are %v; want the applied step [a b c d]", cur)
+	}
+	now = now.Add(10 * time.Second)
+	m2.Round(ctx)
+	if cur, _ := m2.VoterSets(); fmt.Sprint(cur) != "[b c d]" {
+		t.Fatalf("after the settle delay: %v", cur)
+	}
+}
