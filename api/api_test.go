@@ -175,9 +175,10 @@ func TestValidationAndLimits(t *testing.T) {
 	if !strings.Contains(string(r.Body), `"count":1`) {
 		t.Fatalf("after refused writes the user holds %s, want only the 32-level document", r.Body)
 	}
-	expectProblem(t, c.Do("PUT", base+"/wc", `{}`, "X-Write-Concern", "majority"), 501, "urn:shoal:problem:write-concern-unavailable", "majority before replication")
+	expectStatus(t, c.Do("PUT", base+"/wc", `{}`, "X-Write-Concern", "majority"), 201, "majority on a cluster of one")
+	expectProblem(t, c.Do("PUT", base+"/wc", `{}`, "X-Write-Timeout", "soon"), 400, "urn:shoal:problem:invalid-header", "bad write timeout")
 	expectProblem(t, c.Do("PUT", base+"/wc", `{}`, "X-Write-Concern", "most"), 400, "urn:shoal:problem:invalid-header", "unknown write concern")
-	expectStatus(t, c.Do("PUT", base+"/wc", `{}`, "X-Write-Concern", "1"), 201, "write concern 1")
+	expectStatus(t, c.Do("PUT", base+"/wc", `{}`, "X-Write-Concern", "1"), 200, "write concern 1")
 	expectProblem(t, c.Do("GET", "/v2/nothing", nil), 404, "urn:shoal:problem:route-not-found", "unknown route")
 	expectProblem(t, c.Do("POST", base+"/x", `{}`), 405, "urn:shoal:problem:method-not-allowed", "POST on a document")
 }

@@ -139,6 +139,10 @@ func (s *Server) createDocument(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, storeProblem(res.Err))
 		return
 	}
+	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
+		writeProblem(w, prob)
+		return
+	}
 	w.Header().Set("Location", documentPath(user, coll, id))
 	writeDocument(w, http.StatusCreated, p, res.Doc)
 }
@@ -193,6 +197,10 @@ func (s *Server) putDocument(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, storeProblem(res.Err))
 		return
 	}
+	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
+		writeProblem(w, prob)
+		return
+	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -241,6 +249,10 @@ func (s *Server) patchDocument(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, storeProblem(res.Err))
 		return
 	}
+	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
+		writeProblem(w, prob)
+		return
+	}
 	writeDocument(w, http.StatusOK, p, res.Doc)
 }
 
@@ -264,6 +276,10 @@ func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
 		}})
 	if res.Err != nil {
 		writeProblem(w, storeProblem(res.Err))
+		return
+	}
+	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
+		writeProblem(w, prob)
 		return
 	}
 	w.Header().Set(headerConsistencyToken, consistencyToken(p, res.Doc))
@@ -388,6 +404,13 @@ func (s *Server) placement(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Placement != nil {
 		v = s.cfg.Placement.Placement(p)
 	}
-	v.User, v.Position = user, s.writer.Position(p)
+	v.User, v.Position = user, s.writer.Applied(p)
+	if s.cfg.Replication != nil {
+		for _, l := range s.cfg.Replication.Lags() {
+			if l.Partition == p {
+				v.Replicas = append(v.Replicas, l)
+			}
+		}
+	}
 	writeJSON(w, http.StatusOK, v)
 }

@@ -39,7 +39,6 @@ const (
 	TypeUnavailable        = "urn:shoal:problem:unavailable"
 	TypeTimeout            = "urn:shoal:problem:timeout"
 	TypeInternal           = "urn:shoal:problem:internal"
-	TypeWriteConcern       = "urn:shoal:problem:write-concern-unavailable"
 )
 
 func problem(status int, typ, title, detail string) *Problem {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/shard"
+	"github.com/shoal-db/shoal/store"
 )
 
 // Routing headers.
@@ -39,7 +40,7 @@ const TypeMisdirected = "urn:shoal:problem:not-master"
 
 // forwardedHeaders are the request headers a forwarded request keeps.
 var forwardedHeaders = []string{"Authorization", "Content-Type", "If-Match", "X-Write-Concern", "X-Write-Timeout",
-	"X-Consistency-Token", "X-Read-Preference", "Accept"}
+	headerConsistencyToken, headerReadPreference, "Accept"}
 
 // clustered reports whether requests may need to go to another node.
 func (s *Server) clustered() bool {
@@ -189,43 +190,100 @@ func (s *Server) readTimeout() time.Duration {
 	return 500 * time.Millisecond
 }
 
-// routeRead serves a read from the first node of the partition's
-// responsible list that answers: this node when it is the master, or when it
-// is in the list and the request was forwarded to it; otherwise each node in
-// turn, each try bounded by READ_TRY_TIMEOUT within the request's deadline,
-// moving on at a timeout, a connection error or a 5xx.
+// Read headers.
+const (
+	headerReadPreference = "X-Read-Preference"
+)
+
+// readToken parses the X-Consistency-Token a read presents: the position
+// of a write ("partition:epoch.seq") that the serving copy must hold.
+func readToken(r *http.Request, partition int) (*store.Position, *Problem) {
+	v := r.Header.Get(headerConsistencyToken)
+	if v == "" {
+		return nil, nil
+	}
+	var p int
+	var pos store.Position
+	if _, err := fmt.Sscanf(v, "%d:%d.%d", &p, &pos.Epoch, &pos.Seq); err != nil || fmt.Sprintf("%d:%s", p, pos) != v {
+		return nil, badRequest(TypeInvalidHeader, fmt.Sprintf("X-Consistency-Token %q is not a token a write returned", v))
+	}
+	if p != partition {
+		return nil, badRequest(TypeInvalidHeader, fmt.Sprintf("X-Consistency-Token %q belongs to partition %d, not to this user's partition %d", v, p, partition))
+	}
+	return &pos, nil
+}
+
+// routeRead serves a read from a copy of the partition. The copies are its
+// responsible list, master first (with X-Read-Preference: nearest, this
+// node first when it holds one; with local, only this node's copy, 421 if
+// it has none). Each remote try is bounded by READ_TRY_TIMEOUT; a timeout,
+// connection error or 5xx moves on to the next copy. A read that presents
+// X-Consistency-Token is served only by a copy holding that position (one
+// that is behind answers 503, so the next is tried).
 func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int, local http.HandlerFunc) {
-	if s.servedHere(w, r, partition, local) {
+	token, prob := readToken(r, partition)
+	if prob != nil {
+		writeProblem(w, prob)
 		return
 	}
+	pref := r.Header.Get(headerReadPreference)
+	switch pref {
+	case "", "master", "nearest", "local":
+	default:
+		writeProblem(w, badRequest(TypeInvalidHeader, fmt.Sprintf("X-Read-Preference %q: use master, nearest or local", pref)))
+		return
+	}
+	// serveHere answers from this node's copy if it holds the token's
+	// position; it reports whether it answered.
+	serveHere := func() bool {
+		if token != nil && s.writer.Applied(partition).Compare(*token) < 0 {
+			return false
+		}
+		local(w, r)
+		return true
+	}
+	behind := func() {
+		writeProblem(w, unavailable(fmt.Sprintf("this node's copy of partition %d is behind the consistency token; another copy has it", partition)))
+	}
+	if !s.clustered() {
+		local(w, r) // a single node's copy is the only one, and current
+		return
+	}
+	_, master := s.cfg.Leases.Holds(partition)
 	a := s.cfg.Table.Get(partition)
-	if a.Master == "" || a.Master == s.cfg.NodeID {
-		// Unknown, or this node's own lapsed tenure: its copy may be stale.
-		a.Master = s.cfg.Leases.LikelyMaster(partition)
+	if a.Master == "" || (a.Master == s.cfg.NodeID && !master) {
+		// Unknown, or this node's own lapsed tenure.
+		a.Master, a.Responsible = s.cfg.Leases.LikelyMaster(partition), nil
 		if a.Master == s.cfg.NodeID {
 			a.Master = ""
 		}
 	}
-	// The nodes a read may be served by, in order. Replicas are chosen and
-	// listed in the partition table, but they join the read path only once
-	// replication keeps their copies current: until then a replica's copy
-	// may lack documents, and a read there would answer 404 wrongly.
-	copies := []string{}
-	if a.Master != "" {
-		copies = append(copies, a.Master)
+	copies := slices.Clone(a.Responsible)
+	if len(copies) == 0 && a.Master != "" {
+		copies = []string{a.Master}
 	}
-	if r.Header.Get(headerHop) != "" {
-		if slices.Contains(copies, s.cfg.NodeID) {
-			local(w, r)
-		} else {
+	if master && !slices.Contains(copies, s.cfg.NodeID) {
+		copies = append([]string{s.cfg.NodeID}, copies...)
+	}
+	holdsCopy := master || slices.Contains(copies, s.cfg.NodeID)
+	if pref == "local" || r.Header.Get(headerHop) != "" {
+		switch {
+		case !holdsCopy:
 			s.misdirected(w, partition)
+		case !serveHere():
+			behind()
 		}
 		return
 	}
+	if pref == "nearest" && holdsCopy {
+		copies = append([]string{s.cfg.NodeID}, slices.DeleteFunc(copies, func(n string) bool { return n == s.cfg.NodeID })...)
+	}
 	for _, node := range copies {
 		if node == s.cfg.NodeID {
-			local(w, r)
-			return
+			if serveHere() {
+				return
+			}
+			continue
 		}
 		resp, done, err := s.forward(r.Context(), r, node, nil, s.readTimeout())
 		if err == nil && resp.StatusCode < 500 && resp.StatusCode != http.StatusMisdirectedRequest {
@@ -240,7 +298,7 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 			resp.Body.Close()
 			done()
 		}
-		s.log.Debug("read try failed; trying the next node", "partition", partition, "node", node, "err", err)
+		s.log.Debug("read try failed; trying the next copy", "partition", partition, "node", node, "err", err)
 	}
-	writeProblem(w, unavailable(fmt.Sprintf("no node responsible for partition %d answered; retry shortly", partition)))
+	writeProblem(w, unavailable(fmt.Sprintf("no copy of partition %d answered; retry shortly", partition)))
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/shoal-db/shoal/api/doc"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/lease"
+	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -52,6 +53,16 @@ type Config struct {
 	// VoterSets reports the lease voter set in use and the one the peer
 	// list asks for (/v1/cluster).
 	VoterSets func() (current, target []string)
+	// Replication waits for replicas' acknowledgements (write concerns);
+	// nil: no replication (a cluster of one).
+	Replication Replication
+}
+
+// Replication is what write concerns need from the replication shipper.
+type Replication interface {
+	WaitReplicated(ctx context.Context, partition int, pos store.Position, replicas []string, need int) (int, error)
+	// Lags lists each replica's progress on the partitions this node masters.
+	Lags() []replicate.Lag
 }
 
 // Voter is this node as a lease voter.
@@ -74,7 +85,11 @@ type PlacementView struct {
 	Responsible     []string          `json:"responsible"`
 	Succession      []string          `json:"succession"`
 	States          map[string]string `json:"states"`
-	Position        store.Position    `json:"position"`
+	// Position is how far this node holds the partition's history.
+	Position store.Position `json:"position"`
+	// Replicas is each replica's acknowledged position, when this node is
+	// the master.
+	Replicas []replicate.Lag `json:"replicas,omitempty"`
 }
 
 // Server answers HTTP requests for one node.
@@ -141,6 +156,7 @@ func (s *Server) routes() chi.Router {
 			writeJSON(w, http.StatusOK, map[string]string{"node": s.cfg.NodeID, "from": r.Header.Get(cluster.HeaderNode)})
 		})
 		r.Post("/v1/lease", s.vote)
+		r.Post("/v1/replicate", s.replicate)
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.requireAuth)
@@ -262,6 +278,16 @@ func (s *Server) requireSignature(next http.Handler) http.Handler {
 	return s.cfg.Cluster.Signer().Middleware(s.log, next)
 }
 
+// replicate applies a replication request as a replica.
+func (s *Server) replicate(w http.ResponseWriter, r *http.Request) {
+	req, err := replicate.DecodeRequest(r.Body)
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable replication request: "+err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, replicate.Apply(r.Context(), s.writer, req))
+}
+
 // vote answers a batch of lease requests as this node's voter.
 func (s *Server) vote(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Voter == nil {
@@ -293,6 +319,14 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Partitions = ps
 	}
+	if s.cfg.Replication != nil {
+		all := r.URL.Query().Get("all") == "1"
+		for _, l := range s.cfg.Replication.Lags() {
+			if all || l.Behind > 0 || l.CatchUp {
+				out.Replication = append(out.Replication, l)
+			}
+		}
+	}
 	if s.cfg.VoterSets != nil {
 		cur, target := s.cfg.VoterSets()
 		out.Voters = &VoterStatus{Current: cur, Target: target, Changing: !slices.Equal(cur, target)}
@@ -306,6 +340,9 @@ type clusterAnswer struct {
 	cluster.View
 	Partitions *PartitionSummary `json:"partitions,omitempty"`
 	Voters     *VoterStatus      `json:"voters,omitempty"`
+	// Replication is the progress of every replica of the partitions this
+	// node masters that is behind or catching up (all of them with ?all=1).
+	Replication []replicate.Lag `json:"replication,omitempty"`
 }
 
 // VoterStatus is the lease voter set: the one in use and, while a change is
@@ -376,19 +413,65 @@ func (s *Server) writes(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// checkWriteConcern refuses write concerns this version cannot honour:
-// acknowledging "majority" or "all" needs replication, which is not built
-// yet, and a write must never be acknowledged with a promise not kept.
+// checkWriteConcern refuses an unknown write concern before anything is
+// written.
 func checkWriteConcern(r *http.Request) *Problem {
 	switch wc := r.Header.Get("X-Write-Concern"); wc {
-	case "", "1":
+	case "", "1", "majority", "all":
+		if v := r.Header.Get("X-Write-Timeout"); v != "" {
+			if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+				return badRequest(TypeInvalidHeader, fmt.Sprintf("X-Write-Timeout %q: use a duration like 5s or 500ms", v))
+			}
+		}
 		return nil
-	case "majority", "all":
-		return problem(http.StatusNotImplemented, TypeWriteConcern, "Write concern not available",
-			"X-Write-Concern: "+wc+" needs replication, which this version of Shoal does not have yet; send 1 (the default) or omit the header")
 	default:
 		return badRequest(TypeInvalidHeader, fmt.Sprintf("X-Write-Concern %q: use 1, majority or all", wc))
 	}
+}
+
+// awaitWriteConcern waits, after a write committed on this master at pos,
+// until as many copies hold it as the request's write concern asks:
+// "majority" is a majority of the partition's responsible list (master
+// included; REPLICATION_FACTOR/2+1 copies once the list is full), "all"
+// every member of it. It answers 504 when X-Write-Timeout (default 5s)
+// passes first, saying on how many copies the write is.
+func (s *Server) awaitWriteConcern(r *http.Request, partition int, pos store.Position) *Problem {
+	wc := r.Header.Get("X-Write-Concern")
+	if wc == "" || wc == "1" {
+		return nil
+	}
+	var replicas []string
+	if s.cfg.Table != nil {
+		if a := s.cfg.Table.Get(partition); a.Master == s.cfg.NodeID && len(a.Responsible) > 1 {
+			replicas = a.Responsible[1:]
+		}
+	}
+	// A majority of the responsible list (master included), or all of it.
+	total := len(replicas) + 1
+	need := total/2 + 1 - 1 // replicas beyond the master
+	if wc == "all" {
+		need = len(replicas)
+	}
+	if need <= 0 {
+		return nil
+	}
+	if s.cfg.Replication == nil {
+		return problem(http.StatusGatewayTimeout, TypeTimeout, "Write concern not met",
+			fmt.Sprintf("the write is applied on the master only (1 of %d copies): this node replicates to no one", total))
+	}
+	timeout := 5 * time.Second
+	if v := r.Header.Get("X-Write-Timeout"); v != "" {
+		timeout, _ = time.ParseDuration(v)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	have, err := s.cfg.Replication.WaitReplicated(ctx, partition, pos, replicas, need)
+	if err != nil {
+		return problem(http.StatusGatewayTimeout, TypeTimeout, "Write concern not met",
+			fmt.Sprintf("the write is applied on the master and on %d of %d copies; write concern %s needs %d: it was not confirmed within %s, and it is not undone",
+				have+1, total, wc, need+1, timeout))
+	}
+	return nil
 }
 
 // reads routes a handler that reads a user's data down the responsible list.

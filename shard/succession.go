@@ -33,7 +33,13 @@ func Succession(r *Ring, partition int) []string {
 // ShouldMaster says whether self should hold partition's lease: it is the
 // first member of the succession that up reports as available.
 func ShouldMaster(r *Ring, partition int, self string, up func(id string) bool) bool {
-	for _, m := range Succession(r, partition) {
+	return FirstAvailable(Succession(r, partition), self, up)
+}
+
+// FirstAvailable says whether self comes before every available node of
+// order (a node always counts itself as available).
+func FirstAvailable(order []string, self string, up func(id string) bool) bool {
+	for _, m := range order {
 		if m == self {
 			return true
 		}
@@ -42,4 +48,17 @@ func ShouldMaster(r *Ring, partition int, self string, up func(id string) bool) 
 		}
 	}
 	return false
+}
+
+// TakeoverOrder is who takes a partition over when its master is gone: the
+// members of its responsible list first (they hold copies of its data, the
+// master's first), then the rest of its succession.
+func TakeoverOrder(responsible, succession []string) []string {
+	out := slices.Clone(responsible)
+	for _, m := range succession {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }

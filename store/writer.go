@@ -75,6 +75,11 @@ type WriterOptions struct {
 	// OnStaleEpoch, if set, is told when the lease's epoch is older than the
 	// partition's newest stored position (the writer refuses such writes).
 	OnStaleEpoch func(partition int, newest uint64)
+	// OnCommitted, if set, is handed every acknowledged commit as a run of
+	// the partition's history for replication: the latest state of each
+	// document changed in (from, upTo], in position order. It must not
+	// block (it runs on the partition's writer).
+	OnCommitted func(b Batch)
 	// ObserveBatch, if set, is told the size and duration of every commit.
 	ObserveBatch func(changes int, d time.Duration)
 	Logger       *slog.Logger
@@ -107,15 +112,19 @@ type partition struct {
 	// commits is odd while a commit is being written and grows by two per
 	// commit: a reader that saw the same even value before and after its
 	// store read knows no commit overlapped it.
-	commits atomic.Uint64
-	mu      sync.Mutex
-	last    Position // newest committed position
-	loaded  bool     // last has been read from the store
+	commits   atomic.Uint64
+	mu        sync.Mutex
+	last      Position // newest position stored here
+	applied   Position // as a replica: the master's history is held up to here
+	epochSeen uint64   // newest epoch seen in a replication batch
+	loaded    bool     // last and applied have been read from the store
 }
 
 type request struct {
 	ops     []Op
 	results []Result
+	apply   *Batch      // a replication batch instead of ops
+	applied ApplyResult // its outcome
 	done    chan struct{}
 }
 
@@ -260,13 +269,31 @@ func (w *Writer) run(p *partition) {
 			for {
 				select {
 				case r := <-p.queue:
-					w.process(p, w.collect(p, r))
+					w.handle(p, r)
 				default:
 					return
 				}
 			}
 		}
-		w.process(p, w.collect(p, first))
+		w.handle(p, first)
+	}
+}
+
+// handle runs a replication batch on its own, or client ops grouped with
+// whatever else is queued.
+func (w *Writer) handle(p *partition, first *request) {
+	if first.apply != nil {
+		first.applied = w.processApply(p, first.apply)
+		close(first.done)
+		return
+	}
+	batch := w.collect(p, first)
+	w.process(p, batch)
+	if n := len(batch); n > 0 && batch[n-1].apply != nil {
+		// collect stops at a replication batch and hands it over last.
+		last := batch[n-1]
+		last.applied = w.processApply(p, last.apply)
+		close(last.done)
 	}
 }
 
@@ -278,6 +305,9 @@ func (w *Writer) collect(p *partition, first *request) []*request {
 		select {
 		case r := <-p.queue:
 			batch = append(batch, r)
+			if r.apply != nil {
+				return batch // a replication batch ends the group
+			}
 			n += len(r.ops)
 		default:
 			return batch
@@ -293,11 +323,17 @@ type staged struct {
 }
 
 func (w *Writer) process(p *partition, batch []*request) {
+	if n := len(batch); batch[n-1].apply != nil {
+		batch = batch[:n-1] // handled by handle, after this group
+	}
 	defer func() {
 		for _, r := range batch {
 			close(r.done)
 		}
 	}()
+	if len(batch) == 0 {
+		return
+	}
 	failAll := func(err error) {
 		for _, r := range batch {
 			for i := range r.results {
@@ -336,6 +372,7 @@ func (w *Writer) process(p *partition, batch []*request) {
 	}
 	var changed []applied
 	pos := p.last
+	from := p.last
 	pos.Epoch = epoch
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for _, r := range batch {
@@ -424,6 +461,13 @@ func (w *Writer) process(p *partition, batch []*request) {
 	if w.opts.OnCommit != nil {
 		w.opts.OnCommit(p.id, epoch, start, time.Now())
 	}
+	if w.opts.OnCommitted != nil {
+		docs := make([]*Doc, len(writes))
+		for i, wr := range writes {
+			docs[i] = wr.doc
+		}
+		w.opts.OnCommitted(Batch{Partition: p.id, Epoch: epoch, From: from, UpTo: pos, Docs: docs})
+	}
 	if w.opts.ObserveBatch != nil {
 		w.opts.ObserveBatch(len(changed), time.Since(start))
 	}
@@ -438,8 +482,12 @@ func (w *Writer) load(p *partition) error {
 	if err != nil {
 		return err
 	}
+	applied, err := w.store.Applied(w.ctx, p.id)
+	if err != nil {
+		return err
+	}
 	p.mu.Lock()
-	p.last, p.loaded = last, true
+	p.last, p.applied, p.loaded = last, applied, true
 	p.mu.Unlock()
 	return nil
 }

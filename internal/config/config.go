@@ -45,6 +45,7 @@ type Config struct {
 	LeaseTTL             time.Duration
 	ReadTryTimeout       time.Duration
 	ReplicationFactor    int
+	ReplicaReplaceAfter  time.Duration
 }
 
 // Setting is one configuration key: its environment name, its flag name
@@ -97,6 +98,8 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.ReadTryTimeout, v) }},
 	{Key: "REPLICATION_FACTOR", Default: "2", Help: "copies of each partition, master included",
 		set: func(c *Config, v string) error { return parseInt(&c.ReplicationFactor, v) }},
+	{Key: "REPLICA_REPLACE_AFTER", Default: "60s", Help: "how long a replica may be DOWN before another node replaces it and is copied the partition",
+		set: func(c *Config, v string) error { return parseDuration(&c.ReplicaReplaceAfter, v) }},
 	{Key: "PARTITION_COUNT", Default: "271", Help: "number of partitions users are hashed into; stored on first start and fixed for the life of the data",
 		set: func(c *Config, v string) error { return parseInt(&c.PartitionCount, v) }},
 	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413)",
@@ -259,6 +262,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("LEASE_TTL %s is too short: use at least 300ms (default 3s)", c.LeaseTTL)
 	case c.ReadTryTimeout <= 0:
 		return errors.New("READ_TRY_TIMEOUT must be positive")
+	case c.ReplicaReplaceAfter <= 0:
+		return errors.New("REPLICA_REPLACE_AFTER must be positive")
 	case c.ReplicationFactor < 1 || c.ReplicationFactor > 7:
 		return fmt.Errorf("REPLICATION_FACTOR %d is out of range: use 1..7 (default 2)", c.ReplicationFactor)
 	}

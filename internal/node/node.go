@@ -17,6 +17,7 @@ import (
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/lease"
+	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -30,6 +31,8 @@ type Node struct {
 	api      *api.Server
 	cluster  *cluster.Cluster
 	leases   *lease.Manager
+	shipper  *replicate.Shipper
+	started  time.Time
 	table    *shard.Table
 	place    *placement
 	stop     context.CancelFunc
@@ -102,7 +105,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		st.Close(ctx)
 		return nil, fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err)
 	}
-	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln, served: make(chan error, 1)}
+	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln, served: make(chan error, 1), started: time.Now()}
 	solo := cfg.PeersEndpoint == ""
 	n.leases, err = lease.NewManager(ctx, lease.ManagerConfig{Self: cfg.NodeID, Partitions: cfg.PartitionCount, TTL: cfg.LeaseTTL,
 		Store: st, Transport: leaseTransport{cl}, Plan: n.leasePlan, WaitAtStart: !solo, OnChange: n.masterChanged, Logger: log})
@@ -112,12 +115,19 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		st.Close(ctx)
 		return nil, err
 	}
-	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes,
+	n.shipper = replicate.New(replicate.Config{Self: cfg.NodeID, Logger: log,
+		Replicas: n.replicasOf,
+		Send:     replicaTransport{cl}.Send,
+		Scan:     st.ScanAfter,
+		Last:     func(p int) store.Position { return n.writer.Position(p) },
+		Epoch:    n.leases.Holds})
+	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes, OnCommitted: n.shipper.Committed,
 		ObserveBatch: metrics.ObserveCommit, Logger: log, Lease: n.leases.Holds, OnCommit: opts.OnCommit,
 		OnStaleEpoch: n.leases.Fence})
 	n.api = api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
 		AuthSecret: []byte(cfg.AuthSecret), Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
-		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets, ReadTryTimeout: cfg.ReadTryTimeout}, st, n.writer)
+		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
+		Replication: n.shipper, ReadTryTimeout: cfg.ReadTryTimeout}, st, n.writer)
 	n.server = &http.Server{Handler: n.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { n.served <- n.server.Serve(ln) }()
@@ -170,7 +180,25 @@ func (n *Node) leasePlan() lease.Plan {
 			// this node, as a voter, saw its lease of p run out unrenewed.
 			lapsed, _ := n.leases.Lapsed(p)
 			up := func(id string) bool { return states[id] == cluster.Up && id != lapsed }
-			return shard.ShouldMaster(ring, p, n.cfg.NodeID, up)
+			succession := shard.Succession(ring, p)
+			owner := succession[0]
+			if owner == n.cfg.NodeID {
+				return true // the preferred master always wants its partitions
+			}
+			if _, holding := n.leases.Holds(p); holding {
+				// Hand the partition back to the preferred master only once
+				// it holds everything this node has: until then keep it.
+				acked, known := n.shipper.Acked(owner, p)
+				return !up(owner) || !known || acked.Compare(n.writer.Position(p)) < 0
+			}
+			if up(owner) {
+				return false
+			}
+			// The preferred master is gone: the partition goes to the first
+			// available node of its responsible list (they hold copies of its
+			// data), then of its succession.
+			a := n.table.Get(p)
+			return shard.FirstAvailable(shard.TakeoverOrder(a.Responsible, succession), n.cfg.NodeID, up)
 		}}
 }
 
@@ -208,16 +236,38 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 		case <-tick.C:
 		}
 		n.chooseReplicas()
+		n.shipper.Ensure(n.cfg.PartitionCount)
 	}
+}
+
+// replicasOf lists the replicas of a partition this node masters.
+func (n *Node) replicasOf(p int) []string {
+	if _, ok := n.leases.Holds(p); !ok {
+		return nil
+	}
+	a := n.table.Get(p)
+	if a.Master != n.cfg.NodeID || len(a.Responsible) < 2 {
+		return nil
+	}
+	return a.Responsible[1:]
 }
 
 func (n *Node) chooseReplicas() {
 	var cands []shard.Candidate
+	now := time.Now()
 	for _, m := range n.cluster.View().Members {
 		if !m.InPeerList {
 			continue
 		}
-		c := shard.Candidate{ID: m.ID, Replica: m.Replica, Up: m.State == cluster.Up, Listed: true}
+		// A replica DOWN for longer than REPLICA_REPLACE_AFTER (counted
+		// from when it was last heard, or from this node's start) is
+		// replaced; the new one is caught up from scratch.
+		heard := n.started
+		if m.LastHeard != nil && m.LastHeard.After(heard) {
+			heard = *m.LastHeard
+		}
+		downTooLong := m.State == cluster.Down && now.Sub(heard) > n.cfg.ReplicaReplaceAfter
+		c := shard.Candidate{ID: m.ID, Replica: m.Replica, Up: m.State == cluster.Up, Listed: true, DownTooLong: downTooLong}
 		if m.FreeBytes != nil {
 			c.FreeBytes = *m.FreeBytes
 		}
@@ -287,6 +337,10 @@ func (v leaseView) LikelyMaster(p int) string {
 	return ""
 }
 
+// Applied is how far this node holds a partition's history (as master, its
+// last write; as a replica, what replication brought it).
+func (n *Node) Applied(p int) store.Position { return n.writer.Applied(p) }
+
 // Leases is the node's lease manager (tests inspect it).
 func (n *Node) Leases() *lease.Manager { return n.leases }
 
@@ -318,6 +372,7 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.stop()
 	n.running.Wait()
+	n.shipper.Close()
 	if err := n.cluster.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("leaving the cluster: %w", err))
 	}

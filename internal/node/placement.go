@@ -12,6 +12,7 @@ import (
 
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/lease"
+	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
 )
 
@@ -104,4 +105,32 @@ func (t leaseTransport) Vote(ctx context.Context, voter string, b lease.Batch) (
 		return nil, fmt.Errorf("voter %s: unreadable answer: %w", voter, err)
 	}
 	return ds, nil
+}
+
+// replicaTransport carries replication requests over signed internal HTTP.
+type replicaTransport struct{ c *cluster.Cluster }
+
+func (t replicaTransport) Send(ctx context.Context, replica string, r replicate.Request) (replicate.Response, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return replicate.Response{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://replica/internal/v1/replicate", bytes.NewReader(body))
+	if err != nil {
+		return replicate.Response{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.c.Send(replica, req, true)
+	if err != nil {
+		return replicate.Response{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return replicate.Response{}, fmt.Errorf("replica %s answered %s", replica, resp.Status)
+	}
+	var out replicate.Response
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return replicate.Response{}, fmt.Errorf("replica %s: unreadable answer: %w", replica, err)
+	}
+	return out, nil
 }

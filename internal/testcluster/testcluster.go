@@ -28,6 +28,7 @@ const (
 	GossipInterval = 200 * time.Millisecond
 	SuspectTimeout = time.Second
 	LeaseTTL       = time.Second
+	ReplaceAfter   = 2 * time.Second
 	Partitions     = 32
 )
 
@@ -165,6 +166,7 @@ func StartWithVoters(t testing.TB, n, voters int) *Cluster {
 		t.Fatal(err)
 	}
 	c := &Cluster{Faults: cluster.NewFaults(), History: &History{}, t: t, peersFile: peersFile, peers: doc.Peers}
+	c.Nodes = make([]*Node, n)
 	for i := 0; i < n; i++ {
 		cfg := testnode.Config(filepath.Join(dir, fmt.Sprintf("node%d", i+1)))
 		cfg.NodeID = fmt.Sprintf("node%d", i+1)
@@ -175,20 +177,67 @@ func StartWithVoters(t testing.TB, n, voters int) *Cluster {
 		cfg.ClusterSecret = "test-cluster-secret-0123"
 		cfg.GossipInterval, cfg.GossipSuspectTimeout, cfg.LeaseTTL = GossipInterval, SuspectTimeout, LeaseTTL
 		cfg.PartitionCount = Partitions
-		id := cfg.NodeID
-		nd, err := node.StartWith(context.Background(), cfg, testnode.Logger(t), node.Options{Faults: c.Faults,
-			OnCommit: func(p int, epoch uint64, start, end time.Time) {
-				c.History.add(Commit{Node: id, Partition: p, Epoch: epoch, Start: start, End: end})
-			}})
-		if err != nil {
-			t.Fatalf("starting %s: %v", id, err)
-		}
-		tn := &Node{Node: nd, ID: id, Config: cfg, t: t}
-		c.Nodes = append(c.Nodes, tn)
-		t.Cleanup(tn.Stop)
+		cfg.ReplicaReplaceAfter = ReplaceAfter
+		c.Nodes[i] = c.startNode(cfg)
 	}
 	c.WaitForMasters(30 * time.Second)
+	c.WaitForReplicas(30 * time.Second)
 	return c
+}
+
+// WaitForReplicas waits until every partition's master has chosen its
+// replicas (REPLICATION_FACTOR 2: one each) and every running node knows
+// the responsible list.
+func (c *Cluster) WaitForReplicas(timeout time.Duration) {
+	c.t.Helper()
+	testnode.Eventually(c.t, timeout, "every partition has a replica", func() (bool, string) {
+		for p := 0; p < Partitions; p++ {
+			m := c.MasterOf(p)
+			if m == "" {
+				return false, fmt.Sprintf("partition %d has no master", p)
+			}
+			want := c.Node(m).Placement(p).Responsible
+			if len(want) < 2 {
+				return false, fmt.Sprintf("partition %d: responsible %v", p, want)
+			}
+			for _, n := range c.Nodes {
+				if got := n.Placement(p).Responsible; !n.stopped && !slices.Equal(got, want) {
+					return false, fmt.Sprintf("partition %d: %s knows %v, its master %v", p, n.ID, got, want)
+				}
+			}
+		}
+		return true, ""
+	})
+}
+
+func (c *Cluster) startNode(cfg config.Config) *Node {
+	c.t.Helper()
+	id := cfg.NodeID
+	nd, err := node.StartWith(context.Background(), cfg, testnode.Logger(c.t), node.Options{Faults: c.Faults,
+		OnCommit: func(p int, epoch uint64, start, end time.Time) {
+			c.History.add(Commit{Node: id, Partition: p, Epoch: epoch, Start: start, End: end})
+		}})
+	if err != nil {
+		c.t.Fatalf("starting %s: %v", id, err)
+	}
+	tn := &Node{Node: nd, ID: id, Config: cfg, t: c.t}
+	c.t.Cleanup(tn.Stop)
+	return tn
+}
+
+// Restart stops the node id (if running) and starts it again on the same
+// data directory and addresses.
+func (c *Cluster) Restart(id string) *Node {
+	c.t.Helper()
+	for i, n := range c.Nodes {
+		if n.ID == id {
+			n.Stop()
+			c.Nodes[i] = c.startNode(n.Config)
+			return c.Nodes[i]
+		}
+	}
+	c.t.Fatalf("no node %s", id)
+	return nil
 }
 
 // Node returns the node with id.

@@ -1,0 +1,590 @@
+// Package replicate copies each partition's history from its master to its
+// replicas. The documents are the log: every stored document carries the
+// position of its last change, so a replica that is behind (restarted,
+// newly chosen, or whose queue overflowed) is caught up by streaming the
+// partition's documents after the position it acknowledged, in position
+// order. The in-memory queues of live changes are only a cache of that log.
+package replicate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/shoal-db/shoal/store"
+)
+
+// Request is what a sender ships to one replica in one call: runs of
+// history of any number of partitions.
+type Request struct {
+	Batches []WireBatch `json:"batches"`
+}
+
+// WireBatch is a store.Batch on the wire.
+type WireBatch struct {
+	Partition int            `json:"p"`
+	Epoch     uint64         `json:"e"`
+	From      store.Position `json:"from"`
+	UpTo      store.Position `json:"upto"`
+	Docs      []WireDoc      `json:"docs,omitempty"`
+}
+
+// WireDoc is a document state on the wire.
+type WireDoc struct {
+	User    string         `json:"u"`
+	Coll    string         `json:"c"`
+	ID      string         `json:"d"`
+	Version int64          `json:"v"`
+	Pos     store.Position `json:"pos"`
+	Deleted bool           `json:"x,omitempty"`
+	Updated time.Time      `json:"t"`
+	Body    map[string]any `json:"b,omitempty"`
+}
+
+// Response answers a Request: one result per batch, in order.
+type Response struct {
+	Results []Result `json:"results"`
+}
+
+// Result is a replica's answer for one batch.
+type Result struct {
+	Partition int            `json:"p"`
+	Applied   store.Position `json:"applied"`
+	Epoch     uint64         `json:"epoch"`
+	// Code is "ok", "gap" (catch up from Applied), "stale-epoch" (this
+	// master is behind: Epoch is the newest the replica has seen),
+	// "is-master", or "error".
+	Code  string `json:"code"`
+	Error string `json:"error,omitempty"`
+}
+
+// ToWire converts a batch for sending.
+func ToWire(b store.Batch) WireBatch {
+	w := WireBatch{Partition: b.Partition, Epoch: b.Epoch, From: b.From, UpTo: b.UpTo, Docs: make([]WireDoc, len(b.Docs))}
+	for i, d := range b.Docs {
+		w.Docs[i] = WireDoc{User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version, Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body}
+	}
+	return w
+}
+
+// FromWire converts a received batch; body numbers arrive as float64 from
+// JSON and are normalised by the caller's decoder (see api).
+func FromWire(w WireBatch) store.Batch {
+	b := store.Batch{Partition: w.Partition, Epoch: w.Epoch, From: w.From, UpTo: w.UpTo, Docs: make([]*store.Doc, len(w.Docs))}
+	for i, d := range w.Docs {
+		b.Docs[i] = &store.Doc{Key: store.DocKey(d.User, d.Coll, d.ID), User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version,
+			Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body}
+	}
+	return b
+}
+
+// Apply answers a request on the replica's side.
+func Apply(ctx context.Context, w *store.Writer, req Request) Response {
+	out := Response{Results: make([]Result, len(req.Batches))}
+	for i, wb := range req.Batches {
+		r := w.Apply(ctx, FromWire(wb))
+		res := Result{Partition: wb.Partition, Applied: r.Applied, Epoch: r.Epoch, Code: "ok"}
+		switch {
+		case r.Err == nil:
+		case errors.Is(r.Err, store.ErrGap):
+			res.Code = "gap"
+		case errors.Is(r.Err, store.ErrStaleEpoch):
+			res.Code = "stale-epoch"
+		case errors.Is(r.Err, store.ErrIsMaster):
+			res.Code = "is-master"
+		default:
+			res.Code, res.Error = "error", r.Err.Error()
+		}
+		out.Results[i] = res
+	}
+	return out
+}
+
+// Config wires a Shipper to its node.
+type Config struct {
+	Self string
+	// Replicas returns the replicas of a partition this node masters (none
+	// when it does not).
+	Replicas func(partition int) []string
+	// Send delivers a request to a replica.
+	Send func(ctx context.Context, replica string, req Request) (Response, error)
+	// Scan reads a partition's documents after a position, in position
+	// order (catch-up).
+	Scan func(ctx context.Context, partition int, after store.Position, limit int) ([]*store.Doc, error)
+	// Last is the master's newest committed position of a partition.
+	Last func(partition int) store.Position
+	// Epoch is the epoch this node masters a partition at (ok false: not
+	// master).
+	Epoch func(partition int) (uint64, bool)
+	// MaxQueued bounds the changes queued per replica and partition; past
+	// it the queue is dropped and the replica caught up from the store.
+	MaxQueued int
+	// MaxBatchDocs bounds the documents of one request.
+	MaxBatchDocs int
+	Logger       *slog.Logger
+}
+
+// progress is what the master knows of one replica's copy of one partition.
+type progress struct {
+	acked   store.Position // the replica holds the history up to here
+	known   bool           // acked has been learned from the replica
+	catchUp bool           // the queue cannot bring it up to date
+	queue   []store.Batch
+	queued  int // documents in queue
+	lastAck time.Time
+}
+
+// Shipper replicates every partition this node masters: one sender
+// goroutine per replica node batches the changes of all partitions it
+// replicates there; each replica's progress per partition is tracked like
+// raft tracks followers.
+type Shipper struct {
+	cfg Config
+	log *slog.Logger
+
+	mu        sync.Mutex
+	changed   *sync.Cond // signalled on every ack
+	dests     map[string]*dest
+	committed map[int]store.Position // newest position handed to Committed, per partition
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+type dest struct {
+	id    string
+	wake  chan struct{}
+	parts map[int]*progress
+}
+
+// New creates a shipper.
+func New(cfg Config) *Shipper {
+	if cfg.MaxQueued <= 0 {
+		cfg.MaxQueued = 10000
+	}
+	if cfg.MaxBatchDocs <= 0 {
+		cfg.MaxBatchDocs = 500
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Shipper{cfg: cfg, log: cfg.Logger, dests: map[string]*dest{}, committed: map[int]store.Position{}}
+	s.changed = sync.NewCond(&s.mu)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// Close stops every sender.
+func (s *Shipper) Close() {
+	s.cancel()
+	s.mu.Lock()
+	s.changed.Broadcast()
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// destLocked returns (starting if needed) the sender of replica id.
+func (s *Shipper) destLocked(id string) *dest {
+	d := s.dests[id]
+	if d == nil {
+		d = &dest{id: id, wake: make(chan struct{}, 1), parts: map[int]*progress{}}
+		s.dests[id] = d
+		s.wg.Add(1)
+		go s.run(d)
+	}
+	return d
+}
+
+func (d *dest) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Committed queues a committed run of a partition's history for each of
+// its replicas. It never blocks.
+func (s *Shipper) Committed(b store.Batch) {
+	replicas := s.cfg.Replicas(b.Partition)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b.UpTo.Compare(s.committed[b.Partition]) > 0 {
+		s.committed[b.Partition] = b.UpTo
+	}
+	for _, r := range replicas {
+		d := s.destLocked(r)
+		pr := d.parts[b.Partition]
+		if pr == nil {
+			pr = &progress{}
+			d.parts[b.Partition] = pr
+		}
+		if !pr.catchUp {
+			if pr.queued+len(b.Docs) > s.cfg.MaxQueued {
+				// Overflow: the store has it all; catch up from there.
+				pr.queue, pr.queued, pr.catchUp = nil, 0, true
+			} else {
+				pr.queue = append(pr.queue, b)
+				pr.queued += len(b.Docs)
+			}
+		}
+		d.poke()
+	}
+}
+
+// Ensure makes sure every replica of the partitions this node masters has
+// a sender and progress, so a new or restarted replica is caught up even
+// when no write arrives. Call it periodically.
+func (s *Shipper) Ensure(partitions int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := 0; p < partitions; p++ {
+		if _, ok := s.cfg.Epoch(p); !ok {
+			continue
+		}
+		for _, r := range s.cfg.Replicas(p) {
+			d := s.destLocked(r)
+			pr := d.parts[p]
+			if pr == nil {
+				pr = &progress{}
+				d.parts[p] = pr
+			}
+			if !pr.known || pr.acked.Compare(s.cfg.Last(p)) < 0 {
+				d.poke()
+			}
+		}
+	}
+}
+
+// Acked returns the position replica has acknowledged for partition.
+func (s *Shipper) Acked(replica string, partition int) (store.Position, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := s.dests[replica]; d != nil {
+		if pr := d.parts[partition]; pr != nil && pr.known {
+			return pr.acked, true
+		}
+	}
+	return store.Position{}, false
+}
+
+// WaitReplicated waits until need of replicas hold partition's history up
+// to pos, or ctx ends; it returns how many do.
+func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.Position, replicas []string, need int) (int, error) {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.changed.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		have := 0
+		for _, r := range replicas {
+			if d := s.dests[r]; d != nil {
+				if pr := d.parts[partition]; pr != nil && pr.known && pr.acked.Compare(pos) >= 0 {
+					have++
+				}
+			}
+		}
+		if have >= need {
+			return have, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return have, err
+		}
+		if s.ctx.Err() != nil {
+			return have, errors.New("shutting down")
+		}
+		s.changed.Wait()
+	}
+}
+
+// Lag reports, per replica and partition this node masters, the
+// acknowledged position and how far it is behind in changes.
+type Lag struct {
+	Replica   string         `json:"replica"`
+	Partition int            `json:"partition"`
+	Acked     store.Position `json:"acked"`
+	Behind    uint64         `json:"behind"`
+	CatchUp   bool           `json:"catching_up"`
+}
+
+// Lags lists the progress of every replica.
+func (s *Shipper) Lags() []Lag {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Lag
+	for _, d := range s.dests {
+		for p, pr := range d.parts {
+			if _, ok := s.cfg.Epoch(p); !ok {
+				continue
+			}
+			last := s.cfg.Last(p)
+			l := Lag{Replica: d.id, Partition: p, Acked: pr.acked, CatchUp: pr.catchUp || !pr.known}
+			if last.Seq > pr.acked.Seq {
+				l.Behind = last.Seq - pr.acked.Seq
+			}
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b Lag) int {
+		if a.Partition != b.Partition {
+			return a.Partition - b.Partition
+		}
+		if a.Replica < b.Replica {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// run is the sender of one replica: it ships queued changes of every
+// partition in one request, catches up partitions that need it, and backs
+// off while the replica does not answer.
+func (s *Shipper) run(d *dest) {
+	defer s.wg.Done()
+	backoff := 50 * time.Millisecond
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-d.wake:
+		case <-tick.C:
+		}
+		for {
+			progressed, err := s.round(d)
+			if err != nil {
+				s.log.Debug("replica did not take a batch", "replica", d.id, "err", err)
+				select {
+				case <-s.ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(backoff*2, 2*time.Second)
+				break
+			}
+			backoff = 50 * time.Millisecond
+			if !progressed {
+				break
+			}
+		}
+	}
+}
+
+// round sends one request to the replica: catch-up of one partition if any
+// needs it, else the queued changes of every partition. It reports whether
+// it sent anything.
+func (s *Shipper) round(d *dest) (bool, error) {
+	s.mu.Lock()
+	var req Request
+	var catchUp = -1
+	docs := 0
+	parts := make([]int, 0, len(d.parts))
+	for p := range d.parts {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	for _, p := range parts {
+		pr := d.parts[p]
+		epoch, master := s.cfg.Epoch(p)
+		if !master || !slices.Contains(s.cfg.Replicas(p), d.id) {
+			pr.queue, pr.queued = nil, 0
+			continue
+		}
+		if pr.known && !pr.catchUp {
+			// The queue can bring the replica up to date only if it starts
+			// where the replica is.
+			last, ok := s.committed[p]
+			if !ok || last.Epoch != epoch {
+				last = s.cfg.Last(p) // nothing committed in this tenure yet
+			}
+			if len(pr.queue) == 0 && pr.acked.Compare(last) < 0 {
+				pr.catchUp = true
+			} else if len(pr.queue) > 0 && pr.queue[0].From.Compare(pr.acked) > 0 {
+				pr.catchUp = true
+			}
+		}
+		if !pr.known || pr.catchUp {
+			if catchUp < 0 {
+				catchUp = p
+			}
+			continue
+		}
+		for len(pr.queue) > 0 && docs < s.cfg.MaxBatchDocs {
+			b := pr.queue[0]
+			pr.queue = pr.queue[1:]
+			pr.queued -= len(b.Docs)
+			if b.UpTo.Compare(pr.acked) <= 0 {
+				continue // already held
+			}
+			b.Epoch = epoch
+			req.Batches = append(req.Batches, ToWire(b))
+			docs += len(b.Docs)
+		}
+	}
+	s.mu.Unlock()
+	if len(req.Batches) == 0 && catchUp >= 0 {
+		return true, s.catchUp(d, catchUp)
+	}
+	if len(req.Batches) == 0 {
+		return false, nil
+	}
+	return true, s.send(d, req)
+}
+
+// send delivers a request and records what the replica answered.
+func (s *Shipper) send(d *dest, req Request) error {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	resp, err := s.cfg.Send(ctx, d.id, req)
+	if err == nil && len(resp.Results) != len(req.Batches) {
+		err = fmt.Errorf("replica %s answered %d results for %d batches", d.id, len(resp.Results), len(req.Batches))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		// What was in flight is unknown: catch those partitions up.
+		for _, b := range req.Batches {
+			if pr := d.parts[b.Partition]; pr != nil {
+				pr.catchUp = true
+			}
+		}
+		return err
+	}
+	for _, r := range resp.Results {
+		pr := d.parts[r.Partition]
+		if pr == nil {
+			continue
+		}
+		switch r.Code {
+		case "ok":
+			pr.acked, pr.known, pr.lastAck = r.Applied, true, time.Now()
+		case "gap":
+			pr.acked, pr.known, pr.catchUp = r.Applied, true, true
+		case "stale-epoch", "is-master":
+			// This node is no longer the master it thinks it is; its lease
+			// will say so. Stop shipping this partition there.
+			pr.queue, pr.queued, pr.catchUp = nil, 0, true
+			s.log.Warn("replica refused a batch", "replica", d.id, "partition", r.Partition, "code", r.Code, "replica_epoch", r.Epoch)
+		default:
+			pr.catchUp = true
+		}
+	}
+	s.changed.Broadcast()
+	return nil
+}
+
+// catchUp streams a partition's documents after the replica's acknowledged
+// position, in position order, up to the master's last committed position
+// S noted first; only the final chunk moves the replica to S.
+func (s *Shipper) catchUp(d *dest, p int) error {
+	epoch, master := s.cfg.Epoch(p)
+	if !master {
+		return nil
+	}
+	s.mu.Lock()
+	pr := d.parts[p]
+	known, acked := pr.known, pr.acked
+	s.mu.Unlock()
+	if !known {
+		// Probe: an empty batch from the zero position learns where the
+		// replica is (it answers "gap" with its applied position, or ok).
+		return s.send(d, Request{Batches: []WireBatch{{Partition: p, Epoch: epoch, From: store.Position{}, UpTo: store.Position{}}}})
+	}
+	target := s.cfg.Last(p)
+	s.mu.Lock()
+	pr.queue, pr.queued = nil, 0 // everything up to target comes from the store
+	pr.catchUp = false
+	s.mu.Unlock()
+	from := acked
+	for {
+		docs, err := s.cfg.Scan(s.ctx, p, from, s.cfg.MaxBatchDocs)
+		if err != nil {
+			s.mu.Lock()
+			pr.catchUp = true
+			s.mu.Unlock()
+			return err
+		}
+		var chunk []*store.Doc
+		for _, doc := range docs {
+			if doc.Pos.Compare(target) <= 0 {
+				chunk = append(chunk, doc)
+			}
+		}
+		last := len(chunk) < s.cfg.MaxBatchDocs
+		upTo := acked
+		if last {
+			upTo = target
+		}
+		b := store.Batch{Partition: p, Epoch: epoch, From: acked, UpTo: upTo, Docs: chunk}
+		if err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}}); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		failed := pr.catchUp
+		s.mu.Unlock()
+		if failed {
+			return nil // the replica answered gap or refused: start over next round
+		}
+		if last {
+			s.log.Debug("replica caught up", "replica", d.id, "partition", p, "at", target)
+			return nil
+		}
+		from = chunk[len(chunk)-1].Pos
+	}
+}
+
+// DecodeRequest reads a request, keeping integers exact: document bodies
+// hold int64 and float64 values, and JSON would turn every number into a
+// float64.
+func DecodeRequest(r io.Reader) (Request, error) {
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	var req Request
+	if err := dec.Decode(&req); err != nil {
+		return Request{}, err
+	}
+	for i := range req.Batches {
+		for j := range req.Batches[i].Docs {
+			if b := req.Batches[i].Docs[j].Body; b != nil {
+				req.Batches[i].Docs[j].Body = normalize(b).(map[string]any)
+			}
+		}
+	}
+	return req, nil
+}
+
+// normalize turns json.Number values into int64 (when the literal is an
+// integer that fits) or float64, as documents hold them.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return i
+		}
+		f, _ := strconv.ParseFloat(string(x), 64)
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalize(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = normalize(e)
+		}
+		return x
+	}
+	return v
+}

@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func doc(id string, epoch, seq uint64, version int64, deleted bool) *Doc {
+	d := &Doc{Key: DocKey("u", "c", id), User: "u", Coll: "c", ID: id, Version: version,
+		Pos: Position{Epoch: epoch, Seq: seq}, Deleted: deleted, Updated: time.Unix(1, 0).UTC()}
+	if !deleted {
+		d.Body = map[string]any{"v": int64(version)}
+	}
+	return d
+}
+
+func TestApplyIsIdempotentFencedAndGapless(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+
+	b1 := Batch{Partition: 0, Epoch: 2, From: Position{}, UpTo: Position{Epoch: 2, Seq: 2},
+		Docs: []*Doc{doc("a", 2, 1, 1, false), doc("b", 2, 2, 1, false)}}
+	if r := w.Apply(ctx, b1); r.Err != nil || r.Applied != (Position{Epoch: 2, Seq: 2}) {
+		t.Fatalf("first batch: %+v", r)
+	}
+	// The same batch again changes nothing.
+	if r := w.Apply(ctx, b1); r.Err != nil || r.Applied != (Position{Epoch: 2, Seq: 2}) {
+		t.Fatalf("repeated batch: %+v", r)
+	}
+	// A batch that starts past what is held leaves a gap: refused.
+	gap := Batch{Partition: 0, Epoch: 2, From: Position{Epoch: 2, Seq: 5}, UpTo: Position{Epoch: 2, Seq: 6}, Docs: []*Doc{doc("c", 2, 6, 1, false)}}
+	if r := w.Apply(ctx, gap); !errors.Is(r.Err, ErrGap) || r.Applied != (Position{Epoch: 2, Seq: 2}) {
+		t.Fatalf("gap: %+v", r)
+	}
+	// A newer epoch: a delete and an update; an older document state is skipped.
+	b2 := Batch{Partition: 0, Epoch: 3, From: Position{Epoch: 2, Seq: 2}, UpTo: Position{Epoch: 3, Seq: 4},
+		Docs: []*Doc{doc("a", 3, 3, 2, true), doc("b", 2, 1, 0, false)}}
+	if r := w.Apply(ctx, b2); r.Err != nil || r.Applied != (Position{Epoch: 3, Seq: 4}) || r.Epoch != 3 {
+		t.Fatalf("epoch 3 batch: %+v", r)
+	}
+	a, _ := w.Get(ctx, 0, DocKey("u", "c", "a"))
+	b, _ := w.Get(ctx, 0, DocKey("u", "c", "b"))
+	if !a.Deleted || a.Version != 2 || b.Version != 1 {
+		t.Fatalf("after epoch 3: a %+v, b %+v", a, b)
+	}
+	// A batch from an older epoch than seen: refused, answering the newest.
+	stale := Batch{Partition: 0, Epoch: 2, From: Position{Epoch: 3, Seq: 4}, UpTo: Position{Epoch: 3, Seq: 5}, Docs: []*Doc{doc("z", 2, 9, 1, false)}}
+	if r := w.Apply(ctx, stale); !errors.Is(r.Err, ErrStaleEpoch) || r.Epoch != 3 {
+		t.Fatalf("stale epoch: %+v", r)
+	}
+	if _, err := w.Get(ctx, 0, DocKey("u", "c", "z")); !errors.Is(err, ErrNotFound) {
+		t.Fatal("a refused batch wrote a document")
+	}
+	// The applied position is durable.
+	if p, err := s.Applied(ctx, 0); err != nil || p != (Position{Epoch: 3, Seq: 4}) {
+		t.Fatalf("stored applied position %v %v", p, err)
+	}
+	// A master takes no batches for its own partition.
+	m := NewWriter(s, 1, WriterOptions{Lease: func(int) (uint64, bool) { return 9, true }})
+	defer m.Close(ctx)
+	if r := m.Apply(ctx, Batch{Partition: 0, Epoch: 9, From: Position{Epoch: 3, Seq: 4}}); !errors.Is(r.Err, ErrIsMaster) {
+		t.Fatalf("master applied a batch: %+v", r)
+	}
+}
+
+func TestScanAfterReturnsTheLogInPositionOrder(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{})
+	defer w.Close(ctx)
+	w.Apply(ctx, Batch{Partition: 0, Epoch: 1, UpTo: Position{Epoch: 2, Seq: 3},
+		Docs: []*Doc{doc("x", 2, 3, 1, false), doc("y", 1, 7, 1, false), doc("z", 2, 1, 1, true)}})
+	docs, err := s.ScanAfter(ctx, 0, Position{Epoch: 1, Seq: 7}, 10)
+	if err != nil || len(docs) != 2 || docs[0].ID != "z" || docs[1].ID != "x" {
+		t.Fatalf("scan after 1.7: %v %v", ids(docs), err)
+	}
+}
+
+func ids(ds []*Doc) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.ID+"@"+d.Pos.String())
+	}
+	return out
+}
