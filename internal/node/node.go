@@ -48,6 +48,9 @@ type Options struct {
 	Faults *cluster.Faults
 	// OnCommit is told of every acknowledged commit (see store.WriterOptions).
 	OnCommit func(partition int, epoch uint64, start, end time.Time)
+	// ReplicationQueue bounds the changes queued per replica and partition
+	// (0: the default); tests make it small to force catch-ups.
+	ReplicationQueue int
 }
 
 // Start opens the store, checks it belongs to this configuration, and
@@ -115,7 +118,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		st.Close(ctx)
 		return nil, err
 	}
-	n.shipper = replicate.New(replicate.Config{Self: cfg.NodeID, Logger: log,
+	n.shipper = replicate.New(replicate.Config{Self: cfg.NodeID, Logger: log, MaxQueued: opts.ReplicationQueue,
 		Replicas: n.replicasOf,
 		Send:     replicaTransport{cl}.Send,
 		Scan:     st.ScanAfter,

@@ -91,7 +91,16 @@ func TestReplicasConvergeToTheMaster(t *testing.T) {
 }
 
 func TestReplicaRestartedMidStreamCatchesUp(t *testing.T) {
-	c := testcluster.Start(t, 3)
+	testReplicaCatchesUp(t, testcluster.Start(t, 3))
+}
+
+// With queues of a few documents, every burst overflows them: the replicas
+// must still end identical, caught up from the store.
+func TestOverflowedQueuesStillConverge(t *testing.T) {
+	testReplicaCatchesUp(t, testcluster.Start(t, 3, testcluster.ReplicationQueue(3)))
+}
+
+func testReplicaCatchesUp(t *testing.T, c *testcluster.Cluster) {
 	token := testnode.AdminToken(t)
 	user, p := userMasteredBy(t, c, "node1")
 	replica := c.Node("node1").Placement(p).Responsible[1]

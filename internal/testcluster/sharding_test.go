@@ -189,7 +189,7 @@ func TestForwardedWriteToANonMasterGets421WithTheMaster(t *testing.T) {
 // applied as two steps, addition first, at least LEASE_TTL + PEERS_REFRESH
 // apart, and every partition keeps one master throughout.
 func TestVoterSetChangesOneMemberAtATime(t *testing.T) {
-	c := testcluster.StartWithVoters(t, 4, 3)
+	c := testcluster.Start(t, 4, testcluster.Voters(3))
 	observer := c.Node("node2")
 	if cur, _ := observer.Leases().VoterSets(); fmt.Sprint(cur) != "[node1 node2 node3]" {
 		t.Fatalf("voters at start: %v", cur)

@@ -120,6 +120,7 @@ type Cluster struct {
 	t         testing.TB
 	peersFile string
 	peers     []map[string]any
+	opts      options
 }
 
 // SetVoters rewrites the peer list so that exactly ids are lease voters,
@@ -144,13 +145,30 @@ func (c *Cluster) SetVoters(ids ...string) {
 	}
 }
 
-// Start starts n nodes (node1..nodeN, all voters) and waits until every
-// partition has a master that every node knows of.
-func Start(t testing.TB, n int) *Cluster { return StartWithVoters(t, n, n) }
+// Option changes how a test cluster is started.
+type Option func(*options)
 
-// StartWithVoters is Start with only the first voters nodes as lease voters.
-func StartWithVoters(t testing.TB, n, voters int) *Cluster {
+type options struct {
+	voters           int
+	replicationQueue int
+}
+
+// Voters makes only the first k nodes lease voters (default: all).
+func Voters(k int) Option { return func(o *options) { o.voters = k } }
+
+// ReplicationQueue bounds the replication queues (small values force
+// catch-ups from the store).
+func ReplicationQueue(docs int) Option { return func(o *options) { o.replicationQueue = docs } }
+
+// Start starts n nodes (node1..nodeN) and waits until every partition has a
+// master and a replica that every node knows of.
+func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
+	o := options{voters: n}
+	for _, f := range opts {
+		f(&o)
+	}
+	voters := o.voters
 	ports := testnode.FreePorts(t, 2*n)
 	dir := t.TempDir()
 	var doc struct {
@@ -165,7 +183,7 @@ func StartWithVoters(t testing.TB, n, voters int) *Cluster {
 	if err := os.WriteFile(peersFile, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Faults: cluster.NewFaults(), History: &History{}, t: t, peersFile: peersFile, peers: doc.Peers}
+	c := &Cluster{Faults: cluster.NewFaults(), History: &History{}, t: t, peersFile: peersFile, peers: doc.Peers, opts: o}
 	c.Nodes = make([]*Node, n)
 	for i := 0; i < n; i++ {
 		cfg := testnode.Config(filepath.Join(dir, fmt.Sprintf("node%d", i+1)))
@@ -213,7 +231,7 @@ func (c *Cluster) WaitForReplicas(timeout time.Duration) {
 func (c *Cluster) startNode(cfg config.Config) *Node {
 	c.t.Helper()
 	id := cfg.NodeID
-	nd, err := node.StartWith(context.Background(), cfg, testnode.Logger(c.t), node.Options{Faults: c.Faults,
+	nd, err := node.StartWith(context.Background(), cfg, testnode.Logger(c.t), node.Options{Faults: c.Faults, ReplicationQueue: c.opts.replicationQueue,
 		OnCommit: func(p int, epoch uint64, start, end time.Time) {
 			c.History.add(Commit{Node: id, Partition: p, Epoch: epoch, Start: start, End: end})
 		}})
