@@ -134,7 +134,9 @@ func (s *Server) learn(partition int, h http.Header) {
 	if master == "" || err != nil {
 		return
 	}
-	if s.cfg.Table.Merge(shard.Assignment{Partition: partition, Master: master, Epoch: e, Responsible: []string{master}}) {
+	// Only the master and epoch are learned: the master's own gossip brings
+	// its responsible list.
+	if s.cfg.Table.Merge(shard.Assignment{Partition: partition, Master: master, Epoch: e}) {
 		s.log.Debug("learned a master from a 421", "partition", partition, "master", master, "epoch", e)
 	}
 }

@@ -56,11 +56,17 @@ type Config struct {
 	// Replication waits for replicas' acknowledgements (write concerns);
 	// nil: no replication (a cluster of one).
 	Replication Replication
+	// Copies is how many copies each partition should have: the
+	// replication factor, or fewer when the cluster has fewer nodes that
+	// can hold one. Write concerns count against it.
+	Copies func() int
 }
 
 // Replication is what write concerns need from the replication shipper.
 type Replication interface {
-	WaitReplicated(ctx context.Context, partition int, pos store.Position, replicas []string, need int) (int, error)
+	// WaitReplicated waits until need of the partition's replicas (as
+	// replicas() lists them at each check) hold pos.
+	WaitReplicated(ctx context.Context, partition int, pos store.Position, replicas func() []string, need int) (int, error)
 	// Lags lists each replica's progress on the partitions this node masters.
 	Lags() []replicate.Lag
 }
@@ -161,6 +167,7 @@ func (s *Server) routes() chi.Router {
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.requireAuth)
 		r.With(s.requireAdmin).Get("/cluster", s.clusterView)
+		r.With(s.requireAdmin).Get("/admin/rollback", s.listRollback)
 		r.Route("/users/{user}", func(r chi.Router) {
 			r.Use(s.userScope)
 			r.Delete("/", s.writes(s.eraseUser))
@@ -276,6 +283,30 @@ func (s *Server) requireSignature(next http.Handler) http.Handler {
 		})
 	}
 	return s.cfg.Cluster.Signer().Middleware(s.log, next)
+}
+
+// listRollback lists the document states this node kept in its rollback
+// collection: writes it acknowledged as master (write concern 1) that the
+// next master never had.
+func (s *Server) listRollback(w http.ResponseWriter, r *http.Request) {
+	limit := 1000
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			writeProblem(w, badRequest(TypeInvalidQuery, fmt.Sprintf("limit %q must be a whole number from 1 to 10000", v)))
+			return
+		}
+		limit = n
+	}
+	docs, err := s.store.Rollbacks(r.Context(), limit)
+	if err != nil {
+		writeProblem(w, storeProblem(err))
+		return
+	}
+	if docs == nil {
+		docs = []store.RolledBack{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"node": s.cfg.NodeID, "rolled_back": docs})
 }
 
 // replicate applies a replication request as a replica.
@@ -431,28 +462,40 @@ func checkWriteConcern(r *http.Request) *Problem {
 
 // awaitWriteConcern waits, after a write committed on this master at pos,
 // until as many copies hold it as the request's write concern asks:
-// "majority" is a majority of the partition's responsible list (master
-// included; REPLICATION_FACTOR/2+1 copies once the list is full), "all"
-// every member of it. It answers 504 when X-Write-Timeout (default 5s)
+// "majority" is REPLICATION_FACTOR/2+1 copies (master included), "all"
+// REPLICATION_FACTOR copies, both capped by the nodes the cluster has that
+// can hold a copy. It answers 504 when X-Write-Timeout (default 5s)
 // passes first, saying on how many copies the write is.
 func (s *Server) awaitWriteConcern(r *http.Request, partition int, pos store.Position) *Problem {
 	wc := r.Header.Get("X-Write-Concern")
 	if wc == "" || wc == "1" {
 		return nil
 	}
-	var replicas []string
-	if s.cfg.Table != nil {
-		if a := s.cfg.Table.Get(partition); a.Master == s.cfg.NodeID && len(a.Responsible) > 1 {
-			replicas = a.Responsible[1:]
-		}
+	// Count against the copies the partition should have, not against the
+	// replicas listed right now (a new tenure lists none for a moment).
+	total := 1
+	if s.cfg.Copies != nil {
+		total = max(s.cfg.Copies(), 1)
 	}
-	// A majority of the responsible list (master included), or all of it.
-	total := len(replicas) + 1
 	need := total/2 + 1 - 1 // replicas beyond the master
 	if wc == "all" {
-		need = len(replicas)
+		need = total - 1
 	}
 	if need <= 0 {
+		return nil
+	}
+	replicas := func() []string {
+		// Only while this node is the partition's master do its replicas
+		// confirm anything.
+		if s.cfg.Table == nil || s.cfg.Leases == nil {
+			return nil
+		}
+		if _, ok := s.cfg.Leases.Holds(partition); !ok {
+			return nil
+		}
+		if a := s.cfg.Table.Get(partition); a.Master == s.cfg.NodeID && len(a.Responsible) > 1 {
+			return a.Responsible[1:]
+		}
 		return nil
 	}
 	if s.cfg.Replication == nil {

@@ -29,11 +29,14 @@ type Request struct {
 
 // WireBatch is a store.Batch on the wire.
 type WireBatch struct {
-	Partition int            `json:"p"`
-	Epoch     uint64         `json:"e"`
-	From      store.Position `json:"from"`
-	UpTo      store.Position `json:"upto"`
-	Docs      []WireDoc      `json:"docs,omitempty"`
+	Partition  int            `json:"p"`
+	Epoch      uint64         `json:"e"`
+	EpochStart store.Position `json:"start"`
+	From       store.Position `json:"from"`
+	UpTo       store.Position `json:"upto"`
+	Docs       []WireDoc      `json:"docs,omitempty"`
+	Restore    bool           `json:"restore,omitempty"`
+	Absent     []string       `json:"absent,omitempty"`
 }
 
 // WireDoc is a document state on the wire.
@@ -58,16 +61,20 @@ type Result struct {
 	Partition int            `json:"p"`
 	Applied   store.Position `json:"applied"`
 	Epoch     uint64         `json:"epoch"`
-	// Code is "ok", "gap" (catch up from Applied), "stale-epoch" (this
-	// master is behind: Epoch is the newest the replica has seen),
-	// "is-master", or "error".
-	Code  string `json:"code"`
-	Error string `json:"error,omitempty"`
+	// Code is "ok", "gap" (catch up from Applied), "diverged" (the replica
+	// kept changes this master never had in its rollback collection:
+	// restore Diverged, then catch up), "stale-epoch" (this master is
+	// behind: Epoch is the newest the replica has seen), "is-master", or
+	// "error".
+	Code     string   `json:"code"`
+	Error    string   `json:"error,omitempty"`
+	Diverged []string `json:"diverged,omitempty"`
 }
 
 // ToWire converts a batch for sending.
 func ToWire(b store.Batch) WireBatch {
-	w := WireBatch{Partition: b.Partition, Epoch: b.Epoch, From: b.From, UpTo: b.UpTo, Docs: make([]WireDoc, len(b.Docs))}
+	w := WireBatch{Partition: b.Partition, Epoch: b.Epoch, EpochStart: b.EpochStart, From: b.From, UpTo: b.UpTo,
+		Docs: make([]WireDoc, len(b.Docs)), Restore: b.Restore, Absent: b.Absent}
 	for i, d := range b.Docs {
 		w.Docs[i] = WireDoc{User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version, Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body}
 	}
@@ -77,7 +84,8 @@ func ToWire(b store.Batch) WireBatch {
 // FromWire converts a received batch; body numbers arrive as float64 from
 // JSON and are normalised by the caller's decoder (see api).
 func FromWire(w WireBatch) store.Batch {
-	b := store.Batch{Partition: w.Partition, Epoch: w.Epoch, From: w.From, UpTo: w.UpTo, Docs: make([]*store.Doc, len(w.Docs))}
+	b := store.Batch{Partition: w.Partition, Epoch: w.Epoch, EpochStart: w.EpochStart, From: w.From, UpTo: w.UpTo,
+		Docs: make([]*store.Doc, len(w.Docs)), Restore: w.Restore, Absent: w.Absent}
 	for i, d := range w.Docs {
 		b.Docs[i] = &store.Doc{Key: store.DocKey(d.User, d.Coll, d.ID), User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version,
 			Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body}
@@ -95,6 +103,8 @@ func Apply(ctx context.Context, w *store.Writer, req Request) Response {
 		case r.Err == nil:
 		case errors.Is(r.Err, store.ErrGap):
 			res.Code = "gap"
+		case errors.Is(r.Err, store.ErrDiverged):
+			res.Code, res.Diverged = "diverged", r.Diverged
 		case errors.Is(r.Err, store.ErrStaleEpoch):
 			res.Code = "stale-epoch"
 		case errors.Is(r.Err, store.ErrIsMaster):
@@ -123,6 +133,12 @@ type Config struct {
 	// Epoch is the epoch this node masters a partition at (ok false: not
 	// master).
 	Epoch func(partition int) (uint64, bool)
+	// EpochStart is the position this node's epoch of a partition started
+	// from.
+	EpochStart func(partition int) store.Position
+	// Get reads the master's current state of a document (ErrNotFound: no
+	// record), to restore a replica after a rollback.
+	Get func(ctx context.Context, partition int, key string) (*store.Doc, error)
 	// MaxQueued bounds the changes queued per replica and partition; past
 	// it the queue is dropped and the replica caught up from the store.
 	MaxQueued int
@@ -276,7 +292,7 @@ func (s *Shipper) Acked(replica string, partition int) (store.Position, bool) {
 
 // WaitReplicated waits until need of replicas hold partition's history up
 // to pos, or ctx ends; it returns how many do.
-func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.Position, replicas []string, need int) (int, error) {
+func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.Position, replicas func() []string, need int) (int, error) {
 	stop := context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		s.changed.Broadcast()
@@ -287,7 +303,7 @@ func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.P
 	defer s.mu.Unlock()
 	for {
 		have := 0
-		for _, r := range replicas {
+		for _, r := range replicas() {
 			if d := s.dests[r]; d != nil {
 				if pr := d.parts[partition]; pr != nil && pr.known && pr.acked.Compare(pos) >= 0 {
 					have++
@@ -428,7 +444,7 @@ func (s *Shipper) round(d *dest) (bool, error) {
 			if b.UpTo.Compare(pr.acked) <= 0 {
 				continue // already held
 			}
-			b.Epoch = epoch
+			b.Epoch, b.EpochStart = epoch, s.cfg.EpochStart(p)
 			req.Batches = append(req.Batches, ToWire(b))
 			docs += len(b.Docs)
 		}
@@ -452,7 +468,6 @@ func (s *Shipper) send(d *dest, req Request) error {
 		err = fmt.Errorf("replica %s answered %d results for %d batches", d.id, len(resp.Results), len(req.Batches))
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err != nil {
 		// What was in flight is unknown: catch those partitions up.
 		for _, b := range req.Batches {
@@ -460,8 +475,11 @@ func (s *Shipper) send(d *dest, req Request) error {
 				pr.catchUp = true
 			}
 		}
+		s.mu.Unlock()
 		return err
 	}
+	var diverged []Result
+	var refused error
 	for _, r := range resp.Results {
 		pr := d.parts[r.Partition]
 		if pr == nil {
@@ -472,16 +490,68 @@ func (s *Shipper) send(d *dest, req Request) error {
 			pr.acked, pr.known, pr.lastAck = r.Applied, true, time.Now()
 		case "gap":
 			pr.acked, pr.known, pr.catchUp = r.Applied, true, true
+		case "diverged":
+			pr.acked, pr.known, pr.catchUp = r.Applied, true, true
+			pr.queue, pr.queued = nil, 0
+			diverged = append(diverged, r)
 		case "stale-epoch", "is-master":
 			// This node is no longer the master it thinks it is; its lease
 			// will say so. Stop shipping this partition there.
 			pr.queue, pr.queued, pr.catchUp = nil, 0, true
-			s.log.Warn("replica refused a batch", "replica", d.id, "partition", r.Partition, "code", r.Code, "replica_epoch", r.Epoch)
+			refused = fmt.Errorf("replica %s refused partition %d: %s (its epoch %d)", d.id, r.Partition, r.Code, r.Epoch)
 		default:
 			pr.catchUp = true
+			refused = fmt.Errorf("replica %s could not apply partition %d: %s", d.id, r.Partition, r.Error)
 		}
 	}
 	s.changed.Broadcast()
+	s.mu.Unlock()
+	if refused != nil {
+		// Back off rather than retry at once.
+		s.log.Warn("replica refused a batch", "err", refused)
+		return refused
+	}
+	for _, r := range diverged {
+		if err := s.restore(d, r.Partition, r.Diverged); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreChunk bounds the documents of one restore request: the embedded
+// store replaces documents one at a time, each a scan of the partition.
+const restoreChunk = 50
+
+// restore sends a replica that rolled back changes this master's states of
+// those documents (or that it has none), so that the replica then holds the
+// history up to this master's epoch start; catch-up follows.
+func (s *Shipper) restore(d *dest, p int, keys []string) error {
+	epoch, master := s.cfg.Epoch(p)
+	if !master {
+		return nil
+	}
+	start := s.cfg.EpochStart(p)
+	s.log.Info("restoring a replica's rolled back documents", "replica", d.id, "partition", p, "documents", len(keys))
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), restoreChunk)]
+		keys = keys[len(chunk):]
+		b := store.Batch{Partition: p, Epoch: epoch, EpochStart: start, From: start, UpTo: start, Restore: true}
+		for _, k := range chunk {
+			doc, err := s.cfg.Get(s.ctx, p, k)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				b.Absent = append(b.Absent, k)
+			case err != nil:
+				return err
+			default:
+				b.Docs = append(b.Docs, doc)
+			}
+		}
+		if err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -500,7 +570,7 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	if !known {
 		// Probe: an empty batch from the zero position learns where the
 		// replica is (it answers "gap" with its applied position, or ok).
-		return s.send(d, Request{Batches: []WireBatch{{Partition: p, Epoch: epoch, From: store.Position{}, UpTo: store.Position{}}}})
+		return s.send(d, Request{Batches: []WireBatch{{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p)}}})
 	}
 	target := s.cfg.Last(p)
 	s.mu.Lock()
@@ -527,7 +597,7 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		if last {
 			upTo = target
 		}
-		b := store.Batch{Partition: p, Epoch: epoch, From: acked, UpTo: upTo, Docs: chunk}
+		b := store.Batch{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p), From: acked, UpTo: upTo, Docs: chunk}
 		if err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}}); err != nil {
 			return err
 		}

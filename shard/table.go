@@ -20,12 +20,16 @@ type Assignment struct {
 }
 
 // newer reports whether a should replace b: a higher epoch always wins;
-// within an epoch, a higher revision.
+// within an epoch, a higher revision; at the same revision, the one that
+// knows the responsible list (a master learned from a 421 carries none).
 func (a Assignment) newer(b Assignment) bool {
 	if a.Epoch != b.Epoch {
 		return a.Epoch > b.Epoch
 	}
-	return a.Revision > b.Revision
+	if a.Revision != b.Revision {
+		return a.Revision > b.Revision
+	}
+	return len(a.Responsible) > len(b.Responsible)
 }
 
 // Table is a node's knowledge of every partition's assignment. Updates

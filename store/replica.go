@@ -49,16 +49,19 @@ func (s *Store) saveApplied(ctx context.Context, partition int, pos Position) er
 	})
 }
 
-// ScanAfter returns up to limit documents and tombstones of a partition
-// whose position is after the given one, in position order: the log a
-// lagging replica is caught up from.
+// ScanAfter returns up to limit (0: all) documents and tombstones of a
+// partition whose position is after the given one, in position order: the
+// log a lagging replica is caught up from.
 func (s *Store) ScanAfter(ctx context.Context, partition int, after Position, limit int) ([]*Doc, error) {
 	filter := bson.D{{Key: "$or", Value: bson.A{
 		bson.D{{Key: fEpoch, Value: bson.D{{Key: "$gt", Value: int64(after.Epoch)}}}},
 		bson.D{{Key: fEpoch, Value: int64(after.Epoch)}, {Key: fSeq, Value: bson.D{{Key: "$gt", Value: int64(after.Seq)}}}},
 	}}}
-	docs, err := s.find(ctx, "scan_after", partition, filter,
-		options.Find().SetSort(bson.D{{Key: fEpoch, Value: 1}, {Key: fSeq, Value: 1}}).SetLimit(int64(limit)))
+	opts := options.Find().SetSort(bson.D{{Key: fEpoch, Value: 1}, {Key: fSeq, Value: 1}})
+	if limit > 0 {
+		opts.SetLimit(int64(limit))
+	}
+	docs, err := s.find(ctx, "scan_after", partition, filter, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -73,9 +76,17 @@ func (s *Store) ScanAfter(ctx context.Context, partition int, after Position, li
 type Batch struct {
 	Partition int
 	Epoch     uint64 // the master's epoch
-	From      Position
-	UpTo      Position
-	Docs      []*Doc
+	// EpochStart is the position the master's epoch started from: anything
+	// a replica holds after it from an older epoch, the master never had.
+	EpochStart Position
+	From       Position
+	UpTo       Position
+	Docs       []*Doc
+	// Restore replaces the replica's states of Docs and removes Absent
+	// (keys the master has no record of), whatever their positions: the
+	// repair after a rollback.
+	Restore bool
+	Absent  []string
 }
 
 // Errors of Apply.
@@ -89,14 +100,19 @@ var (
 	// ErrIsMaster: this node holds the partition's lease and takes no
 	// batches for it.
 	ErrIsMaster = errors.New("this node is the partition's master")
+	// ErrDiverged: this node holds changes the new master never had; they
+	// were moved to the rollback collection and the master must restore
+	// the keys in ApplyResult.Diverged.
+	ErrDiverged = errors.New("this node holds changes its new master never had")
 )
 
 // ApplyResult is the outcome of Apply: the position this node now holds
 // the partition's history up to, and the newest epoch it has seen.
 type ApplyResult struct {
-	Applied Position
-	Epoch   uint64
-	Err     error
+	Applied  Position
+	Epoch    uint64
+	Err      error
+	Diverged []string // with ErrDiverged: the keys to restore
 }
 
 // Apply takes a batch as a replica, through the partition's writer:
@@ -130,17 +146,23 @@ func (w *Writer) Apply(ctx context.Context, b Batch) ApplyResult {
 	}
 }
 
-// Applied returns the position up to which this node holds a partition's
-// history: as master, its last committed position; as a replica, the last
-// position a batch or catch-up brought it to.
+// Applied returns the position up to which this node is sure to hold a
+// partition's history: as its master, its last committed position; as a
+// replica, the position the last complete run or catch-up brought it to
+// (documents of a catch-up in progress may be newer, but until it ends some
+// intermediate states are missing, so they do not count).
 func (w *Writer) Applied(partition int) Position {
 	p := w.parts[partition]
+	master := true
+	if w.opts.Lease != nil {
+		_, master = w.opts.Lease(partition)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.applied.Compare(p.last) > 0 {
-		return p.applied
+	if master && p.last.Compare(p.applied) > 0 {
+		return p.last
 	}
-	return p.last
+	return p.applied
 }
 
 // processApply runs one batch on the partition's goroutine.
@@ -151,12 +173,14 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	p.mu.Lock()
 	applied, last := p.applied, p.last
 	p.mu.Unlock()
+	// Everything stored here, including this node's own writes from when it
+	// was master: what a new master's epoch start is compared with.
 	held := applied
 	if last.Compare(held) > 0 {
 		held = last
 	}
 	newest := max(applied.Epoch, last.Epoch, p.epochSeen)
-	res := func(err error) ApplyResult { return ApplyResult{Applied: held, Epoch: newest, Err: err} }
+	res := func(err error) ApplyResult { return ApplyResult{Applied: applied, Epoch: newest, Err: err} }
 	if w.opts.Lease != nil {
 		if _, ok := w.opts.Lease(p.id); ok {
 			return res(ErrIsMaster)
@@ -165,7 +189,13 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	if b.Epoch < newest {
 		return res(ErrStaleEpoch)
 	}
-	if held.Compare(b.From) < 0 {
+	if b.Restore {
+		return w.restore(p, b)
+	}
+	if b.Epoch > newest && held.Compare(b.EpochStart) > 0 && held.Epoch < b.Epoch {
+		return w.rollBack(p, b, newest)
+	}
+	if applied.Compare(b.From) < 0 {
 		return res(ErrGap)
 	}
 	p.epochSeen = max(p.epochSeen, b.Epoch)
@@ -211,9 +241,110 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	p.mu.Lock()
 	p.applied, p.last = next, newLast
 	p.mu.Unlock()
-	held = next
-	if newLast.Compare(held) > 0 {
-		held = newLast
+	return ApplyResult{Applied: next, Epoch: max(newest, b.Epoch)}
+}
+
+// rollBack keeps, in the rollback collection, every change this node holds
+// after the new master's epoch start from an older epoch (changes the new
+// master never had), and asks the master to restore those documents.
+func (w *Writer) rollBack(p *partition, b *Batch, newest uint64) ApplyResult {
+	docs, err := w.store.ScanAfter(w.ctx, p.id, b.EpochStart, 0)
+	if err != nil {
+		return ApplyResult{Err: err}
 	}
-	return ApplyResult{Applied: held, Epoch: max(newest, b.Epoch)}
+	var divergent []*Doc
+	var keys []string
+	for _, d := range docs {
+		if d.Pos.Epoch < b.Epoch {
+			divergent = append(divergent, d)
+			keys = append(keys, d.Key)
+		}
+	}
+	if err := w.store.saveRollback(w.ctx, p.id, divergent, b.Epoch, b.EpochStart); err != nil {
+		return ApplyResult{Err: err}
+	}
+	w.log.Warn("moved changes the new master never had to the rollback collection", "partition", p.id,
+		"documents", len(divergent), "new_epoch", b.Epoch, "epoch_start", b.EpochStart)
+	return ApplyResult{Applied: b.EpochStart, Epoch: newest, Err: ErrDiverged, Diverged: keys}
+}
+
+// restore makes this replica's copies of a rollback's documents the
+// master's: given states replace whatever is held, absent keys are
+// removed, and the replica then holds the history up to the epoch start.
+func (w *Writer) restore(p *partition, b *Batch) ApplyResult {
+	writes := make([]write, len(b.Docs))
+	for i, d := range b.Docs {
+		writes[i] = write{doc: d}
+	}
+	p.commits.Add(1)
+	var err error
+	if len(writes) > 0 {
+		err = w.store.commit(w.ctx, p.id, writes)
+	}
+	if err == nil {
+		err = w.store.remove(w.ctx, p.id, b.Absent)
+	}
+	for _, d := range b.Docs {
+		w.cache.forget(d.Key)
+	}
+	for _, k := range b.Absent {
+		w.cache.forget(k)
+	}
+	p.commits.Add(1)
+	if err != nil {
+		return ApplyResult{Err: err}
+	}
+	last, err := w.store.LastPosition(w.ctx, p.id)
+	if err != nil {
+		return ApplyResult{Err: err}
+	}
+	if err := w.store.saveApplied(w.ctx, p.id, b.UpTo); err != nil {
+		return ApplyResult{Err: err}
+	}
+	p.mu.Lock()
+	p.applied, p.last = b.UpTo, last
+	p.epochSeen = max(p.epochSeen, b.Epoch)
+	p.mu.Unlock()
+	return ApplyResult{Applied: b.UpTo, Epoch: b.Epoch}
+}
+
+// LoadAll reads, before the node serves anything, every partition's newest
+// stored position and applied position, so that no question about a
+// partition (its position, where an epoch started) is answered from a
+// writer that has not looked at the store yet.
+func (w *Writer) LoadAll(ctx context.Context) error {
+	names, err := w.store.db.ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("%w: listing collections: %v", ErrUnavailable, err)
+	}
+	exists := map[string]bool{}
+	for _, n := range names {
+		exists[n] = true
+	}
+	applied := map[int]Position{}
+	cur, err := w.store.db.Collection(partitionsCollection).Find(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("%w: reading applied positions: %v", ErrUnavailable, err)
+	}
+	for cur.Next(ctx) {
+		var d appliedDoc
+		if err := cur.Decode(&d); err != nil {
+			cur.Close(ctx)
+			return err
+		}
+		applied[d.Partition] = Position{Epoch: d.Epoch, Seq: d.Seq}
+	}
+	cur.Close(ctx)
+	for _, p := range w.parts {
+		var last Position
+		if exists[CollectionName(p.id)] {
+			if last, err = w.store.LastPosition(ctx, p.id); err != nil {
+				return err
+			}
+		}
+		p.mu.Lock()
+		p.last, p.applied, p.loaded = last, applied[p.id], true
+		p.mu.Unlock()
+	}
+	return nil
 }

@@ -37,7 +37,7 @@ func TestApplyIsIdempotentFencedAndGapless(t *testing.T) {
 		t.Fatalf("gap: %+v", r)
 	}
 	// A newer epoch: a delete and an update; an older document state is skipped.
-	b2 := Batch{Partition: 0, Epoch: 3, From: Position{Epoch: 2, Seq: 2}, UpTo: Position{Epoch: 3, Seq: 4},
+	b2 := Batch{Partition: 0, Epoch: 3, EpochStart: Position{Epoch: 2, Seq: 2}, From: Position{Epoch: 2, Seq: 2}, UpTo: Position{Epoch: 3, Seq: 4},
 		Docs: []*Doc{doc("a", 3, 3, 2, true), doc("b", 2, 1, 0, false)}}
 	if r := w.Apply(ctx, b2); r.Err != nil || r.Applied != (Position{Epoch: 3, Seq: 4}) || r.Epoch != 3 {
 		t.Fatalf("epoch 3 batch: %+v", r)
@@ -86,4 +86,52 @@ func ids(ds []*Doc) []string {
 		out = append(out, d.ID+"@"+d.Pos.String())
 	}
 	return out
+}
+
+// A node that was master at epoch 2 holds a change (2.3) its successor,
+// whose epoch 3 started from 2.2, never had: the change is kept in the
+// rollback collection, the master restores the document, and the node then
+// holds exactly the master's state.
+func TestDivergedChangesAreRolledBackAndRestored(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	w.Apply(ctx, Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 2},
+		Docs: []*Doc{doc("a", 2, 1, 1, false), doc("b", 2, 2, 1, false)}})
+	// Its own unreplicated writes as master at epoch 2: b changed, c created.
+	w.Apply(ctx, Batch{Partition: 0, Epoch: 2, From: Position{Epoch: 2, Seq: 2}, UpTo: Position{Epoch: 2, Seq: 4},
+		Docs: []*Doc{doc("b", 2, 3, 2, false), doc("c", 2, 4, 1, false)}})
+
+	probe := Batch{Partition: 0, Epoch: 3, EpochStart: Position{Epoch: 2, Seq: 2}}
+	r := w.Apply(ctx, probe)
+	if !errors.Is(r.Err, ErrDiverged) || len(r.Diverged) != 2 || r.Applied != (Position{Epoch: 2, Seq: 2}) {
+		t.Fatalf("probe from the new master: %+v", r)
+	}
+	kept, err := s.Rollbacks(ctx, 10)
+	if err != nil || len(kept) != 2 || kept[0].Body == nil {
+		t.Fatalf("rollback collection: %+v %v", kept, err)
+	}
+	// Kept once even if the probe is repeated.
+	w.Apply(ctx, probe)
+	if again, _ := s.Rollbacks(ctx, 10); len(again) != 2 {
+		t.Fatalf("rollback records after a repeated probe: %d", len(again))
+	}
+	// The master's states: b as it had it (version 1 at 2.2), c unknown.
+	restore := Batch{Partition: 0, Epoch: 3, EpochStart: Position{Epoch: 2, Seq: 2}, From: Position{Epoch: 2, Seq: 2},
+		UpTo: Position{Epoch: 2, Seq: 2}, Restore: true, Docs: []*Doc{doc("b", 2, 2, 1, false)}, Absent: []string{DocKey("u", "c", "c")}}
+	if r := w.Apply(ctx, restore); r.Err != nil || r.Applied != (Position{Epoch: 2, Seq: 2}) {
+		t.Fatalf("restore: %+v", r)
+	}
+	if b, _ := w.Get(ctx, 0, DocKey("u", "c", "b")); b == nil || b.Version != 1 {
+		t.Fatalf("b after restore: %+v", b)
+	}
+	if _, err := w.Get(ctx, 0, DocKey("u", "c", "c")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("c after restore: %v", err)
+	}
+	// Then the new epoch's changes apply as usual.
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: Position{Epoch: 2, Seq: 2}, From: Position{Epoch: 2, Seq: 2},
+		UpTo: Position{Epoch: 3, Seq: 3}, Docs: []*Doc{doc("a", 3, 3, 2, false)}}); r.Err != nil {
+		t.Fatalf("after the rollback: %+v", r)
+	}
 }

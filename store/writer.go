@@ -118,6 +118,10 @@ type partition struct {
 	applied   Position // as a replica: the master's history is held up to here
 	epochSeen uint64   // newest epoch seen in a replication batch
 	loaded    bool     // last and applied have been read from the store
+	// startEpoch/startPos: the epoch of this node's first commit as master
+	// in its current tenure, and the position its history stood at then.
+	startEpoch uint64
+	startPos   Position
 }
 
 type request struct {
@@ -222,6 +226,19 @@ func (w *Writer) Get(ctx context.Context, partition int, key string) (*Doc, erro
 		w.cache.fill(key, d, func() bool { return p.commits.Load() == before })
 	}
 	return d, err
+}
+
+// EpochStart returns where a master's epoch of a partition began: the
+// partition's history as it stood before the first commit at that epoch
+// (or now, if nothing was committed at it yet).
+func (w *Writer) EpochStart(partition int, epoch uint64) Position {
+	p := w.parts[partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.startEpoch == epoch {
+		return p.startPos
+	}
+	return p.last
 }
 
 // Position returns the newest committed position of a partition (zero until
@@ -363,6 +380,11 @@ func (w *Writer) process(p *partition, batch []*request) {
 		}
 		return
 	}
+	p.mu.Lock()
+	if p.startEpoch != epoch {
+		p.startEpoch, p.startPos = epoch, p.last
+	}
+	p.mu.Unlock()
 	states := map[string]*staged{}
 	var keys []string // in order of each key's first change
 	type applied struct {

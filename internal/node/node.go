@@ -24,22 +24,25 @@ import (
 
 // Node is a running Shoal node.
 type Node struct {
-	cfg      config.Config
-	log      *slog.Logger
-	store    *store.Store
-	writer   *store.Writer
-	api      *api.Server
-	cluster  *cluster.Cluster
-	leases   *lease.Manager
-	shipper  *replicate.Shipper
-	started  time.Time
-	table    *shard.Table
-	place    *placement
-	stop     context.CancelFunc
-	running  sync.WaitGroup
-	server   *http.Server
-	listener net.Listener
-	served   chan error
+	cfg     config.Config
+	log     *slog.Logger
+	store   *store.Store
+	writer  *store.Writer
+	api     *api.Server
+	cluster *cluster.Cluster
+	leases  *lease.Manager
+	shipper *replicate.Shipper
+	started time.Time
+
+	startMu    sync.Mutex
+	epochStart map[int]store.Position // where this node's current epoch of each partition it masters began
+	table      *shard.Table
+	place      *placement
+	stop       context.CancelFunc
+	running    sync.WaitGroup
+	server     *http.Server
+	listener   net.Listener
+	served     chan error
 }
 
 // Options are the parts tests replace; production uses the zero value.
@@ -123,14 +126,25 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		Send:     replicaTransport{cl}.Send,
 		Scan:     st.ScanAfter,
 		Last:     func(p int) store.Position { return n.writer.Position(p) },
-		Epoch:    n.leases.Holds})
+		Epoch:    n.leases.Holds,
+		EpochStart: func(p int) store.Position {
+			e, _ := n.leases.Holds(p)
+			return n.writer.EpochStart(p, e)
+		},
+		Get: func(ctx context.Context, p int, key string) (*store.Doc, error) { return n.writer.Get(ctx, p, key) }})
 	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes, OnCommitted: n.shipper.Committed,
 		ObserveBatch: metrics.ObserveCommit, Logger: log, Lease: n.leases.Holds, OnCommit: opts.OnCommit,
 		OnStaleEpoch: n.leases.Fence})
+	if err := n.writer.LoadAll(ctx); err != nil {
+		cl.Close()
+		ln.Close()
+		st.Close(ctx)
+		return nil, fmt.Errorf("reading partition positions: %w", err)
+	}
 	n.api = api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
 		AuthSecret: []byte(cfg.AuthSecret), Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
-		Replication: n.shipper, ReadTryTimeout: cfg.ReadTryTimeout}, st, n.writer)
+		Replication: n.shipper, Copies: n.copies, ReadTryTimeout: cfg.ReadTryTimeout}, st, n.writer)
 	n.server = &http.Server{Handler: n.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { n.served <- n.server.Serve(ln) }()
@@ -241,6 +255,18 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 		n.chooseReplicas()
 		n.shipper.Ensure(n.cfg.PartitionCount)
 	}
+}
+
+// copies is how many copies a partition should have: REPLICATION_FACTOR,
+// or the number of peers that can hold one when the cluster is smaller.
+func (n *Node) copies() int {
+	holders := 0
+	for _, p := range n.cluster.Peers().Peers {
+		if p.Sharding || p.Replica {
+			holders++
+		}
+	}
+	return min(n.cfg.ReplicationFactor, max(holders, 1))
 }
 
 // replicasOf lists the replicas of a partition this node masters.

@@ -1,6 +1,7 @@
 package testcluster_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -36,29 +37,36 @@ func waitConverged(t *testing.T, c *testcluster.Cluster, timeout time.Duration) 
 }
 
 // sameEverywhere checks a document reads the same, with X-Read-Preference:
-// local, on every member of its partition's responsible list.
-func sameEverywhere(t *testing.T, c *testcluster.Cluster, token, user, id string) string {
+// local, on every member of its partition's responsible list. Masters may
+// be changing hands (a handoff back to the preferred master), so it waits
+// for a moment where they agree, and fails if none comes.
+func sameEverywhere(t *testing.T, c *testcluster.Cluster, token, user, id string) {
 	t.Helper()
 	p := shard.PartitionOf(user, testcluster.Partitions)
-	master := c.MasterOf(p)
 	path := fmt.Sprintf("/v1/users/%s/collections/c/documents/%s", user, id)
-	want := ""
-	for _, n := range c.Node(master).Placement(p).Responsible {
-		r := c.Node(n).Client(token).Do("GET", path, nil, "X-Read-Preference", "local")
-		got := fmt.Sprintf("%d %s", r.Status, strings.TrimSpace(string(r.Body)))
-		if r.Status == 404 {
-			got = "404"
+	testnode.Eventually(t, 15*time.Second, path+" reads the same on every copy", func() (bool, string) {
+		master := c.MasterOf(p)
+		if master == "" {
+			return false, "no master"
 		}
-		if r.Header.Get("X-Served-By") != n {
-			t.Fatalf("a local read on %s was served by %s", n, r.Header.Get("X-Served-By"))
+		want := ""
+		for _, n := range c.Node(master).Placement(p).Responsible {
+			r := c.Node(n).Client(token).Do("GET", path, nil, "X-Read-Preference", "local")
+			got := fmt.Sprintf("%d %s", r.Status, strings.TrimSpace(string(r.Body)))
+			if r.Status == 404 {
+				got = "404"
+			}
+			if r.Header.Get("X-Served-By") != n {
+				return false, fmt.Sprintf("a local read on %s was served by %s", n, r.Header.Get("X-Served-By"))
+			}
+			if want == "" {
+				want = got
+			} else if got != want {
+				return false, fmt.Sprintf("%s on the master %s, %s on %s", want, master, got, n)
+			}
 		}
-		if want == "" {
-			want = got
-		} else if got != want {
-			t.Fatalf("%s reads %s on the master %s but %s on %s (whose placement is %+v)", path, want, master, got, n, c.Node(n).Placement(p))
-		}
-	}
-	return want
+		return true, ""
+	})
 }
 
 func TestReplicasConvergeToTheMaster(t *testing.T) {
@@ -263,5 +271,80 @@ func TestReadsHonourTokensAndFailOver(t *testing.T) {
 	r := c.Node(other).Client(token).Do("GET", path, nil)
 	if r.Status != 200 || r.Header.Get("X-Served-By") != replica || r.JSON(t)["i"].(float64) != 20 {
 		t.Fatalf("read with the master unreachable: %d by %s: %s", r.Status, r.Header.Get("X-Served-By"), r.Body)
+	}
+}
+
+// Invariant 3: the master is cut off while clients write to it with write
+// concern 1; some of those writes never reach its replica, which takes
+// over. When the old master is back, every write it acknowledged is on the
+// current master or listed in its rollback collection, and its copy ends
+// identical to the master's.
+func TestUnreplicatedWritesOfAnOldMasterAreRolledBackNotLost(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	token := testnode.AdminToken(t)
+	user, p := userMasteredBy(t, c, "node1")
+	replica := c.Node("node1").Placement(p).Responsible[1]
+	old := c.Node("node1").Client(token)
+	base := "/v1/users/" + user + "/collections/c/documents/"
+	for i := 0; i < 5; i++ {
+		old.Do("PUT", fmt.Sprintf("%sbefore%d", base, i), `{"v":1}`)
+	}
+	waitConverged(t, c, 20*time.Second)
+
+	c.Faults.Isolate("node1", c.IDs())
+	acked := map[string]float64{}
+	for i := 0; ; i++ {
+		r, err := old.TryDo("PUT", fmt.Sprintf("%sisolated%d", base, i), `{"v":2}`)
+		if err != nil || r.Status != 201 {
+			break // the lease ran out: the old master stopped taking writes
+		}
+		acked[fmt.Sprintf("isolated%d", i)] = r.JSON(t)["_version"].(float64)
+	}
+	if r, _ := old.TryDo("PATCH", base+"before0", `{"v":3}`); r != nil && r.Status == 200 {
+		t.Log("a patch slipped in before the lease ran out")
+	}
+	if len(acked) == 0 {
+		t.Fatal("the isolated master acknowledged no write before its lease ran out; the test proves nothing")
+	}
+	testnode.Eventually(t, 20*time.Second, "the replica takes over", func() (bool, string) {
+		_, ok := c.Node(replica).Leases().Holds(p)
+		return ok, ""
+	})
+	c.Node(replica).Client(token).Do("PUT", base+"after", `{"v":4}`)
+	c.Faults.HealAll()
+	c.WaitForMasters(30 * time.Second)
+	c.WaitForReplicas(30 * time.Second)
+	waitConverged(t, c, 30*time.Second)
+
+	var kept struct {
+		RolledBack []struct {
+			ID      string `json:"id"`
+			Version int64  `json:"version"`
+		} `json:"rolled_back"`
+	}
+	r := old.Do("GET", "/v1/admin/rollback", nil)
+	if err := json.Unmarshal(r.Body, &kept); err != nil || r.Status != 200 {
+		t.Fatalf("rollback list: %d %s", r.Status, r.Body)
+	}
+	inRollback := map[string]bool{}
+	for _, k := range kept.RolledBack {
+		inRollback[k.ID] = true
+	}
+	master := c.Node(c.MasterOf(p)).Client(token)
+	onMaster, rolledBack := 0, 0
+	for id, v := range acked {
+		r := master.Do("GET", base+id, nil)
+		switch {
+		case r.Status == 200 && r.JSON(t)["_version"].(float64) >= v:
+			onMaster++
+		case inRollback[id]:
+			rolledBack++
+		default:
+			t.Errorf("write %s acknowledged by the old master is neither on the master (%d) nor in its rollback", id, r.Status)
+		}
+	}
+	t.Logf("%d writes acknowledged while cut off: %d on the current master, %d in the old master's rollback", len(acked), onMaster, rolledBack)
+	for _, id := range []string{"before0", "before1", "after", "isolated0"} {
+		sameEverywhere(t, c, token, user, id)
 	}
 }
