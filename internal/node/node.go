@@ -199,8 +199,9 @@ func (n *Node) leasePlan() lease.Plan {
 			up := func(id string) bool { return states[id] == cluster.Up && id != lapsed }
 			succession := shard.Succession(ring, p)
 			owner := succession[0]
+			a := n.table.Get(p)
 			if owner == n.cfg.NodeID {
-				return true // the preferred master always wants its partitions
+				return preferredMasterWants(a, owner, up)
 			}
 			if _, holding := n.leases.Holds(p); holding {
 				// Hand the partition back to the preferred master only once
@@ -208,15 +209,32 @@ func (n *Node) leasePlan() lease.Plan {
 				acked, known := n.shipper.Acked(owner, p)
 				return !up(owner) || !known || acked.Compare(n.writer.Position(p)) < 0
 			}
-			if up(owner) {
+			if up(owner) && preferredMasterWants(a, owner, up) {
 				return false
 			}
-			// The preferred master is gone: the partition goes to the first
+			// The preferred master is gone, or may not take the partition: the partition goes to the first
 			// available node of its responsible list (they hold copies of its
 			// data), then of its succession.
-			a := n.table.Get(p)
 			return shard.FirstAvailable(shard.TakeoverOrder(a.Responsible, succession), n.cfg.NodeID, up)
 		}}
+}
+
+// preferredMasterWants says whether a partition's preferred master should
+// campaign for it: when it holds a copy (it is in the responsible list),
+// when no master is known (a new cluster), or when nobody who holds a copy
+// is available. A preferred master without a copy (it was just added to the
+// peer list) waits: it must become a replica first, or it would take the
+// partition over empty.
+func preferredMasterWants(a shard.Assignment, owner string, up func(string) bool) bool {
+	if a.Master == "" || a.Master == owner || slices.Contains(a.Responsible, owner) {
+		return true
+	}
+	for _, m := range a.Responsible {
+		if up(m) {
+			return false
+		}
+	}
+	return !up(a.Master)
 }
 
 // masterChanged records a master this node became or learned of in the
