@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/shoal-db/shoal/replicate"
 )
 
 // Metrics are one node's Prometheus metrics, on a registry of their own so
@@ -63,4 +65,42 @@ func (m *Metrics) ObserveStore(op string, d time.Duration, err error) {
 func (m *Metrics) ObserveCommit(changes int, d time.Duration) {
 	m.commitChanges.Observe(float64(changes))
 	m.commitDuration.Observe(d.Seconds())
+}
+
+// ReplicationCollector exports, at each scrape, how far each replica is
+// behind on the partitions this node masters.
+type ReplicationCollector struct {
+	Lags   func() []replicate.Lag
+	behind *prometheus.Desc
+	catch  *prometheus.Desc
+}
+
+// NewReplicationCollector describes the replication metrics.
+func NewReplicationCollector(lags func() []replicate.Lag) *ReplicationCollector {
+	return &ReplicationCollector{Lags: lags,
+		behind: prometheus.NewDesc("shoal_replication_behind_changes",
+			"Changes a replica has not acknowledged yet, summed over the partitions this node masters.", []string{"replica"}, nil),
+		catch: prometheus.NewDesc("shoal_replication_catching_up_partitions",
+			"Partitions this node masters that a replica is being caught up on.", []string{"replica"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *ReplicationCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.behind; ch <- c.catch }
+
+// Collect implements prometheus.Collector.
+func (c *ReplicationCollector) Collect(ch chan<- prometheus.Metric) {
+	behind, catching := map[string]float64{}, map[string]float64{}
+	for _, l := range c.Lags() {
+		behind[l.Replica] += float64(l.Behind)
+		if l.CatchUp {
+			catching[l.Replica]++
+		} else if _, ok := catching[l.Replica]; !ok {
+			catching[l.Replica] = 0
+		}
+	}
+	for r, v := range behind {
+		ch <- prometheus.MustNewConstMetric(c.behind, prometheus.GaugeValue, v, r)
+		ch <- prometheus.MustNewConstMetric(c.catch, prometheus.GaugeValue, catching[r], r)
+	}
 }

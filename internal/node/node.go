@@ -132,6 +132,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 			return n.writer.EpochStart(p, e)
 		},
 		Get: func(ctx context.Context, p int, key string) (*store.Doc, error) { return n.writer.Get(ctx, p, key) }})
+	metrics.Registry.MustRegister(api.NewReplicationCollector(n.shipper.Lags))
 	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes, OnCommitted: n.shipper.Committed,
 		ObserveBatch: metrics.ObserveCommit, Logger: log, Lease: n.leases.Holds, OnCommit: opts.OnCommit,
 		OnStaleEpoch: n.leases.Fence})

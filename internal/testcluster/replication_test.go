@@ -96,6 +96,10 @@ func TestReplicasConvergeToTheMaster(t *testing.T) {
 	for _, d := range docs {
 		sameEverywhere(t, c, token, d.user, d.id)
 	}
+	m := string(c.Nodes[0].Client("").Do("GET", "/metrics", nil).Body)
+	if !strings.Contains(m, "shoal_replication_behind_changes{replica=") {
+		t.Fatal("/metrics lacks the replication lag")
+	}
 }
 
 func TestReplicaRestartedMidStreamCatchesUp(t *testing.T) {
