@@ -19,11 +19,15 @@ type appliedDoc struct {
 	Partition int    `bson:"_id"`
 	Epoch     uint64 `bson:"e"`
 	Seq       uint64 `bson:"s"`
+	// Seen is the newest epoch seen in a batch: older ones stay refused
+	// after a restart.
+	Seen uint64 `bson:"seen"`
 }
 
 // Applied returns the position up to which this node holds a partition's
-// history as a replica (zero if never recorded).
-func (s *Store) Applied(ctx context.Context, partition int) (Position, error) {
+// history as a replica (zero if never recorded), and the newest epoch it has
+// seen from a master.
+func (s *Store) Applied(ctx context.Context, partition int) (Position, uint64, error) {
 	var d appliedDoc
 	err := s.timed("applied", func() error {
 		err := s.db.Collection(partitionsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: partition}}).Decode(&d)
@@ -35,13 +39,13 @@ func (s *Store) Applied(ctx context.Context, partition int) (Position, error) {
 		}
 		return nil
 	})
-	return Position{Epoch: d.Epoch, Seq: d.Seq}, err
+	return Position{Epoch: d.Epoch, Seq: d.Seq}, d.Seen, err
 }
 
-func (s *Store) saveApplied(ctx context.Context, partition int, pos Position) error {
+func (s *Store) saveApplied(ctx context.Context, partition int, pos Position, seen uint64) error {
 	return s.timed("applied_save", func() error {
 		_, err := s.db.Collection(partitionsCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: partition}},
-			appliedDoc{Partition: partition, Epoch: pos.Epoch, Seq: pos.Seq}, options.Replace().SetUpsert(true))
+			appliedDoc{Partition: partition, Epoch: pos.Epoch, Seq: pos.Seq, Seen: seen}, options.Replace().SetUpsert(true))
 		if err != nil {
 			return fmt.Errorf("%w: recording the applied position of partition %d: %v", ErrUnavailable, partition, err)
 		}
@@ -198,6 +202,7 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	if applied.Compare(b.From) < 0 {
 		return res(ErrGap)
 	}
+	seenBefore := p.epochSeen
 	p.epochSeen = max(p.epochSeen, b.Epoch)
 	var writes []write
 	newLast := last
@@ -233,8 +238,8 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	if b.UpTo.Compare(next) > 0 {
 		next = b.UpTo
 	}
-	if next != applied {
-		if err := w.store.saveApplied(w.ctx, p.id, next); err != nil {
+	if next != applied || p.epochSeen != seenBefore {
+		if err := w.store.saveApplied(w.ctx, p.id, next, p.epochSeen); err != nil {
 			return res(err)
 		}
 	}
@@ -298,12 +303,12 @@ func (w *Writer) restore(p *partition, b *Batch) ApplyResult {
 	if err != nil {
 		return ApplyResult{Err: err}
 	}
-	if err := w.store.saveApplied(w.ctx, p.id, b.UpTo); err != nil {
+	seen := max(p.epochSeen, b.Epoch)
+	if err := w.store.saveApplied(w.ctx, p.id, b.UpTo, seen); err != nil {
 		return ApplyResult{Err: err}
 	}
 	p.mu.Lock()
-	p.applied, p.last = b.UpTo, last
-	p.epochSeen = max(p.epochSeen, b.Epoch)
+	p.applied, p.last, p.epochSeen = b.UpTo, last, seen
 	p.mu.Unlock()
 	return ApplyResult{Applied: b.UpTo, Epoch: b.Epoch}
 }
@@ -321,7 +326,7 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 	for _, n := range names {
 		exists[n] = true
 	}
-	applied := map[int]Position{}
+	applied := map[int]appliedDoc{}
 	cur, err := w.store.db.Collection(partitionsCollection).Find(ctx, bson.D{})
 	if err != nil {
 		return fmt.Errorf("%w: reading applied positions: %v", ErrUnavailable, err)
@@ -332,7 +337,7 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 			cur.Close(ctx)
 			return err
 		}
-		applied[d.Partition] = Position{Epoch: d.Epoch, Seq: d.Seq}
+		applied[d.Partition] = d
 	}
 	cur.Close(ctx)
 	for _, p := range w.parts {
@@ -342,8 +347,9 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 				return err
 			}
 		}
+		a := applied[p.id]
 		p.mu.Lock()
-		p.last, p.applied, p.loaded = last, applied[p.id], true
+		p.last, p.applied, p.epochSeen, p.loaded = last, Position{Epoch: a.Epoch, Seq: a.Seq}, a.Seen, true
 		p.mu.Unlock()
 	}
 	return nil

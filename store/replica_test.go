@@ -56,8 +56,17 @@ func TestApplyIsIdempotentFencedAndGapless(t *testing.T) {
 		t.Fatal("a refused batch wrote a document")
 	}
 	// The applied position is durable.
-	if p, err := s.Applied(ctx, 0); err != nil || p != (Position{Epoch: 3, Seq: 4}) {
-		t.Fatalf("stored applied position %v %v", p, err)
+	if p, seen, err := s.Applied(ctx, 0); err != nil || p != (Position{Epoch: 3, Seq: 4}) || seen != 3 {
+		t.Fatalf("stored applied position %v, newest epoch %d, %v", p, seen, err)
+	}
+	// After a restart the newest epoch seen still refuses older masters.
+	w2 := NewWriter(s, 1, WriterOptions{})
+	defer w2.Close(ctx)
+	if err := w2.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := w2.Apply(ctx, stale); !errors.Is(r.Err, ErrStaleEpoch) {
+		t.Fatalf("stale epoch after a restart: %+v", r)
 	}
 	// A master takes no batches for its own partition.
 	m := NewWriter(s, 1, WriterOptions{Lease: func(int) (uint64, bool) { return 9, true }})

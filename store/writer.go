@@ -504,12 +504,12 @@ func (w *Writer) load(p *partition) error {
 	if err != nil {
 		return err
 	}
-	applied, err := w.store.Applied(w.ctx, p.id)
+	applied, seen, err := w.store.Applied(w.ctx, p.id)
 	if err != nil {
 		return err
 	}
 	p.mu.Lock()
-	p.last, p.applied, p.loaded = last, applied, true
+	p.last, p.applied, p.epochSeen, p.loaded = last, applied, seen, true
 	p.mu.Unlock()
 	return nil
 }
