@@ -76,7 +76,8 @@ func ToWire(b store.Batch) WireBatch {
 	w := WireBatch{Partition: b.Partition, Epoch: b.Epoch, EpochStart: b.EpochStart, From: b.From, UpTo: b.UpTo,
 		Docs: make([]WireDoc, len(b.Docs)), Restore: b.Restore, Absent: b.Absent}
 	for i, d := range b.Docs {
-		w.Docs[i] = WireDoc{User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version, Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body}
+		w.Docs[i] = WireDoc{User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version, Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated,
+			Body: d.Body}
 	}
 	return w
 }

@@ -206,7 +206,44 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	p.epochSeen = max(p.epochSeen, b.Epoch)
 	var writes []write
 	newLast := last
-	for _, d := range b.Docs {
+	// Documents this node has no cached state of are first inserted,
+	// without a lookup (a lookup costs the embedded store a scan): most are
+	// new here (new documents, a replica being filled). One already stored
+	// shows up as a duplicate and goes the slow way, compared by position.
+	var created []*Doc
+	rest := b.Docs
+	if !b.Restore {
+		rest = nil
+		for _, d := range b.Docs {
+			if _, cached := w.cache.get(d.Key); !cached {
+				created = append(created, d)
+			} else {
+				rest = append(rest, d)
+			}
+		}
+	}
+	if len(created) > 0 {
+		p.commits.Add(1)
+		dups, err := w.store.insertNew(w.ctx, p.id, created)
+		for _, d := range created {
+			if !dups[d.Key] {
+				w.cache.put(d.Key, d)
+				if d.Pos.Compare(newLast) > 0 {
+					newLast = d.Pos
+				}
+			}
+		}
+		p.commits.Add(1)
+		if err != nil {
+			return res(err)
+		}
+		for _, d := range created {
+			if dups[d.Key] {
+				rest = append(rest, d)
+			}
+		}
+	}
+	for _, d := range rest {
 		cur, err := w.current(p, d.Key, false)
 		if err != nil {
 			return res(err)
@@ -353,4 +390,36 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 		p.mu.Unlock()
 	}
 	return nil
+}
+
+// insertNew inserts documents that should be new here, in one unordered
+// write; it returns the keys that were already stored (left untouched).
+func (s *Store) insertNew(ctx context.Context, partition int, docs []*Doc) (map[string]bool, error) {
+	if err := s.acquireWrite(ctx); err != nil {
+		return nil, err
+	}
+	defer s.releaseWrite()
+	recs := make([]any, len(docs))
+	for i, d := range docs {
+		recs[i] = d.toBSON()
+	}
+	dups := map[string]bool{}
+	err := s.timed("insert_new", func() error {
+		_, err := s.db.Collection(CollectionName(partition)).InsertMany(ctx, recs, options.InsertMany().SetOrdered(false))
+		if err == nil {
+			return nil
+		}
+		var bwe mongo.BulkWriteException
+		if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
+			return fmt.Errorf("%w: inserting %d documents: %v", ErrUnavailable, len(docs), err)
+		}
+		for _, we := range bwe.WriteErrors {
+			if we.Code != 11000 || we.Index < 0 || we.Index >= len(docs) {
+				return fmt.Errorf("%w: inserting %d documents: %v", ErrUnavailable, len(docs), err)
+			}
+			dups[docs[we.Index].Key] = true
+		}
+		return nil
+	})
+	return dups, err
 }

@@ -48,11 +48,16 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		"writes of one user share a partition and so a group commit")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each phase runs")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the whole run (node included when it is its own) to this file")
+	clusterMode := fs.Bool("cluster", false, "measure a running cluster: writes to the master and forwarded, 1 and majority, and replication lag")
+	urls := fs.String("urls", "", "with --cluster: the nodes' URLs, comma separated (default: those of the shoal dev directory --dir)")
+	dir := fs.String("dir", ".shoal-dev", "with --cluster: a shoal dev directory for the default --urls and --token")
+	lagWrites := fs.Int("lag-writes", 500, "with --cluster: how many writes measure the replication lag")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: shoal bench [--url URL --token TOKEN] [flags]")
 		fmt.Fprintln(stderr, "Drives REST writes (POST) then point reads (GET) and prints ops/s and latency percentiles.")
 		fmt.Fprintln(stderr, "With a node of its own, it then drives the same workload straight at the same store with the")
 		fmt.Fprintln(stderr, "MongoDB driver (one insertOne per document, findOne by _id) and prints the ratio Shoal/raw.")
+		fmt.Fprintln(stderr, "With --cluster it measures a running cluster (default: the one `shoal dev` runs) instead.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -64,6 +69,15 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	if o.clients < 1 || o.users < 1 || o.docBytes < 1 || o.duration <= 0 {
 		fmt.Fprintln(stderr, "shoal bench: --clients, --users, --doc-bytes and --duration must be positive")
 		return 2
+	}
+	if *clusterMode {
+		list, tok, err := clusterTargets(*urls, o.token, *dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
+			return 2
+		}
+		o.token = tok
+		return clusterBench(o, list, max(*lagWrites, 1), stdout, stderr)
 	}
 	if (o.url == "") != (o.token == "") {
 		fmt.Fprintln(stderr, "shoal bench: --url and --token go together")
