@@ -134,9 +134,9 @@ type Config struct {
 	// Epoch is the epoch this node masters a partition at (ok false: not
 	// master).
 	Epoch func(partition int) (uint64, bool)
-	// EpochStart is the position this node's epoch of a partition started
-	// from.
-	EpochStart func(partition int) store.Position
+	// EpochStart is the position this node's given epoch of a partition
+	// started from.
+	EpochStart func(partition int, epoch uint64) store.Position
 	// Get reads the master's current state of a document (ErrNotFound: no
 	// record), to restore a replica after a rollback.
 	Get func(ctx context.Context, partition int, key string) (*store.Doc, error)
@@ -415,11 +415,19 @@ func (s *Shipper) round(d *dest) (bool, error) {
 	for _, p := range parts {
 		pr := d.parts[p]
 		epoch, master := s.cfg.Epoch(p)
-		if !master || !slices.Contains(s.cfg.Replicas(p), d.id) {
+		if !master {
+			// No longer master (a handoff, or the lease ran out): what was
+			// committed while it was still goes out, the tail of its tenure,
+			// but nothing is caught up from here any more.
+			if !pr.known || pr.catchUp {
+				pr.queue, pr.queued = nil, 0
+				continue
+			}
+		} else if !slices.Contains(s.cfg.Replicas(p), d.id) {
 			pr.queue, pr.queued = nil, 0
 			continue
 		}
-		if pr.known && !pr.catchUp {
+		if master && pr.known && !pr.catchUp {
 			// The queue can bring the replica up to date only if it starts
 			// where the replica is.
 			last, ok := s.committed[p]
@@ -445,7 +453,7 @@ func (s *Shipper) round(d *dest) (bool, error) {
 			if b.UpTo.Compare(pr.acked) <= 0 {
 				continue // already held
 			}
-			b.Epoch, b.EpochStart = epoch, s.cfg.EpochStart(p)
+			b.EpochStart = s.cfg.EpochStart(p, b.Epoch) // b.Epoch: the epoch it was committed at
 			req.Batches = append(req.Batches, ToWire(b))
 			docs += len(b.Docs)
 		}
@@ -532,7 +540,7 @@ func (s *Shipper) restore(d *dest, p int, keys []string) error {
 	if !master {
 		return nil
 	}
-	start := s.cfg.EpochStart(p)
+	start := s.cfg.EpochStart(p, epoch)
 	s.log.Info("restoring a replica's rolled back documents", "replica", d.id, "partition", p, "documents", len(keys))
 	for len(keys) > 0 {
 		chunk := keys[:min(len(keys), restoreChunk)]
@@ -571,7 +579,7 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	if !known {
 		// Probe: an empty batch from the zero position learns where the
 		// replica is (it answers "gap" with its applied position, or ok).
-		return s.send(d, Request{Batches: []WireBatch{{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p)}}})
+		return s.send(d, Request{Batches: []WireBatch{{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p, epoch)}}})
 	}
 	target := s.cfg.Last(p)
 	s.mu.Lock()
@@ -598,7 +606,7 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		if last {
 			upTo = target
 		}
-		b := store.Batch{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p), From: acked, UpTo: upTo, Docs: chunk}
+		b := store.Batch{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p, epoch), From: acked, UpTo: upTo, Docs: chunk}
 		if err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}}); err != nil {
 			return err
 		}

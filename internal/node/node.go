@@ -122,16 +122,13 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		return nil, err
 	}
 	n.shipper = replicate.New(replicate.Config{Self: cfg.NodeID, Logger: log, MaxQueued: opts.ReplicationQueue,
-		Replicas: n.replicasOf,
-		Send:     replicaTransport{cl}.Send,
-		Scan:     st.ScanAfter,
-		Last:     func(p int) store.Position { return n.writer.Position(p) },
-		Epoch:    n.leases.Holds,
-		EpochStart: func(p int) store.Position {
-			e, _ := n.leases.Holds(p)
-			return n.writer.EpochStart(p, e)
-		},
-		Get: func(ctx context.Context, p int, key string) (*store.Doc, error) { return n.writer.Get(ctx, p, key) }})
+		Replicas:   n.replicasOf,
+		Send:       replicaTransport{cl}.Send,
+		Scan:       st.ScanAfter,
+		Last:       func(p int) store.Position { return n.writer.Position(p) },
+		Epoch:      n.leases.Holds,
+		EpochStart: func(p int, epoch uint64) store.Position { return n.writer.EpochStart(p, epoch) },
+		Get:        func(ctx context.Context, p int, key string) (*store.Doc, error) { return n.writer.Get(ctx, p, key) }})
 	metrics.Registry.MustRegister(api.NewReplicationCollector(n.shipper.Lags))
 	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes, OnCommitted: n.shipper.Committed,
 		ObserveBatch: metrics.ObserveCommit, Logger: log, Lease: n.leases.Holds, OnCommit: opts.OnCommit,

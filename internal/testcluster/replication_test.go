@@ -334,7 +334,13 @@ func TestUnreplicatedWritesOfAnOldMasterAreRolledBackNotLost(t *testing.T) {
 	for _, k := range kept.RolledBack {
 		inRollback[k.ID] = true
 	}
-	master := c.Node(c.MasterOf(p)).Client(token)
+	// The preferred master may be taking its partition back right now.
+	var masterID string
+	testnode.Eventually(t, 20*time.Second, "a master for the partition", func() (bool, string) {
+		masterID = c.MasterOf(p)
+		return masterID != "", "none"
+	})
+	master := c.Node(masterID).Client(token)
 	onMaster, rolledBack := 0, 0
 	for id, v := range acked {
 		r := master.Do("GET", base+id, nil)
