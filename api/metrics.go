@@ -73,6 +73,7 @@ type ReplicationCollector struct {
 	Lags   func() []replicate.Lag
 	behind *prometheus.Desc
 	catch  *prometheus.Desc
+	lag    *prometheus.Desc
 }
 
 // NewReplicationCollector describes the replication metrics.
@@ -82,17 +83,24 @@ func NewReplicationCollector(lags func() []replicate.Lag) *ReplicationCollector 
 			"Changes a replica has not acknowledged yet, summed over the partitions this node masters.", []string{"replica"}, nil),
 		catch: prometheus.NewDesc("shoal_replication_catching_up_partitions",
 			"Partitions this node masters that a replica is being caught up on.", []string{"replica"}, nil),
+		lag: prometheus.NewDesc("shoal_replication_lag_seconds",
+			"Age of the oldest change a replica has not acknowledged, over the partitions this node masters.", []string{"replica"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
-func (c *ReplicationCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.behind; ch <- c.catch }
+func (c *ReplicationCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.behind
+	ch <- c.catch
+	ch <- c.lag
+}
 
 // Collect implements prometheus.Collector.
 func (c *ReplicationCollector) Collect(ch chan<- prometheus.Metric) {
-	behind, catching := map[string]float64{}, map[string]float64{}
+	behind, catching, lag := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for _, l := range c.Lags() {
 		behind[l.Replica] += float64(l.Behind)
+		lag[l.Replica] = max(lag[l.Replica], float64(l.LagMs)/1000)
 		if l.CatchUp {
 			catching[l.Replica]++
 		} else if _, ok := catching[l.Replica]; !ok {
@@ -102,5 +110,6 @@ func (c *ReplicationCollector) Collect(ch chan<- prometheus.Metric) {
 	for r, v := range behind {
 		ch <- prometheus.MustNewConstMetric(c.behind, prometheus.GaugeValue, v, r)
 		ch <- prometheus.MustNewConstMetric(c.catch, prometheus.GaugeValue, catching[r], r)
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, lag[r], r)
 	}
 }

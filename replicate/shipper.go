@@ -156,6 +156,9 @@ type progress struct {
 	queue   []store.Batch
 	queued  int // documents in queue
 	lastAck time.Time
+	// behindSince is when the oldest change the replica has not
+	// acknowledged was committed (zero when it is up to date).
+	behindSince time.Time
 }
 
 // Shipper replicates every partition this node masters: one sender
@@ -241,6 +244,9 @@ func (s *Shipper) Committed(b store.Batch) {
 		if pr == nil {
 			pr = &progress{}
 			d.parts[b.Partition] = pr
+		}
+		if pr.behindSince.IsZero() {
+			pr.behindSince = time.Now()
 		}
 		if !pr.catchUp {
 			if pr.queued+len(b.Docs) > s.cfg.MaxQueued {
@@ -331,7 +337,10 @@ type Lag struct {
 	Partition int            `json:"partition"`
 	Acked     store.Position `json:"acked"`
 	Behind    uint64         `json:"behind"`
-	CatchUp   bool           `json:"catching_up"`
+	// LagMs is how long ago the oldest change the replica has not
+	// acknowledged was committed (0 when it is up to date).
+	LagMs   int64 `json:"lag_ms"`
+	CatchUp bool  `json:"catching_up"`
 }
 
 // Lags lists the progress of every replica.
@@ -346,6 +355,9 @@ func (s *Shipper) Lags() []Lag {
 			}
 			last := s.cfg.Last(p)
 			l := Lag{Replica: d.id, Partition: p, Acked: pr.acked, CatchUp: pr.catchUp || !pr.known}
+			if !pr.behindSince.IsZero() {
+				l.LagMs = time.Since(pr.behindSince).Milliseconds()
+			}
 			if last.Seq > pr.acked.Seq {
 				l.Behind = last.Seq - pr.acked.Seq
 			}
@@ -497,6 +509,9 @@ func (s *Shipper) send(d *dest, req Request) error {
 		switch r.Code {
 		case "ok":
 			pr.acked, pr.known, pr.lastAck = r.Applied, true, time.Now()
+			if pr.acked.Compare(s.committed[r.Partition]) >= 0 {
+				pr.behindSince = time.Time{}
+			}
 		case "gap":
 			pr.acked, pr.known, pr.catchUp = r.Applied, true, true
 		case "diverged":

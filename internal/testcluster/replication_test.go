@@ -97,8 +97,10 @@ func TestReplicasConvergeToTheMaster(t *testing.T) {
 		sameEverywhere(t, c, token, d.user, d.id)
 	}
 	m := string(c.Nodes[0].Client("").Do("GET", "/metrics", nil).Body)
-	if !strings.Contains(m, "shoal_replication_behind_changes{replica=") {
-		t.Fatal("/metrics lacks the replication lag")
+	for _, want := range []string{"shoal_replication_behind_changes{replica=", "shoal_replication_lag_seconds{replica="} {
+		if !strings.Contains(m, want) {
+			t.Fatalf("/metrics lacks %s", want)
+		}
 	}
 }
 
@@ -161,6 +163,25 @@ func TestMajorityWritesWaitForAReplica(t *testing.T) {
 	r := cl.Do("PUT", path+"b", `{}`, "X-Write-Concern", "majority", "X-Write-Timeout", "700ms")
 	if r.Status != 504 || !strings.Contains(string(r.Body), "1 of 2 copies") {
 		t.Fatalf("majority write with its replica cut off: %d %s", r.Status, r.Body)
+	}
+	// The master shows the replica behind, in changes and in time.
+	var view struct {
+		Replication []struct {
+			Replica   string `json:"replica"`
+			Partition int    `json:"partition"`
+			Behind    uint64 `json:"behind"`
+			LagMs     int64  `json:"lag_ms"`
+		} `json:"replication"`
+	}
+	json.Unmarshal(cl.Do("GET", "/v1/cluster", nil).Body, &view)
+	shown := false
+	for _, l := range view.Replication {
+		if l.Replica == replica && l.Partition == p && l.Behind > 0 && l.LagMs >= 500 {
+			shown = true
+		}
+	}
+	if !shown {
+		t.Fatalf("/v1/cluster does not show %s behind on partition %d: %+v", replica, p, view.Replication)
 	}
 	c.Faults.HealAll()
 	if r := cl.Do("PUT", path+"c", `{}`, "X-Write-Concern", "all", "X-Write-Timeout", "10s"); r.Status != 201 {
