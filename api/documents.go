@@ -367,6 +367,7 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	deleted := 0
+	var last store.Position // the newest deletion, for the write concern
 	for start := 0; start < len(docs); start += eraseChunk {
 		chunk := docs[start:min(start+eraseChunk, len(docs))]
 		ops := make([]store.Op, len(chunk))
@@ -383,11 +384,20 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 			switch {
 			case res.Err == nil:
 				deleted++
+				if res.Doc.Pos.Compare(last) > 0 {
+					last = res.Doc.Pos
+				}
 			case errors.Is(res.Err, errAlreadyGone):
 			default:
 				writeProblem(w, storeProblem(fmt.Errorf("erased %d documents of %d, then: %w", deleted, len(docs), res.Err)))
 				return
 			}
+		}
+	}
+	if deleted > 0 {
+		if prob := s.awaitWriteConcern(r, p, last); prob != nil {
+			writeProblem(w, prob)
+			return
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted})

@@ -89,7 +89,7 @@ func FromWire(w WireBatch) store.Batch {
 		Docs: make([]*store.Doc, len(w.Docs)), Restore: w.Restore, Absent: w.Absent}
 	for i, d := range w.Docs {
 		b.Docs[i] = &store.Doc{Key: store.DocKey(d.User, d.Coll, d.ID), User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version,
-			Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body}
+			Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body, Size: approxSize(d.Body)}
 	}
 	return b
 }
@@ -681,4 +681,25 @@ func normalize(v any) any {
 		return x
 	}
 	return v
+}
+
+// approxSize estimates a body's encoded size for the replica's cache budget.
+func approxSize(v any) int {
+	switch x := v.(type) {
+	case map[string]any:
+		n := 8
+		for k, e := range x {
+			n += len(k) + 4 + approxSize(e)
+		}
+		return n
+	case []any:
+		n := 8
+		for _, e := range x {
+			n += approxSize(e)
+		}
+		return n
+	case string:
+		return len(x) + 4
+	}
+	return 8
 }
