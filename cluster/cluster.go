@@ -305,9 +305,6 @@ func (c *Cluster) PeerURL(id string) (string, bool) {
 	return p.URL, ok
 }
 
-// ID is this node's id.
-func (c *Cluster) ID() string { return c.cfg.NodeID }
-
 // Send sends req to the peer id: req's URL is resolved against the peer's
 // URL from the peer list (only peers of the list are ever sent to, so a
 // client's token never leaves the cluster). With sign, the request is

@@ -12,11 +12,12 @@ import (
 	"github.com/shoal-db/shoal/store"
 )
 
-// Batch is what a node sends one voter at a time: requests and releases for
-// every partition it campaigns for, renews or gives up, in one message.
+// Batch is what a node sends one voter at a time: the requests of every
+// partition it campaigns for or renews, in one message. (A node that steps
+// down sends no release: it lets its lease run out, so that a commit that
+// passed its lease check just before cannot overlap the next master.)
 type Batch struct {
 	Requests []Request `json:"requests,omitempty"`
-	Releases []Release `json:"releases,omitempty"`
 }
 
 // Transport carries a batch to a voter and brings back its decisions, one per
@@ -148,14 +149,6 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 	return m, nil
 }
 
-// Learn tells the holder of an epoch seen elsewhere (the partition's stored
-// history), so its next proposal is higher.
-func (m *Manager) Learn(partition int, epoch uint64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.holder.Learn(partition, epoch)
-}
-
 // Fence is told that partition's stored history already has positions at
 // epoch newest, above the lease this node holds: it gives the lease up and
 // campaigns next time above newest.
@@ -221,9 +214,6 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 	for _, r := range b.Requests {
 		parts = append(parts, r.Partition)
 	}
-	for _, r := range b.Releases {
-		parts = append(parts, r.Partition)
-	}
 	slices.Sort(parts)
 	parts = slices.Compact(parts)
 	parts = slices.DeleteFunc(parts, func(p int) bool { return p < 0 || p >= m.cfg.Partitions })
@@ -257,14 +247,6 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 		}
 		next[req.Partition] = n
 		out[i] = d
-	}
-	for _, rel := range b.Releases {
-		if rel.Partition < 0 || rel.Partition >= m.cfg.Partitions {
-			continue
-		}
-		if n, changed := DecideRelease(current(rel.Partition), rel, now); changed {
-			next[rel.Partition] = n
-		}
 	}
 	// A new grant is durable before it is announced, so a restarted voter
 	// never grants the same epoch to someone else.
@@ -366,7 +348,7 @@ func (m *Manager) Round(ctx context.Context) {
 	voters := m.holder.Voters()
 	m.mu.Unlock()
 
-	if len(b.Requests) > 0 || len(b.Releases) > 0 {
+	if len(b.Requests) > 0 {
 		m.send(ctx, voters, b, now)
 	}
 	m.report(now)

@@ -120,7 +120,6 @@ func Apply(ctx context.Context, w *store.Writer, req Request) Response {
 
 // Config wires a Shipper to its node.
 type Config struct {
-	Self string
 	// Replicas returns the replicas of a partition this node masters (none
 	// when it does not).
 	Replicas func(partition int) []string
@@ -155,7 +154,6 @@ type progress struct {
 	catchUp bool           // the queue cannot bring it up to date
 	queue   []store.Batch
 	queued  int // documents in queue
-	lastAck time.Time
 	// behindSince is when the oldest change the replica has not
 	// acknowledged was committed (zero when it is up to date).
 	behindSince time.Time
@@ -508,7 +506,7 @@ func (s *Shipper) send(d *dest, req Request) error {
 		}
 		switch r.Code {
 		case "ok":
-			pr.acked, pr.known, pr.lastAck = r.Applied, true, time.Now()
+			pr.acked, pr.known = r.Applied, true
 			if pr.acked.Compare(s.committed[r.Partition]) >= 0 {
 				pr.behindSince = time.Time{}
 			}

@@ -241,8 +241,8 @@ func (w *Writer) EpochStart(partition int, epoch uint64) Position {
 	return p.last
 }
 
-// Position returns the newest committed position of a partition (zero until
-// the partition's writer has started).
+// Position returns the newest position stored for a partition (read from the
+// store by LoadAll, or on the partition's first use).
 func (w *Writer) Position(partition int) Position {
 	p := w.parts[partition]
 	p.mu.Lock()

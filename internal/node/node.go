@@ -34,15 +34,13 @@ type Node struct {
 	shipper *replicate.Shipper
 	started time.Time
 
-	startMu    sync.Mutex
-	epochStart map[int]store.Position // where this node's current epoch of each partition it masters began
-	table      *shard.Table
-	place      *placement
-	stop       context.CancelFunc
-	running    sync.WaitGroup
-	server     *http.Server
-	listener   net.Listener
-	served     chan error
+	table    *shard.Table
+	place    *placement
+	stop     context.CancelFunc
+	running  sync.WaitGroup
+	server   *http.Server
+	listener net.Listener
+	served   chan error
 }
 
 // Options are the parts tests replace; production uses the zero value.
@@ -104,7 +102,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		st.Close(ctx)
 		return nil, err
 	}
-	place := &placement{self: cfg.NodeID, partitions: cfg.PartitionCount, cluster: cl, log: log}
+	place := &placement{partitions: cfg.PartitionCount, cluster: cl, log: log}
 	if place.Ring() == nil {
 		cl.Close()
 		ln.Close()
@@ -121,7 +119,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		st.Close(ctx)
 		return nil, err
 	}
-	n.shipper = replicate.New(replicate.Config{Self: cfg.NodeID, Logger: log, MaxQueued: opts.ReplicationQueue,
+	n.shipper = replicate.New(replicate.Config{Logger: log, MaxQueued: opts.ReplicationQueue,
 		Replicas:   n.replicasOf,
 		Send:       replicaTransport{cl}.Send,
 		Scan:       st.ScanAfter,

@@ -20,7 +20,6 @@ import (
 // manager wants: the ring (rebuilt when the list changes), the voters and,
 // per partition, whether this node should be master.
 type placement struct {
-	self       string
 	partitions int
 	cluster    *cluster.Cluster
 	log        *slog.Logger
