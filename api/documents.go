@@ -136,7 +136,7 @@ func (s *Server) createDocument(w http.ResponseWriter, r *http.Request) {
 			return store.Next{Body: body, Size: len(data)}, nil
 		}})
 	if res.Err != nil {
-		writeProblem(w, storeProblem(res.Err))
+		s.storeError(w, r, res.Err)
 		return
 	}
 	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
@@ -156,7 +156,7 @@ func (s *Server) getDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		writeProblem(w, storeProblem(err))
+		s.storeError(w, r, err)
 		return
 	}
 	writeDocument(w, http.StatusOK, p, d)
@@ -194,7 +194,7 @@ func (s *Server) putDocument(w http.ResponseWriter, r *http.Request) {
 			return store.Next{Body: body, Size: len(data)}, nil
 		}})
 	if res.Err != nil {
-		writeProblem(w, storeProblem(res.Err))
+		s.storeError(w, r, res.Err)
 		return
 	}
 	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
@@ -246,7 +246,7 @@ func (s *Server) patchDocument(w http.ResponseWriter, r *http.Request) {
 			return store.Next{Body: merged, Size: cur.Size + len(data)}, nil
 		}})
 	if res.Err != nil {
-		writeProblem(w, storeProblem(res.Err))
+		s.storeError(w, r, res.Err)
 		return
 	}
 	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
@@ -275,7 +275,7 @@ func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
 			return store.Next{Delete: true}, nil
 		}})
 	if res.Err != nil {
-		writeProblem(w, storeProblem(res.Err))
+		s.storeError(w, r, res.Err)
 		return
 	}
 	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
@@ -325,7 +325,7 @@ func (s *Server) queryDocuments(w http.ResponseWriter, r *http.Request) {
 	}
 	docs, err := s.store.Scan(r.Context(), s.partitionOf(user), user, coll)
 	if err != nil {
-		writeProblem(w, storeProblem(err))
+		s.storeError(w, r, err)
 		return
 	}
 	rendered := make([]map[string]any, len(docs))
@@ -348,7 +348,7 @@ func (s *Server) listCollections(w http.ResponseWriter, r *http.Request) {
 	user := chi.URLParam(r, "user")
 	colls, err := s.store.Collections(r.Context(), s.partitionOf(user), user)
 	if err != nil {
-		writeProblem(w, storeProblem(err))
+		s.storeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"collections": colls})
@@ -363,7 +363,7 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 	p := s.partitionOf(user)
 	docs, err := s.store.ScanUser(r.Context(), p, user)
 	if err != nil {
-		writeProblem(w, storeProblem(err))
+		s.storeError(w, r, err)
 		return
 	}
 	deleted := 0
@@ -389,7 +389,7 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 				}
 			case errors.Is(res.Err, errAlreadyGone):
 			default:
-				writeProblem(w, storeProblem(fmt.Errorf("erased %d documents of %d, then: %w", deleted, len(docs), res.Err)))
+				s.storeError(w, r, fmt.Errorf("erased %d documents of %d, then: %w", deleted, len(docs), res.Err))
 				return
 			}
 		}

@@ -19,6 +19,8 @@ type Metrics struct {
 	storeErrors     *prometheus.CounterVec
 	commitChanges   prometheus.Histogram
 	commitDuration  prometheus.Histogram
+	handoffs        *prometheus.CounterVec
+	handoffPause    prometheus.Histogram
 }
 
 // NewMetrics creates and registers the node's metrics.
@@ -47,8 +49,16 @@ func NewMetrics() *Metrics {
 			Name: "shoal_commit_duration_seconds", Help: "Time from starting a group commit to its end.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
 		}),
+		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_handoffs_total", Help: "Orderly handoffs of a partition's lease from this node, by outcome (done, abandoned).",
+		}, []string{"outcome"}),
+		handoffPause: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "shoal_handoff_write_pause_seconds", Help: "How long writes to a partition paused during a handoff from this node.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
 	}
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.storeDuration, m.storeErrors, m.commitChanges, m.commitDuration,
+		m.handoffs, m.handoffPause,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -65,6 +75,17 @@ func (m *Metrics) ObserveStore(op string, d time.Duration, err error) {
 func (m *Metrics) ObserveCommit(changes int, d time.Duration) {
 	m.commitChanges.Observe(float64(changes))
 	m.commitDuration.Observe(d.Seconds())
+}
+
+// ObserveHandoff records a handoff: done (the lease was released to the
+// receiver, writes paused for pause) or abandoned (writes resumed here).
+func (m *Metrics) ObserveHandoff(pause time.Duration, done bool) {
+	if !done {
+		m.handoffs.WithLabelValues("abandoned").Inc()
+		return
+	}
+	m.handoffs.WithLabelValues("done").Inc()
+	m.handoffPause.Observe(pause.Seconds())
 }
 
 // ReplicationCollector exports, at each scrape, how far each replica is

@@ -47,18 +47,6 @@ func (s *Server) clustered() bool {
 	return s.cfg.Cluster != nil && s.cfg.Leases != nil && s.cfg.Table != nil
 }
 
-// servedHere serves r locally, and says so, when this node is not part of a
-// cluster or masters the partition.
-func (s *Server) servedHere(w http.ResponseWriter, r *http.Request, partition int, local http.HandlerFunc) bool {
-	if s.clustered() {
-		if _, ok := s.cfg.Leases.Holds(partition); !ok {
-			return false
-		}
-	}
-	local(w, r)
-	return true
-}
-
 // misdirected answers 421 with the master and epoch this node believes in.
 func (s *Server) misdirected(w http.ResponseWriter, partition int) {
 	a := s.cfg.Table.Get(partition)
@@ -75,12 +63,24 @@ func (s *Server) misdirected(w http.ResponseWriter, partition int) {
 // request that reaches a node that is not the master gets 421 with the
 // master that node believes in; the forwarding node learns from it and
 // retries once. No master reachable: 503 with Retry-After.
+//
+// While the partition's lease is being handed to another node, the request
+// waits for the handoff to end; a write that was already queued here when
+// the lease moved is forwarded to the new master rather than refused.
 func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, local http.HandlerFunc) {
-	if s.servedHere(w, r, partition, local) {
+	if !s.clustered() {
+		local(w, r)
 		return
 	}
+	s.waitHandoff(r.Context(), partition)
 	if r.Header.Get(headerHop) != "" {
-		s.misdirected(w, partition)
+		if _, ok := s.cfg.Leases.Holds(partition); !ok {
+			s.misdirected(w, partition)
+			return
+		}
+		// A forwarded write that finds the lease gone meanwhile answers 421
+		// (see storeError), so the forwarding node learns and retries.
+		local(w, r.WithContext(context.WithValue(r.Context(), rerouteKey{}, &reroute{hop: true, partition: partition})))
 		return
 	}
 	var body []byte
@@ -90,6 +90,18 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 			writeProblem(w, prob)
 			return
 		}
+	}
+	if _, ok := s.cfg.Leases.Holds(partition); ok {
+		rr := &reroute{partition: partition}
+		lr := r.WithContext(context.WithValue(r.Context(), rerouteKey{}, rr))
+		lr.Body = io.NopCloser(bytes.NewReader(body))
+		local(w, lr)
+		if !rr.notMaster {
+			return
+		}
+		// The lease moved while the write waited in this node's queue:
+		// nothing was written; send it to the new master.
+		s.waitHandoff(r.Context(), partition)
 	}
 	tried := ""
 	for attempt := 0; attempt < 2; attempt++ {
@@ -126,6 +138,45 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 	}
 	writeProblem(w, unavailable(fmt.Sprintf("partition %d has no reachable master right now (a new one is chosen within LEASE_TTL); retry shortly", partition)))
 }
+
+// reroute marks a write served locally: if the partition's lease is gone
+// by the time its change reaches the writer, the handler leaves the answer
+// to route (which forwards it to the new master) instead of refusing it.
+type reroute struct {
+	partition int
+	hop       bool // a forwarded request: answer 421 instead
+	notMaster bool // set by storeError: nothing was written or answered
+}
+
+type rerouteKey struct{}
+
+// storeError answers a failed write or read. A write that found this node
+// no longer master is rerouted (see route) rather than refused.
+func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	if rr, ok := r.Context().Value(rerouteKey{}).(*reroute); ok && errors.Is(err, store.ErrNotMaster) {
+		if rr.hop {
+			s.misdirected(w, rr.partition)
+			return
+		}
+		rr.notMaster = true
+		return
+	}
+	writeProblem(w, storeProblem(err))
+}
+
+// waitHandoff waits (bounded by handoffWait) while the partition's lease is
+// being handed to another node.
+func (s *Server) waitHandoff(ctx context.Context, partition int) {
+	if s.cfg.Handoffs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, handoffWait)
+	defer cancel()
+	s.cfg.Handoffs.Wait(ctx, partition)
+}
+
+// handoffWait bounds how long a request waits for a handoff to end.
+const handoffWait = 5 * time.Second
 
 // learn takes the master a 421 answer names.
 func (s *Server) learn(partition int, h http.Header) {

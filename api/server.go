@@ -60,6 +60,24 @@ type Config struct {
 	// replication factor, or fewer when the cluster has fewer nodes that
 	// can hold one. Write concerns count against it.
 	Copies func() int
+	// Handoffs are the orderly moves of partition leases from this node to
+	// another, and this node's side of receiving one; nil: none.
+	Handoffs Handoffs
+}
+
+// Handoffs is what routing and the internal endpoints need from the node's
+// handoffs and promotions.
+type Handoffs interface {
+	// Wait returns once no handoff of the partition is in progress here
+	// (or ctx ends).
+	Wait(ctx context.Context, partition int)
+	// TakeOver is the receiving side of a handoff: the previous master has
+	// released the lease of partition after this node acknowledged its
+	// history up to from; campaign now and answer the new assignment.
+	TakeOver(ctx context.Context, partition int, from store.Position) (shard.Assignment, error)
+	// Positions is how far this node holds each partition's history (for
+	// a promotion: the most current copy takes over).
+	Positions(partitions []int) map[int]store.Position
 }
 
 // Replication is what write concerns need from the replication shipper.
@@ -163,6 +181,8 @@ func (s *Server) routes() chi.Router {
 		})
 		r.Post("/v1/lease", s.vote)
 		r.Post("/v1/replicate", s.replicate)
+		r.Post("/v1/takeover", s.takeOver)
+		r.Post("/v1/positions", s.positions)
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.requireAuth)
@@ -317,6 +337,57 @@ func (s *Server) replicate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, replicate.Apply(r.Context(), s.writer, req))
+}
+
+// TakeOverRequest asks a node to take a partition's lease now: its
+// previous master paused its writes, shipped its last changes (the node
+// acknowledged them up to From) and released the lease.
+type TakeOverRequest struct {
+	Partition int            `json:"partition"`
+	From      store.Position `json:"from"`
+}
+
+// takeOver is the receiving side of an orderly handoff.
+func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Handoffs == nil {
+		writeProblem(w, unavailable("this node takes no partitions"))
+		return
+	}
+	var req TakeOverRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable takeover request: "+err.Error()))
+		return
+	}
+	if req.Partition < 0 || req.Partition >= s.cfg.PartitionCount {
+		writeProblem(w, badRequest(TypeInvalidDocument, fmt.Sprintf("no partition %d", req.Partition)))
+		return
+	}
+	a, err := s.cfg.Handoffs.TakeOver(r.Context(), req.Partition, req.From)
+	if err != nil {
+		writeProblem(w, problem(http.StatusConflict, TypeUnavailable, "Takeover refused", err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+// PositionsRequest asks how far a node holds some partitions' histories.
+type PositionsRequest struct {
+	Partitions []int `json:"partitions"`
+}
+
+// positions answers how far this node holds each partition asked about.
+func (s *Server) positions(w http.ResponseWriter, r *http.Request) {
+	var req PositionsRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable positions request: "+err.Error()))
+		return
+	}
+	out := map[int]store.Position{}
+	if s.cfg.Handoffs != nil {
+		ps := slices.DeleteFunc(req.Partitions, func(p int) bool { return p < 0 || p >= s.cfg.PartitionCount })
+		out = s.cfg.Handoffs.Positions(ps)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // vote answers a batch of lease requests as this node's voter.

@@ -13,11 +13,14 @@ import (
 )
 
 // Batch is what a node sends one voter at a time: the requests of every
-// partition it campaigns for or renews, in one message. (A node that steps
-// down sends no release: it lets its lease run out, so that a commit that
-// passed its lease check just before cannot overlap the next master.)
+// partition it campaigns for or renews, in one message, and the leases it
+// releases. A node that merely stops wanting a partition sends no release:
+// it lets its lease run out, so that a commit that passed its lease check
+// just before cannot overlap the next master. Only an orderly handoff, which
+// has paused the partition's writer first, releases (see Release).
 type Batch struct {
 	Requests []Request `json:"requests,omitempty"`
+	Releases []Release `json:"releases,omitempty"`
 }
 
 // Transport carries a batch to a voter and brings back its decisions, one per
@@ -94,6 +97,11 @@ type Manager struct {
 
 	persistMu sync.Mutex // serialises writes of the votes
 	durable   map[int]store.LeaseVote
+
+	urgent  chan struct{} // wakes Run for a round now (Acquire)
+	roundMu sync.Mutex
+	rounded chan struct{} // closed and replaced after every round
+	eager   []bool        // partitions Acquire campaigns for without the retry delay (guarded by mu)
 }
 
 // NewManager loads this node's votes and prepares the holder.
@@ -126,7 +134,8 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, holder: h, lastVoters: voters, changedAt: changedAt,
 		attempt: make([]time.Time, cfg.Partitions), reported: make([]uint64, cfg.Partitions),
-		voterMu: make([]sync.Mutex, cfg.Partitions), records: make([]Record, cfg.Partitions)}
+		voterMu: make([]sync.Mutex, cfg.Partitions), records: make([]Record, cfg.Partitions),
+		urgent: make(chan struct{}, 1), rounded: make(chan struct{}), eager: make([]bool, cfg.Partitions)}
 	for p := range m.records {
 		m.records[p].Partition = p
 	}
@@ -214,6 +223,9 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 	for _, r := range b.Requests {
 		parts = append(parts, r.Partition)
 	}
+	for _, r := range b.Releases {
+		parts = append(parts, r.Partition)
+	}
 	slices.Sort(parts)
 	parts = slices.Compact(parts)
 	parts = slices.DeleteFunc(parts, func(p int) bool { return p < 0 || p >= m.cfg.Partitions })
@@ -233,6 +245,16 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 			return r
 		}
 		return m.records[p]
+	}
+	// Releases only shorten a lease: nothing to persist (expiries are not
+	// stored; a restarted voter waits one TTL anyway).
+	for _, rel := range b.Releases {
+		if rel.Partition < 0 || rel.Partition >= m.cfg.Partitions {
+			continue
+		}
+		if rec, ok := DecideRelease(current(rel.Partition), rel, now); ok {
+			next[rel.Partition] = rec
+		}
 	}
 	var votes []store.LeaseVote
 	for i, req := range b.Requests {
@@ -292,10 +314,86 @@ func (m *Manager) Run(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		m.Round(ctx)
+		m.roundMu.Lock()
+		close(m.rounded)
+		m.rounded = make(chan struct{})
+		m.roundMu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-m.urgent:
+		}
+	}
+}
+
+// Release gives up the lease of partition at once, on this node and on
+// every voter that answers, so that the next master need not wait for the
+// lease to run out. The caller must have stopped every write to the
+// partition first (the writer paused): a commit that passed its lease check
+// before the release could otherwise overlap the next master. It reports
+// whether this node held the lease.
+func (m *Manager) Release(ctx context.Context, partition int) bool {
+	m.mu.Lock()
+	rel, ok := m.holder.StepDown(partition)
+	voters := m.holder.Voters()
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	m.log.Info("releasing the lease for a handoff", "partition", partition, "epoch", rel.Epoch)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL/3)
+	defer cancel()
+	b := Batch{Releases: []Release{rel}}
+	var wg sync.WaitGroup
+	for _, v := range voters {
+		wg.Add(1)
+		go func(v string) {
+			defer wg.Done()
+			if v == m.cfg.Self {
+				m.Vote(ctx, b)
+				return
+			}
+			if _, err := m.cfg.Transport.Vote(ctx, v, b); err != nil {
+				m.log.Debug("lease voter did not take a release", "voter", v, "err", err)
+			}
+		}(v)
+	}
+	wg.Wait()
+	return true
+}
+
+// Acquire campaigns for partition now, without waiting for the next round
+// or the retry delay, and waits until this node holds it or ctx ends. The
+// plan must want the partition. A handoff's receiver calls it once the
+// previous master has released the lease.
+func (m *Manager) Acquire(ctx context.Context, partition int) (uint64, error) {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return 0, fmt.Errorf("no partition %d", partition)
+	}
+	m.mu.Lock()
+	m.eager[partition] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.eager[partition] = false
+		m.mu.Unlock()
+	}()
+	for {
+		if e, ok := m.Holds(partition); ok {
+			return e, nil
+		}
+		m.roundMu.Lock()
+		rounded := m.rounded
+		m.roundMu.Unlock()
+		select {
+		case m.urgent <- struct{}{}:
+		default:
+		}
+		select {
+		case <-rounded:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("partition %d not acquired: %w", partition, ctx.Err())
 		}
 	}
 }
@@ -339,7 +437,7 @@ func (m *Manager) Round(ctx context.Context) {
 		}
 		// Campaign at most once a round per partition while refused, so a
 		// lapsed lease is taken within a round of its end.
-		if now.Sub(m.attempt[p]) < m.cfg.TTL/8 {
+		if now.Sub(m.attempt[p]) < m.cfg.TTL/8 && !m.eager[p] {
 			continue
 		}
 		m.attempt[p] = now

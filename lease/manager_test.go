@@ -61,3 +61,64 @@ func TestVoterSetStepsSurviveARestart(t *testing.T) {
 		t.Fatalf("after the settle delay: %v", cur)
 	}
 }
+
+// voteVia is a transport that delivers every batch to one manager's voter.
+type voteVia struct{ voter *Manager }
+
+func (v voteVia) Vote(ctx context.Context, _ string, b Batch) ([]Decision, error) {
+	return v.voter.Vote(ctx, b), nil
+}
+
+// An orderly handoff: the holder releases its lease on the voters and the
+// next candidate acquires it at once with a higher epoch, long before the
+// released lease would have run out.
+func TestReleaseLetsTheNextHolderInAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open := func() *store.Store {
+		st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close(context.Background()) })
+		return st
+	}
+	plan := func() Plan { return Plan{Voters: []string{"a"}, Want: func(int) bool { return true }} }
+	const ttl = time.Minute
+	a, err := NewManager(ctx, ManagerConfig{Self: "a", Partitions: 1, TTL: ttl, Store: open(), Transport: cutNetwork{}, Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewManager(ctx, ManagerConfig{Self: "b", Partitions: 1, TTL: ttl, Store: open(), Transport: voteVia{a}, Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Round(ctx)
+	epochA, ok := a.Holds(0)
+	if !ok {
+		t.Fatal("a, the only voter, did not take the lease")
+	}
+	b.Round(ctx)
+	if _, ok := b.Holds(0); ok {
+		t.Fatal("b took a lease a holds")
+	}
+	if !a.Release(ctx, 0) {
+		t.Fatal("a had nothing to release")
+	}
+	if _, ok := a.Holds(0); ok {
+		t.Fatal("a still holds the lease it released")
+	}
+	go b.Run(ctx)
+	actx, acancel := context.WithTimeout(ctx, 10*time.Second) // far less than the TTL
+	defer acancel()
+	epochB, err := b.Acquire(actx, 0)
+	if err != nil {
+		t.Fatalf("b could not acquire the released lease: %v", err)
+	}
+	if epochB <= epochA {
+		t.Fatalf("b holds epoch %d, not above a's %d", epochB, epochA)
+	}
+	if a.Release(ctx, 0) {
+		t.Fatal("a released a lease it no longer holds")
+	}
+}

@@ -129,7 +129,16 @@ type request struct {
 	results []Result
 	apply   *Batch      // a replication batch instead of ops
 	applied ApplyResult // its outcome
+	pause   *pause      // a pause of the partition instead of ops
 	done    chan struct{}
+}
+
+// pause holds a partition's writer still: paused is closed once every
+// earlier request has been handled, and the writer takes nothing more until
+// resume is closed.
+type pause struct {
+	paused chan struct{}
+	resume chan struct{}
 }
 
 // NewWriter creates the writer for a store with partitions partitions.
@@ -296,21 +305,70 @@ func (w *Writer) run(p *partition) {
 	}
 }
 
-// handle runs a replication batch on its own, or client ops grouped with
-// whatever else is queued.
+// handle runs a replication batch or a pause on its own, or client ops
+// grouped with whatever else is queued.
 func (w *Writer) handle(p *partition, first *request) {
-	if first.apply != nil {
-		first.applied = w.processApply(p, first.apply)
-		close(first.done)
+	if first.apply != nil || first.pause != nil {
+		w.handleOne(p, first)
 		return
 	}
 	batch := w.collect(p, first)
 	w.process(p, batch)
-	if n := len(batch); n > 0 && batch[n-1].apply != nil {
-		// collect stops at a replication batch and hands it over last.
-		last := batch[n-1]
-		last.applied = w.processApply(p, last.apply)
-		close(last.done)
+	if n := len(batch); n > 0 && (batch[n-1].apply != nil || batch[n-1].pause != nil) {
+		// collect stops at a replication batch or a pause and hands it over last.
+		w.handleOne(p, batch[n-1])
+	}
+}
+
+// handleOne runs a request that is not grouped: a replication batch, or a
+// pause (which blocks this partition's writer until it is resumed).
+func (w *Writer) handleOne(p *partition, r *request) {
+	if r.pause != nil {
+		close(r.pause.paused)
+		select {
+		case <-r.pause.resume:
+		case <-w.ctx.Done():
+		}
+		close(r.done)
+		return
+	}
+	r.applied = w.processApply(p, r.apply)
+	close(r.done)
+}
+
+// Pause stops a partition's writer once everything queued before it is
+// committed, so that no commit is in flight or can start until resume is
+// called: an orderly handoff of the partition's lease needs the history to
+// stand still while the last changes ship. Writes submitted meanwhile wait
+// in the queue. resume must be called (it is idempotent).
+func (w *Writer) Pause(ctx context.Context, partition int) (resume func(), err error) {
+	pz := &pause{paused: make(chan struct{}), resume: make(chan struct{})}
+	req := &request{pause: pz, done: make(chan struct{})}
+	w.closeMu.RLock()
+	if w.closed {
+		w.closeMu.RUnlock()
+		return nil, ErrClosed
+	}
+	p := w.parts[partition]
+	p.start.Do(func() {
+		w.wg.Add(1)
+		go w.run(p)
+	})
+	select {
+	case p.queue <- req:
+	case <-ctx.Done():
+		w.closeMu.RUnlock()
+		return nil, ctx.Err()
+	}
+	w.closeMu.RUnlock()
+	var once sync.Once
+	resume = func() { once.Do(func() { close(pz.resume) }) }
+	select {
+	case <-pz.paused:
+		return resume, nil
+	case <-ctx.Done():
+		resume() // the pause may still be reached: let it pass at once
+		return nil, ctx.Err()
 	}
 }
 
@@ -322,8 +380,8 @@ func (w *Writer) collect(p *partition, first *request) []*request {
 		select {
 		case r := <-p.queue:
 			batch = append(batch, r)
-			if r.apply != nil {
-				return batch // a replication batch ends the group
+			if r.apply != nil || r.pause != nil {
+				return batch // a replication batch or a pause ends the group
 			}
 			n += len(r.ops)
 		default:
@@ -340,7 +398,7 @@ type staged struct {
 }
 
 func (w *Writer) process(p *partition, batch []*request) {
-	if n := len(batch); batch[n-1].apply != nil {
+	if n := len(batch); batch[n-1].apply != nil || batch[n-1].pause != nil {
 		batch = batch[:n-1] // handled by handle, after this group
 	}
 	defer func() {

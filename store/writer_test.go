@@ -230,3 +230,52 @@ func TestWriterFencesALeaseOlderThanTheHistory(t *testing.T) {
 		t.Fatalf("write without a lease: %v", res.Err)
 	}
 }
+
+// A paused partition commits what was queued before the pause, takes
+// nothing after it until resumed, and then goes on in order.
+func TestPauseHoldsAPartitionStill(t *testing.T) {
+	s := openTestStore(t)
+	w := NewWriter(s, 2, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(context.Background())
+	ctx := context.Background()
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "before", Mutate: put(map[string]any{"a": int64(1)})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	resume, err := w.Pause(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := w.Position(0)
+	done := make(chan Result, 1)
+	go func() {
+		done <- w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "during", Mutate: put(map[string]any{"a": int64(2)})})
+	}()
+	// Another partition is not paused.
+	if r := w.Do(ctx, Op{Partition: 1, User: "v", Coll: "c", ID: "other", Mutate: put(map[string]any{"a": int64(3)})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// The write to the paused partition cannot have committed: the
+	// partition's position stands still until resume.
+	select {
+	case r := <-done:
+		t.Fatalf("a write committed while its partition was paused: %+v", r)
+	default:
+	}
+	if got := w.Position(0); got != held {
+		t.Fatalf("paused partition moved from %s to %s", held, got)
+	}
+	resume()
+	resume() // idempotent
+	if r := <-done; r.Err != nil || r.Doc.Pos.Compare(held) <= 0 {
+		t.Fatalf("the write queued during the pause: %+v", r)
+	}
+	// A pause whose context ends before it is reached lets writes through.
+	pctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := w.Pause(pctx, 0); err == nil {
+		t.Fatal("a pause with a cancelled context succeeded")
+	}
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "after", Mutate: put(map[string]any{"a": int64(4)})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+}

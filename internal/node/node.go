@@ -32,6 +32,9 @@ type Node struct {
 	cluster *cluster.Cluster
 	leases  *lease.Manager
 	shipper *replicate.Shipper
+	metrics *api.Metrics
+	handoff *handoffs
+	promote *promotion
 	started time.Time
 
 	table    *shard.Table
@@ -109,7 +112,10 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		st.Close(ctx)
 		return nil, fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err)
 	}
-	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln, served: make(chan error, 1), started: time.Now()}
+	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln, served: make(chan error, 1),
+		started: time.Now(), metrics: metrics}
+	n.handoff = newHandoffs(n)
+	n.promote = newPromotion(n)
 	solo := cfg.PeersEndpoint == ""
 	n.leases, err = lease.NewManager(ctx, lease.ManagerConfig{Self: cfg.NodeID, Partitions: cfg.PartitionCount, TTL: cfg.LeaseTTL,
 		Store: st, Transport: leaseTransport{cl}, Plan: n.leasePlan, WaitAtStart: !solo, OnChange: n.masterChanged, Logger: log})
@@ -140,7 +146,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	n.api = api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
 		AuthSecret: []byte(cfg.AuthSecret), Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
-		Replication: n.shipper, Copies: n.copies, ReadTryTimeout: cfg.ReadTryTimeout}, st, n.writer)
+		Replication: n.shipper, Copies: n.copies, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff}, st, n.writer)
 	n.server = &http.Server{Handler: n.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { n.served <- n.server.Serve(ln) }()
@@ -151,10 +157,18 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		// taking traffic.
 		n.leases.Round(runCtx)
 	}
-	n.running.Add(2)
+	n.running.Add(4)
 	go func() {
 		defer n.running.Done()
 		n.leases.Run(runCtx)
+	}()
+	go func() {
+		defer n.running.Done()
+		n.handoff.run(runCtx)
+	}()
+	go func() {
+		defer n.running.Done()
+		n.promote.run(runCtx)
 	}()
 	go func() {
 		defer n.running.Done()
@@ -196,14 +210,22 @@ func (n *Node) leasePlan() lease.Plan {
 			succession := shard.Succession(ring, p)
 			owner := succession[0]
 			a := n.table.Get(p)
-			if owner == n.cfg.NodeID {
-				return preferredMasterWants(a, owner, up)
-			}
+			self := n.cfg.NodeID
 			if _, holding := n.leases.Holds(p); holding {
-				// Hand the partition back to the preferred master only once
-				// it holds everything this node has: until then keep it.
-				acked, known := n.shipper.Acked(owner, p)
-				return !up(owner) || !known || acked.Compare(n.writer.Position(p)) < 0
+				// Keep it: an orderly handoff moves it to the preferred
+				// master once that one holds a copy (handoff.go).
+				return true
+			}
+			if n.handoff.inProgress(p) {
+				return false // just released to the preferred master
+			}
+			if a.Master != "" && a.Master != self && !up(a.Master) && slices.Contains(a.Responsible, self) {
+				// The master is gone and this node holds a copy: the most
+				// current copy takes over (promotion.go).
+				return n.promote.mayCampaign(p, a.Responsible, up)
+			}
+			if owner == self {
+				return preferredMasterWants(a, owner, up)
 			}
 			if up(owner) && preferredMasterWants(a, owner, up) {
 				return false
@@ -316,7 +338,18 @@ func (n *Node) chooseReplicas() {
 		}
 		cands = append(cands, c)
 	}
-	var changed []shard.Assignment
+	ring := n.place.Ring()
+	upListed := map[string]bool{}
+	for _, c := range cands {
+		upListed[c.ID] = c.Up && c.Listed
+	}
+	type choice struct {
+		a        shard.Assignment
+		replicas []string
+		owner    string // the preferred master, to add as an incoming copy
+	}
+	var choices []choice
+	moving := 0
 	for p := 0; p < n.cfg.PartitionCount; p++ {
 		epoch, ok := n.leases.Holds(p)
 		if !ok {
@@ -330,11 +363,37 @@ func (n *Node) chooseReplicas() {
 		if len(a.Responsible) > 1 {
 			current = a.Responsible[1:]
 		}
-		replicas := shard.ChooseReplicas(n.cfg.NodeID, current, cands, n.cfg.ReplicationFactor)
-		if slices.Equal(replicas, current) {
+		ch := choice{a: a, replicas: shard.ChooseReplicas(n.cfg.NodeID, current, cands, n.cfg.ReplicationFactor)}
+		// A partition whose preferred master is another node moves there:
+		// that node first becomes an extra copy (copied, then caught up),
+		// then the handoff gives it the lease. At most MAX_CONCURRENT_MOVES
+		// such copies are made at once.
+		if owner := ring.Owner(p); owner != n.cfg.NodeID && upListed[owner] && !slices.Contains(ch.replicas, owner) {
+			if slices.Contains(current, owner) {
+				ch.replicas = append(ch.replicas, owner)
+				moving++
+			} else {
+				ch.owner = owner
+			}
+		}
+		choices = append(choices, ch)
+	}
+	var changed []shard.Assignment
+	for _, ch := range choices {
+		if ch.owner != "" && moving < n.cfg.MaxConcurrentMoves {
+			ch.replicas = append(ch.replicas, ch.owner)
+			moving++
+			n.log.Info("copying a partition to its preferred master before handing it over", "partition", ch.a.Partition, "to", ch.owner)
+		}
+		a := ch.a
+		var current []string
+		if len(a.Responsible) > 1 {
+			current = a.Responsible[1:]
+		}
+		if slices.Equal(ch.replicas, current) {
 			continue
 		}
-		a.Responsible = append([]string{n.cfg.NodeID}, replicas...)
+		a.Responsible = append([]string{n.cfg.NodeID}, ch.replicas...)
 		a.Revision++
 		if n.table.Merge(a) {
 			changed = append(changed, a)

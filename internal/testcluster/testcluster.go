@@ -149,9 +149,13 @@ func (c *Cluster) SetVoters(ids ...string) {
 type Option func(*options)
 
 type options struct {
-	voters           int
-	replicationQueue int
+	voters            int
+	replicationQueue  int
+	replicationFactor int
 }
+
+// ReplicationFactor sets REPLICATION_FACTOR (default 2).
+func ReplicationFactor(n int) Option { return func(o *options) { o.replicationFactor = n } }
 
 // Voters makes only the first k nodes lease voters (default: all).
 func Voters(k int) Option { return func(o *options) { o.voters = k } }
@@ -164,7 +168,7 @@ func ReplicationQueue(docs int) Option { return func(o *options) { o.replication
 // master and a replica that every node knows of.
 func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	o := options{voters: n}
+	o := options{voters: n, replicationFactor: 2}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -196,6 +200,7 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 		cfg.GossipInterval, cfg.GossipSuspectTimeout, cfg.LeaseTTL = GossipInterval, SuspectTimeout, LeaseTTL
 		cfg.PartitionCount = Partitions
 		cfg.ReplicaReplaceAfter = ReplaceAfter
+		cfg.ReplicationFactor = o.replicationFactor
 		c.Nodes[i] = c.startNode(cfg)
 	}
 	c.WaitForMasters(30 * time.Second)
@@ -204,8 +209,8 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 }
 
 // WaitForReplicas waits until every partition's master has chosen its
-// replicas (REPLICATION_FACTOR 2: one each) and every running node knows
-// the responsible list.
+// replicas (REPLICATION_FACTOR - 1 each, as far as the cluster has nodes)
+// and every running node knows the responsible list.
 func (c *Cluster) WaitForReplicas(timeout time.Duration) {
 	c.t.Helper()
 	testnode.Eventually(c.t, timeout, "every partition has a replica", func() (bool, string) {
@@ -215,7 +220,7 @@ func (c *Cluster) WaitForReplicas(timeout time.Duration) {
 				return false, fmt.Sprintf("partition %d has no master", p)
 			}
 			want := c.Node(m).Placement(p).Responsible
-			if len(want) < 2 {
+			if len(want) < min(c.opts.replicationFactor, len(c.Nodes)) {
 				return false, fmt.Sprintf("partition %d: responsible %v", p, want)
 			}
 			for _, n := range c.Nodes {

@@ -1,0 +1,234 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/shard"
+	"github.com/shoal-db/shoal/store"
+)
+
+// Handoff tuning.
+const (
+	// handoffMaxBehind is how many changes the receiver may still lack when
+	// a handoff starts: the rest ships while writes are paused.
+	handoffMaxBehind = 200
+	// handoffShipTimeout bounds the wait for the last changes to reach the
+	// receiver; past it the handoff is abandoned and writes resume here.
+	handoffShipTimeout = 2 * time.Second
+)
+
+// handoffs moves the lease of a partition this node masters to its
+// preferred master, once that node holds a copy and is nearly caught up:
+// writes to the partition pause here, the last changes ship, the lease is
+// released on the voters, and the receiver campaigns at once (epoch + 1).
+// Requests for a partition being handed off wait (see api.Handoffs).
+type handoffs struct {
+	n *Node
+
+	mu     sync.Mutex
+	active map[int]chan struct{} // closed when the handoff of the partition ends
+}
+
+func newHandoffs(n *Node) *handoffs {
+	return &handoffs{n: n, active: map[int]chan struct{}{}}
+}
+
+// inProgress reports whether a handoff of p is running here.
+func (h *handoffs) inProgress(p int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.active[p] != nil
+}
+
+// Wait returns once no handoff of p is in progress (or ctx ends).
+func (h *handoffs) Wait(ctx context.Context, p int) {
+	h.mu.Lock()
+	done := h.active[p]
+	h.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// start registers a handoff of p; false if one runs already or too many do.
+func (h *handoffs) start(p int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.active[p] != nil || len(h.active) >= h.n.cfg.MaxConcurrentMoves {
+		return false
+	}
+	h.active[p] = make(chan struct{})
+	return true
+}
+
+func (h *handoffs) finish(p int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if done := h.active[p]; done != nil {
+		close(done)
+		delete(h.active, p)
+	}
+}
+
+// due lists the partitions this node masters that should move now: their
+// preferred master is another node, UP, in the responsible list (it holds
+// a copy) and at most handoffMaxBehind changes behind.
+func (h *handoffs) due() map[int]string {
+	n := h.n
+	ring := n.place.Ring()
+	if ring == nil {
+		return nil
+	}
+	states := n.cluster.States()
+	out := map[int]string{}
+	for p := 0; p < n.cfg.PartitionCount; p++ {
+		if _, ok := n.leases.Holds(p); !ok {
+			continue
+		}
+		owner := ring.Owner(p)
+		if owner == n.cfg.NodeID || states[owner] != cluster.Up || !slices.Contains(n.table.Get(p).Responsible, owner) {
+			continue
+		}
+		acked, known := n.shipper.Acked(owner, p)
+		last := n.writer.Position(p)
+		if !known || acked.Epoch != last.Epoch && acked.Compare(last) < 0 {
+			continue // not caught up with this tenure yet
+		}
+		if acked.Compare(last) < 0 && last.Seq-acked.Seq > handoffMaxBehind {
+			continue
+		}
+		out[p] = owner
+	}
+	return out
+}
+
+// run starts the handoffs that are due, every tick, until ctx ends.
+func (h *handoffs) run(ctx context.Context) {
+	tick := time.NewTicker(max(h.n.cfg.LeaseTTL/6, 50*time.Millisecond))
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for p, to := range h.due() {
+			if !h.start(p) {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer h.finish(p)
+				if err := h.handOff(ctx, p, to); err != nil {
+					h.n.metrics.ObserveHandoff(0, false)
+					h.n.log.Warn("handoff abandoned; writes resume here and it is tried again", "partition", p, "to", to, "err", err)
+				}
+			}()
+		}
+	}
+}
+
+// handOff moves partition p's lease to node to.
+func (h *handoffs) handOff(ctx context.Context, p int, to string) error {
+	n := h.n
+	began := time.Now()
+	pauseCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
+	resume, err := n.writer.Pause(pauseCtx, p)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("pausing writes: %w", err)
+	}
+	defer resume()
+	if _, ok := n.leases.Holds(p); !ok {
+		return nil // the lease ran out meanwhile: nothing to hand over
+	}
+	last := n.writer.Position(p)
+	shipCtx, cancel := context.WithTimeout(ctx, handoffShipTimeout)
+	_, err = n.shipper.WaitReplicated(shipCtx, p, last, func() []string { return []string{to} }, 1)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%s did not acknowledge the last changes (up to %s): %w", to, last, err)
+	}
+	if !n.leases.Release(ctx, p) {
+		return nil
+	}
+	// From here the partition has no master until to takes it: tell it.
+	a, err := h.requestTakeOver(ctx, to, p, last)
+	paused := time.Since(began)
+	n.metrics.ObserveHandoff(paused, true)
+	if err != nil {
+		// to will still campaign on its own (it wants the partition, and the
+		// lease is released), so the partition is not left masterless.
+		n.log.Warn("handoff receiver did not confirm; it campaigns on its own", "partition", p, "to", to, "err", err)
+		return nil
+	}
+	n.table.Merge(a)
+	n.log.Info("handed partition over", "partition", p, "to", to, "epoch", a.Epoch, "writes_paused", paused)
+	return nil
+}
+
+// requestTakeOver asks to to take p's lease now.
+func (h *handoffs) requestTakeOver(ctx context.Context, to string, p int, from store.Position) (shard.Assignment, error) {
+	body, _ := json.Marshal(api.TakeOverRequest{Partition: p, From: from})
+	ctx, cancel := context.WithTimeout(ctx, h.n.cfg.LeaseTTL)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v1/takeover", bytes.NewReader(body))
+	if err != nil {
+		return shard.Assignment{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.n.cluster.Send(to, req, true)
+	if err != nil {
+		return shard.Assignment{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return shard.Assignment{}, fmt.Errorf("%s answered %s", to, resp.Status)
+	}
+	var a shard.Assignment
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		return shard.Assignment{}, fmt.Errorf("%s: unreadable answer: %w", to, err)
+	}
+	return a, nil
+}
+
+// TakeOver is the receiving side of a handoff: campaign for p now.
+func (h *handoffs) TakeOver(ctx context.Context, p int, from store.Position) (shard.Assignment, error) {
+	n := h.n
+	if have := n.writer.Applied(p); have.Compare(from) < 0 {
+		return shard.Assignment{}, fmt.Errorf("node %s holds partition %d up to %s, not %s", n.cfg.NodeID, p, have, from)
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
+	defer cancel()
+	epoch, err := n.leases.Acquire(ctx, p)
+	if err != nil {
+		return shard.Assignment{}, err
+	}
+	n.masterChanged(p, n.cfg.NodeID, epoch)
+	return n.table.Get(p), nil
+}
+
+// Positions is how far this node holds each partition's history.
+func (h *handoffs) Positions(ps []int) map[int]store.Position {
+	out := make(map[int]store.Position, len(ps))
+	for _, p := range ps {
+		out[p] = h.n.writer.Applied(p)
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/lease"
+	"github.com/shoal-db/shoal/store"
+)
+
+// promotion decides which copy takes a partition over when its master is
+// gone: the live member of the responsible list with the highest applied
+// position (lease.MayCampaign). Want must not block, so it only reads
+// positions heard from the other members; a goroutine asks them.
+type promotion struct {
+	n    *Node
+	wake chan struct{}
+
+	mu   sync.Mutex
+	asks map[int]*positionAsk
+}
+
+// positionAsk is one spell of a partition without a master: the positions
+// heard from the other live members since it began.
+type positionAsk struct {
+	since     time.Time // when this node found the master gone
+	lastAsked time.Time // when Want last asked (the spell ends when it stops)
+	members   []string
+	heard     map[string]heardPosition
+}
+
+type heardPosition struct {
+	pos store.Position
+	at  time.Time // when the question was sent
+}
+
+func newPromotion(n *Node) *promotion {
+	return &promotion{n: n, wake: make(chan struct{}, 1), asks: map[int]*positionAsk{}}
+}
+
+// mayCampaign says whether this node should campaign for partition p,
+// whose master is gone: only if, among itself and the live members of the
+// responsible list it has heard from since, it holds the most history
+// (ties to the lowest id), and it has heard from enough of them that a
+// write acknowledged by a majority of the copies is among them.
+func (pr *promotion) mayCampaign(p int, responsible []string, up func(string) bool) bool {
+	self := pr.n.cfg.NodeID
+	var others []string
+	for _, id := range responsible {
+		if id != self && up(id) {
+			others = append(others, id)
+		}
+	}
+	positions := map[string]store.Position{self: pr.n.writer.Applied(p)}
+	if len(others) > 0 {
+		now := time.Now()
+		pr.mu.Lock()
+		a := pr.asks[p]
+		if a == nil || now.Sub(a.lastAsked) > pr.n.cfg.LeaseTTL {
+			a = &positionAsk{since: now, heard: map[string]heardPosition{}}
+			pr.asks[p] = a
+		}
+		a.lastAsked, a.members = now, others
+		for _, id := range others {
+			if h, ok := a.heard[id]; ok && h.at.After(a.since) {
+				positions[id] = h.pos
+			}
+		}
+		pr.mu.Unlock()
+		select {
+		case pr.wake <- struct{}{}:
+		default:
+		}
+	}
+	ok, why := lease.MayCampaign(self, positions, pr.n.copies())
+	if !ok {
+		pr.n.log.Debug("not campaigning for a partition whose master is gone", "partition", p, "why", why)
+	}
+	return ok
+}
+
+// run asks the other members for their positions of the partitions Want
+// is deciding, until ctx ends.
+func (pr *promotion) run(ctx context.Context) {
+	tick := time.NewTicker(max(pr.n.cfg.LeaseTTL/12, 20*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-pr.wake:
+		}
+		pr.ask(ctx)
+	}
+}
+
+// ask sends one question per member, covering every partition in a spell.
+func (pr *promotion) ask(ctx context.Context) {
+	now := time.Now()
+	byMember := map[string][]int{}
+	pr.mu.Lock()
+	for p, a := range pr.asks {
+		if now.Sub(a.lastAsked) > 2*pr.n.cfg.LeaseTTL {
+			delete(pr.asks, p) // the spell is over: a master is known again
+			continue
+		}
+		for _, m := range a.members {
+			byMember[m] = append(byMember[m], p)
+		}
+	}
+	pr.mu.Unlock()
+	if len(byMember) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, pr.n.cfg.LeaseTTL/3)
+	defer cancel()
+	var wg sync.WaitGroup
+	for m, ps := range byMember {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent := time.Now()
+			got, err := pr.positionsOf(ctx, m, ps)
+			if err != nil {
+				pr.n.log.Debug("could not learn a member's positions", "member", m, "err", err)
+				return
+			}
+			pr.mu.Lock()
+			defer pr.mu.Unlock()
+			for p, pos := range got {
+				if a := pr.asks[p]; a != nil {
+					a.heard[m] = heardPosition{pos: pos, at: sent}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// positionsOf asks member how far it holds partitions ps.
+func (pr *promotion) positionsOf(ctx context.Context, member string, ps []int) (map[int]store.Position, error) {
+	body, _ := json.Marshal(api.PositionsRequest{Partitions: ps})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v1/positions", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := pr.n.cluster.Send(member, req, true)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", member, resp.Status)
+	}
+	var out map[int]store.Position
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("%s: unreadable answer: %w", member, err)
+	}
+	return out, nil
+}
