@@ -19,6 +19,8 @@ type Metrics struct {
 	storeErrors     *prometheus.CounterVec
 	commitChanges   prometheus.Histogram
 	commitDuration  prometheus.Histogram
+	purged          prometheus.Counter
+	fullCopies      prometheus.Counter
 }
 
 // NewMetrics creates and registers the node's metrics.
@@ -47,8 +49,15 @@ func NewMetrics() *Metrics {
 			Name: "shoal_commit_duration_seconds", Help: "Time from starting a group commit to its end.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
 		}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shoal_tombstones_purged_total", Help: "Tombstones removed after TOMBSTONE_RETENTION.",
+		}),
+		fullCopies: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shoal_replication_full_copies_total", Help: "Full copies of a partition started for a replica behind the tombstone horizon.",
+		}),
 	}
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.storeDuration, m.storeErrors, m.commitChanges, m.commitDuration,
+		m.purged, m.fullCopies,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -66,6 +75,12 @@ func (m *Metrics) ObserveCommit(changes int, d time.Duration) {
 	m.commitChanges.Observe(float64(changes))
 	m.commitDuration.Observe(d.Seconds())
 }
+
+// ObservePurged records tombstones purged.
+func (m *Metrics) ObservePurged(n int) { m.purged.Add(float64(n)) }
+
+// ObserveFullCopy records a full copy started (replicate.Config.OnFullCopy).
+func (m *Metrics) ObserveFullCopy(int) { m.fullCopies.Inc() }
 
 // ReplicationCollector exports, at each scrape, how far each replica is
 // behind on the partitions this node masters.

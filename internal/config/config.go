@@ -46,6 +46,7 @@ type Config struct {
 	ReadTryTimeout       time.Duration
 	ReplicationFactor    int
 	ReplicaReplaceAfter  time.Duration
+	TombstoneRetention   time.Duration
 }
 
 // Setting is one configuration key: its environment name, its flag name
@@ -100,6 +101,8 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseInt(&c.ReplicationFactor, v) }},
 	{Key: "REPLICA_REPLACE_AFTER", Default: "60s", Help: "how long a replica may be DOWN before another node replaces it and is copied the partition",
 		set: func(c *Config, v string) error { return parseDuration(&c.ReplicaReplaceAfter, v) }},
+	{Key: "TOMBSTONE_RETENTION", Default: "24h", Help: "how long a deleted document's tombstone is kept; a replica further behind than the purged tombstones gets a full copy of the partition",
+		set: func(c *Config, v string) error { return parseDuration(&c.TombstoneRetention, v) }},
 	{Key: "PARTITION_COUNT", Default: "271", Help: "number of partitions users are hashed into; stored on first start and fixed for the life of the data",
 		set: func(c *Config, v string) error { return parseInt(&c.PartitionCount, v) }},
 	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413)",
@@ -264,6 +267,8 @@ func (c Config) Validate() error {
 		return errors.New("READ_TRY_TIMEOUT must be positive")
 	case c.ReplicaReplaceAfter <= 0:
 		return errors.New("REPLICA_REPLACE_AFTER must be positive")
+	case c.TombstoneRetention <= 0:
+		return fmt.Errorf("TOMBSTONE_RETENTION %s must be positive (default 24h): it is how long deletes are kept for replicas that fall behind", c.TombstoneRetention)
 	case c.ReplicationFactor < 1 || c.ReplicationFactor > 7:
 		return fmt.Errorf("REPLICATION_FACTOR %d is out of range: use 1..7 (default 2)", c.ReplicationFactor)
 	}
