@@ -21,6 +21,8 @@ type Metrics struct {
 	commitDuration  prometheus.Histogram
 	handoffs        *prometheus.CounterVec
 	handoffPause    prometheus.Histogram
+	purged          prometheus.Counter
+	fullCopies      prometheus.Counter
 }
 
 // NewMetrics creates and registers the node's metrics.
@@ -56,9 +58,15 @@ func NewMetrics() *Metrics {
 			Name: "shoal_handoff_write_pause_seconds", Help: "How long writes to a partition paused during a handoff from this node.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 		}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shoal_tombstones_purged_total", Help: "Tombstones removed after TOMBSTONE_RETENTION.",
+		}),
+		fullCopies: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shoal_replication_full_copies_total", Help: "Full copies of a partition started for a replica behind the tombstone horizon.",
+		}),
 	}
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.storeDuration, m.storeErrors, m.commitChanges, m.commitDuration,
-		m.handoffs, m.handoffPause,
+		m.handoffs, m.handoffPause, m.purged, m.fullCopies,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -87,6 +95,12 @@ func (m *Metrics) ObserveHandoff(pause time.Duration, done bool) {
 	m.handoffs.WithLabelValues("done").Inc()
 	m.handoffPause.Observe(pause.Seconds())
 }
+
+// ObservePurged records tombstones purged.
+func (m *Metrics) ObservePurged(n int) { m.purged.Add(float64(n)) }
+
+// ObserveFullCopy records a full copy started (replicate.Config.OnFullCopy).
+func (m *Metrics) ObserveFullCopy(int) { m.fullCopies.Inc() }
 
 // ReplicationCollector exports, at each scrape, how far each replica is
 // behind on the partitions this node masters.

@@ -4,6 +4,9 @@
 // newly chosen, or whose queue overflowed) is caught up by streaming the
 // partition's documents after the position it acknowledged, in position
 // order. The in-memory queues of live changes are only a cache of that log.
+// A replica behind the master's tombstone horizon (deletes it has not seen
+// whose tombstones were purged) gets a full copy of the partition instead,
+// in key order.
 package replicate
 
 import (
@@ -37,6 +40,10 @@ type WireBatch struct {
 	Docs       []WireDoc      `json:"docs,omitempty"`
 	Restore    bool           `json:"restore,omitempty"`
 	Absent     []string       `json:"absent,omitempty"`
+	Full       bool           `json:"full,omitempty"`
+	KeyFrom    string         `json:"kfrom,omitempty"`
+	KeyTo      string         `json:"kto,omitempty"`
+	Horizon    store.Position `json:"horizon,omitzero"`
 }
 
 // WireDoc is a document state on the wire.
@@ -74,7 +81,8 @@ type Result struct {
 // ToWire converts a batch for sending.
 func ToWire(b store.Batch) WireBatch {
 	w := WireBatch{Partition: b.Partition, Epoch: b.Epoch, EpochStart: b.EpochStart, From: b.From, UpTo: b.UpTo,
-		Docs: make([]WireDoc, len(b.Docs)), Restore: b.Restore, Absent: b.Absent}
+		Docs: make([]WireDoc, len(b.Docs)), Restore: b.Restore, Absent: b.Absent,
+		Full: b.Full, KeyFrom: b.KeyFrom, KeyTo: b.KeyTo, Horizon: b.Horizon}
 	for i, d := range b.Docs {
 		w.Docs[i] = WireDoc{User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version, Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated,
 			Body: d.Body}
@@ -86,7 +94,8 @@ func ToWire(b store.Batch) WireBatch {
 // JSON and are normalised by the caller's decoder (see api).
 func FromWire(w WireBatch) store.Batch {
 	b := store.Batch{Partition: w.Partition, Epoch: w.Epoch, EpochStart: w.EpochStart, From: w.From, UpTo: w.UpTo,
-		Docs: make([]*store.Doc, len(w.Docs)), Restore: w.Restore, Absent: w.Absent}
+		Docs: make([]*store.Doc, len(w.Docs)), Restore: w.Restore, Absent: w.Absent,
+		Full: w.Full, KeyFrom: w.KeyFrom, KeyTo: w.KeyTo, Horizon: w.Horizon}
 	for i, d := range w.Docs {
 		b.Docs[i] = &store.Doc{Key: store.DocKey(d.User, d.Coll, d.ID), User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version,
 			Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body, Size: approxSize(d.Body)}
@@ -128,6 +137,15 @@ type Config struct {
 	// Scan reads a partition's documents after a position, in position
 	// order (catch-up).
 	Scan func(ctx context.Context, partition int, after store.Position, limit int) ([]*store.Doc, error)
+	// ScanKeys reads up to limit of a partition's documents with a key
+	// after afterKey ("" = from the first), in key order (full copy).
+	ScanKeys func(ctx context.Context, partition int, afterKey string, limit int) ([]*store.Doc, error)
+	// Horizon is the highest position of a tombstone the master purged from
+	// a partition: a replica acknowledged before it gets a full copy. Nil
+	// means tombstones are never purged.
+	Horizon func(partition int) store.Position
+	// OnFullCopy, if set, is told of every full copy started (metrics).
+	OnFullCopy func(partition int)
 	// Last is the master's newest committed position of a partition.
 	Last func(partition int) store.Position
 	// Epoch is the epoch this node masters a partition at (ok false: not
@@ -579,7 +597,8 @@ func (s *Shipper) restore(d *dest, p int, keys []string) error {
 
 // catchUp streams a partition's documents after the replica's acknowledged
 // position, in position order, up to the master's last committed position
-// S noted first; only the final chunk moves the replica to S.
+// S noted first; only the final chunk moves the replica to S. A replica
+// behind the horizon gets a full copy instead.
 func (s *Shipper) catchUp(d *dest, p int) error {
 	epoch, master := s.cfg.Epoch(p)
 	if !master {
@@ -599,13 +618,14 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	pr.queue, pr.queued = nil, 0 // everything up to target comes from the store
 	pr.catchUp = false
 	s.mu.Unlock()
+	if behindHorizon(acked, s.horizon(p)) {
+		return s.fullCopy(d, pr, p, epoch, acked, target)
+	}
 	from := acked
 	for {
 		docs, err := s.cfg.Scan(s.ctx, p, from, s.cfg.MaxBatchDocs)
 		if err != nil {
-			s.mu.Lock()
-			pr.catchUp = true
-			s.mu.Unlock()
+			s.retryCatchUp(pr)
 			return err
 		}
 		var chunk []*store.Doc
@@ -618,16 +638,16 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		upTo := acked
 		if last {
 			upTo = target
+			if behindHorizon(acked, s.horizon(p)) {
+				// Tombstones after acked were purged while streaming: some
+				// deletes may be missing. Start over, with a full copy.
+				s.retryCatchUp(pr)
+				return nil
+			}
 		}
 		b := store.Batch{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p, epoch), From: acked, UpTo: upTo, Docs: chunk}
-		if err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}}); err != nil {
+		if ok, err := s.sendChunk(d, pr, b); !ok {
 			return err
-		}
-		s.mu.Lock()
-		failed := pr.catchUp
-		s.mu.Unlock()
-		if failed {
-			return nil // the replica answered gap or refused: start over next round
 		}
 		if last {
 			s.log.Debug("replica caught up", "replica", d.id, "partition", p, "at", target)
@@ -635,6 +655,80 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		}
 		from = chunk[len(chunk)-1].Pos
 	}
+}
+
+// behindHorizon says whether a replica acknowledged at acked must get a
+// full copy: deletes after acked may be missing from the log.
+func behindHorizon(acked, horizon store.Position) bool { return acked.Compare(horizon) < 0 }
+
+func (s *Shipper) horizon(p int) store.Position {
+	if s.cfg.Horizon == nil {
+		return store.Position{}
+	}
+	return s.cfg.Horizon(p)
+}
+
+// retryCatchUp has the next round catch the partition up again.
+func (s *Shipper) retryCatchUp(pr *progress) {
+	s.mu.Lock()
+	pr.catchUp = true
+	s.mu.Unlock()
+}
+
+// sendChunk sends one chunk of a catch-up or full copy; ok is false when
+// it failed or the replica refused it (the next round starts over).
+func (s *Shipper) sendChunk(d *dest, pr *progress, b store.Batch) (ok bool, err error) {
+	if err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}}); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !pr.catchUp, nil
+}
+
+// fullCopy sends a replica every document and tombstone of a partition in
+// key order, in chunks that each replace the replica's copy of a key range;
+// only the final chunk moves the replica to target. Interrupted, it starts
+// over from the first key: the replica's position has not moved.
+func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, target store.Position) error {
+	s.log.Info("replica is behind the tombstone horizon: sending a full copy", "replica", d.id, "partition", p,
+		"acked", acked, "horizon", s.horizon(p), "target", target)
+	if s.cfg.OnFullCopy != nil {
+		s.cfg.OnFullCopy(p)
+	}
+	after := ""
+	for {
+		docs, err := s.cfg.ScanKeys(s.ctx, p, after, s.cfg.MaxBatchDocs)
+		if err != nil {
+			s.retryCatchUp(pr)
+			return err
+		}
+		// Read after the scan: it covers every tombstone the scan missed.
+		b, last := fullCopyChunk(p, epoch, after, docs, s.cfg.MaxBatchDocs, acked, target, s.horizon(p))
+		b.EpochStart = s.cfg.EpochStart(p, epoch)
+		if ok, err := s.sendChunk(d, pr, b); !ok {
+			return err
+		}
+		if last {
+			s.log.Info("full copy done", "replica", d.id, "partition", p, "at", target)
+			return nil
+		}
+		after = b.KeyTo
+	}
+}
+
+// fullCopyChunk builds the chunk of a full copy that follows the key after,
+// from the documents scanned after it (at most limit, in key order): it
+// covers up to the last of them, or, when they are fewer than limit, to
+// the end; only that final chunk carries the target position.
+func fullCopyChunk(p int, epoch uint64, after string, docs []*store.Doc, limit int, acked, target, horizon store.Position) (store.Batch, bool) {
+	b := store.Batch{Partition: p, Epoch: epoch, UpTo: acked, Docs: docs, Full: true, KeyFrom: after, Horizon: horizon}
+	if len(docs) < limit {
+		b.UpTo = target
+		return b, true
+	}
+	b.KeyTo = docs[len(docs)-1].Key
+	return b, false
 }
 
 // DecodeRequest reads a request, keeping integers exact: document bodies

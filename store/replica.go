@@ -13,8 +13,9 @@ import (
 
 const partitionsCollection = "partitions"
 
-// appliedDoc is a replica's durable record of how much of a partition's
-// history it holds.
+// appliedDoc is a node's durable record of a partition: how much of its
+// history it holds as a replica, and its tombstone horizon. It is written
+// whole, so every field is kept in the partition's in-memory state too.
 type appliedDoc struct {
 	Partition int    `bson:"_id"`
 	Epoch     uint64 `bson:"e"`
@@ -22,12 +23,21 @@ type appliedDoc struct {
 	// Seen is the newest epoch seen in a batch: older ones stay refused
 	// after a restart.
 	Seen uint64 `bson:"seen"`
+	// The horizon: the highest position of any tombstone purged here.
+	HorizonEpoch uint64 `bson:"he"`
+	HorizonSeq   uint64 `bson:"hs"`
 }
 
 // Applied returns the position up to which this node holds a partition's
 // history as a replica (zero if never recorded), and the newest epoch it has
 // seen from a master.
 func (s *Store) Applied(ctx context.Context, partition int) (Position, uint64, error) {
+	d, err := s.partitionRecord(ctx, partition)
+	return Position{Epoch: d.Epoch, Seq: d.Seq}, d.Seen, err
+}
+
+// partitionRecord reads the partition's record (zero if there is none).
+func (s *Store) partitionRecord(ctx context.Context, partition int) (appliedDoc, error) {
 	var d appliedDoc
 	err := s.timed("applied", func() error {
 		err := s.db.Collection(partitionsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: partition}}).Decode(&d)
@@ -39,13 +49,15 @@ func (s *Store) Applied(ctx context.Context, partition int) (Position, uint64, e
 		}
 		return nil
 	})
-	return Position{Epoch: d.Epoch, Seq: d.Seq}, d.Seen, err
+	return d, err
 }
 
-func (s *Store) saveApplied(ctx context.Context, partition int, pos Position, seen uint64) error {
+// saveApplied replaces the partition's record.
+func (s *Store) saveApplied(ctx context.Context, partition int, pos Position, seen uint64, horizon Position) error {
 	return s.timed("applied_save", func() error {
 		_, err := s.db.Collection(partitionsCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: partition}},
-			appliedDoc{Partition: partition, Epoch: pos.Epoch, Seq: pos.Seq, Seen: seen}, options.Replace().SetUpsert(true))
+			appliedDoc{Partition: partition, Epoch: pos.Epoch, Seq: pos.Seq, Seen: seen, HorizonEpoch: horizon.Epoch, HorizonSeq: horizon.Seq},
+			options.Replace().SetUpsert(true))
 		if err != nil {
 			return fmt.Errorf("%w: recording the applied position of partition %d: %v", ErrUnavailable, partition, err)
 		}
@@ -91,6 +103,16 @@ type Batch struct {
 	// repair after a rollback.
 	Restore bool
 	Absent  []string
+	// Full makes the batch one chunk of a full copy, for a replica behind
+	// the master's tombstone horizon: Docs are every document and tombstone
+	// the master holds with a key in (KeyFrom, KeyTo] ("" = from the start,
+	// to the end); the replica removes what it holds in that range and
+	// Docs lack, and adopts Horizon, the master's horizon. From is zero,
+	// and UpTo moves only with the final chunk.
+	Full    bool
+	KeyFrom string
+	KeyTo   string
+	Horizon Position
 }
 
 // Errors of Apply.
@@ -125,29 +147,10 @@ type ApplyResult struct {
 // gap, and records the applied position durably.
 func (w *Writer) Apply(ctx context.Context, b Batch) ApplyResult {
 	req := &request{apply: &b, done: make(chan struct{})}
-	w.closeMu.RLock()
-	if w.closed {
-		w.closeMu.RUnlock()
-		return ApplyResult{Err: ErrClosed}
+	if err := w.submit(ctx, w.parts[b.Partition], req); err != nil {
+		return ApplyResult{Err: err}
 	}
-	p := w.parts[b.Partition]
-	p.start.Do(func() {
-		w.wg.Add(1)
-		go w.run(p)
-	})
-	select {
-	case p.queue <- req:
-	case <-ctx.Done():
-		w.closeMu.RUnlock()
-		return ApplyResult{Err: ctx.Err()}
-	}
-	w.closeMu.RUnlock()
-	select {
-	case <-req.done:
-		return req.applied
-	case <-ctx.Done():
-		return ApplyResult{Err: ctx.Err()}
-	}
+	return req.applied
 }
 
 // Applied returns the position up to which this node is sure to hold a
@@ -197,29 +200,61 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 		return w.restore(p, b)
 	}
 	if b.Epoch > newest && held.Compare(b.EpochStart) > 0 && held.Epoch < b.Epoch {
-		return w.rollBack(p, b, newest)
+		if r := w.rollBack(p, b, newest); !errors.Is(r.Err, errNothingDiverged) {
+			return r
+		}
 	}
 	if applied.Compare(b.From) < 0 {
 		return res(ErrGap)
 	}
 	seenBefore := p.epochSeen
 	p.epochSeen = max(p.epochSeen, b.Epoch)
-	var writes []write
+	var newLast Position
+	var err error
+	if b.Full {
+		newLast, err = w.applyFull(p, b, last)
+	} else {
+		newLast, err = w.applyRun(p, b.Docs, last)
+	}
+	if err != nil {
+		return res(err)
+	}
+	horizon := p.horizon
+	if b.Full {
+		// The copy lacks the deletes the master purged: this node's
+		// history now has the master's horizon.
+		horizon = maxPosition(horizon, b.Horizon)
+		newLast = maxPosition(newLast, horizon)
+	}
+	next := maxPosition(applied, b.UpTo)
+	if next != applied || p.epochSeen != seenBefore || horizon != p.horizon {
+		if err := w.store.saveApplied(w.ctx, p.id, next, p.epochSeen, horizon); err != nil {
+			return res(err)
+		}
+	}
+	p.mu.Lock()
+	p.applied, p.last, p.horizon = next, newLast, horizon
+	p.mu.Unlock()
+	return ApplyResult{Applied: next, Epoch: max(newest, b.Epoch)}
+}
+
+// applyRun stores a run's documents that are newer than the copies held,
+// and returns the newest position stored.
+func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, error) {
 	newLast := last
 	// Documents this node has no cached state of are first inserted,
 	// without a lookup (a lookup costs the embedded store a scan): most are
 	// new here (new documents, a replica being filled). One already stored
 	// shows up as a duplicate and goes the slow way, compared by position.
-	var created []*Doc
-	rest := b.Docs
-	if !b.Restore {
-		rest = nil
-		for _, d := range b.Docs {
-			if _, cached := w.cache.get(d.Key); !cached {
-				created = append(created, d)
-			} else {
-				rest = append(rest, d)
-			}
+	var created, rest []*Doc
+	for _, d := range docs {
+		if d.Deleted {
+			p.tombstones.Store(true)
+		}
+		if _, cached := w.cache.get(d.Key); !cached {
+			created = append(created, d)
+		} else {
+			rest = append(rest, d)
 		}
 	}
 	if len(created) > 0 {
@@ -228,14 +263,12 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 		for _, d := range created {
 			if !dups[d.Key] {
 				w.cache.put(d.Key, d)
-				if d.Pos.Compare(newLast) > 0 {
-					newLast = d.Pos
-				}
+				newLast = maxPosition(newLast, d.Pos)
 			}
 		}
 		p.commits.Add(1)
 		if err != nil {
-			return res(err)
+			return newLast, err
 		}
 		for _, d := range created {
 			if dups[d.Key] {
@@ -243,48 +276,43 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 			}
 		}
 	}
+	var writes []write
 	for _, d := range rest {
 		cur, err := w.current(p, d.Key, false)
 		if err != nil {
-			return res(err)
+			return newLast, err
 		}
 		if cur != nil && d.Pos.Compare(cur.Pos) <= 0 {
 			continue // already held, or something newer is
 		}
 		writes = append(writes, write{doc: d})
-		if d.Pos.Compare(newLast) > 0 {
-			newLast = d.Pos
-		}
+		newLast = maxPosition(newLast, d.Pos)
 	}
-	if len(writes) > 0 {
-		p.commits.Add(1)
-		err := w.store.commit(w.ctx, p.id, writes)
-		for _, wr := range writes {
-			if err != nil {
-				w.cache.forget(wr.doc.Key)
-			} else {
-				w.cache.put(wr.doc.Key, wr.doc)
-			}
-		}
-		p.commits.Add(1)
-		if err != nil {
-			return res(err)
-		}
-	}
-	next := applied
-	if b.UpTo.Compare(next) > 0 {
-		next = b.UpTo
-	}
-	if next != applied || p.epochSeen != seenBefore {
-		if err := w.store.saveApplied(w.ctx, p.id, next, p.epochSeen); err != nil {
-			return res(err)
-		}
-	}
-	p.mu.Lock()
-	p.applied, p.last = next, newLast
-	p.mu.Unlock()
-	return ApplyResult{Applied: next, Epoch: max(newest, b.Epoch)}
+	return newLast, w.commitApplied(p, writes)
 }
+
+// commitApplied writes replicated document states and keeps the cache in
+// step.
+func (w *Writer) commitApplied(p *partition, writes []write) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	p.commits.Add(1)
+	defer p.commits.Add(1)
+	err := w.store.commit(w.ctx, p.id, writes)
+	for _, wr := range writes {
+		if err != nil {
+			w.cache.forget(wr.doc.Key)
+		} else {
+			w.cache.put(wr.doc.Key, wr.doc)
+		}
+	}
+	return err
+}
+
+// errNothingDiverged: rollBack found no change to keep; the batch applies
+// as usual.
+var errNothingDiverged = errors.New("nothing diverged")
 
 // rollBack keeps, in the rollback collection, every change this node holds
 // after the new master's epoch start from an older epoch (changes the new
@@ -301,6 +329,11 @@ func (w *Writer) rollBack(p *partition, b *Batch, newest uint64) ApplyResult {
 			divergent = append(divergent, d)
 			keys = append(keys, d.Key)
 		}
+	}
+	if len(divergent) == 0 {
+		// The history went past the epoch start only through tombstones
+		// purged since: nothing is left to keep or restore.
+		return ApplyResult{Err: errNothingDiverged}
 	}
 	if err := w.store.saveRollback(w.ctx, p.id, divergent, b.Epoch, b.EpochStart); err != nil {
 		return ApplyResult{Err: err}
@@ -341,11 +374,16 @@ func (w *Writer) restore(p *partition, b *Batch) ApplyResult {
 		return ApplyResult{Err: err}
 	}
 	seen := max(p.epochSeen, b.Epoch)
-	if err := w.store.saveApplied(w.ctx, p.id, b.UpTo, seen); err != nil {
+	if err := w.store.saveApplied(w.ctx, p.id, b.UpTo, seen, p.horizon); err != nil {
 		return ApplyResult{Err: err}
 	}
+	for _, d := range b.Docs {
+		if d.Deleted {
+			p.tombstones.Store(true)
+		}
+	}
 	p.mu.Lock()
-	p.applied, p.last, p.epochSeen = b.UpTo, last, seen
+	p.applied, p.last, p.epochSeen = b.UpTo, maxPosition(last, p.horizon), seen
 	p.mu.Unlock()
 	return ApplyResult{Applied: b.UpTo, Epoch: b.Epoch}
 }
@@ -384,10 +422,8 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 				return err
 			}
 		}
-		a := applied[p.id]
-		p.mu.Lock()
-		p.last, p.applied, p.epochSeen, p.loaded = last, Position{Epoch: a.Epoch, Seq: a.Seq}, a.Seen, true
-		p.mu.Unlock()
+		p.setLoaded(last, applied[p.id])
+		p.tombstones.Store(exists[CollectionName(p.id)])
 	}
 	return nil
 }

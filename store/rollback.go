@@ -114,6 +114,10 @@ func (s *Store) remove(ctx context.Context, partition int, keys []string) error 
 	if len(keys) == 0 {
 		return nil
 	}
+	if err := s.acquireWrite(ctx); err != nil {
+		return err
+	}
+	defer s.releaseWrite()
 	return s.timed("remove", func() error {
 		if _, err := s.db.Collection(CollectionName(partition)).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}}); err != nil {
 			return fmt.Errorf("%w: removing %d documents: %v", ErrUnavailable, len(keys), err)

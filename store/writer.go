@@ -122,6 +122,14 @@ type partition struct {
 	// in its current tenure, and the position its history stood at then.
 	startEpoch uint64
 	startPos   Position
+	// horizon is the highest position of any tombstone purged here: a
+	// replica behind it cannot be caught up in position order (deletes
+	// are missing from the log) and gets a full copy instead.
+	horizon Position
+	// tombstones is false only when the partition is known to hold no
+	// tombstone, so the purge can skip it; set by every committed or
+	// applied delete, cleared by a purge that leaves none.
+	tombstones atomic.Bool
 }
 
 type request struct {
@@ -129,6 +137,7 @@ type request struct {
 	results []Result
 	apply   *Batch      // a replication batch instead of ops
 	applied ApplyResult // its outcome
+	purge   *purge      // a tombstone purge instead of ops
 	pause   *pause      // a pause of the partition instead of ops
 	done    chan struct{}
 }
@@ -140,6 +149,10 @@ type pause struct {
 	paused chan struct{}
 	resume chan struct{}
 }
+
+// alone reports whether the request runs on its own rather than grouped
+// with client ops.
+func (r *request) alone() bool { return r.apply != nil || r.purge != nil || r.pause != nil }
 
 // NewWriter creates the writer for a store with partitions partitions.
 func NewWriter(s *Store, partitions int, o WriterOptions) *Writer {
@@ -157,6 +170,7 @@ func NewWriter(s *Store, partitions int, o WriterOptions) *Writer {
 		parts: make([]*partition, partitions), ctx: ctx, cancel: cancel, stopping: make(chan struct{})}
 	for i := range w.parts {
 		w.parts[i] = &partition{id: i, queue: make(chan *request, 1024)}
+		w.parts[i].tombstones.Store(true) // unknown until LoadAll looks
 	}
 	return w
 }
@@ -190,10 +204,19 @@ func (w *Writer) DoAll(ctx context.Context, ops []Op) []Result {
 		}
 	}
 	req := &request{ops: ops, results: results, done: make(chan struct{})}
+	if err := w.submit(ctx, p, req); err != nil {
+		return fail(err)
+	}
+	return req.results
+}
+
+// submit queues req on its partition's writer (started on first use) and
+// waits until it has been handled, or ctx ends (then it may still be).
+func (w *Writer) submit(ctx context.Context, p *partition, req *request) error {
 	w.closeMu.RLock()
 	if w.closed {
 		w.closeMu.RUnlock()
-		return fail(ErrClosed)
+		return ErrClosed
 	}
 	p.start.Do(func() {
 		w.wg.Add(1)
@@ -203,14 +226,14 @@ func (w *Writer) DoAll(ctx context.Context, ops []Op) []Result {
 	case p.queue <- req:
 	case <-ctx.Done():
 		w.closeMu.RUnlock()
-		return fail(ctx.Err())
+		return ctx.Err()
 	}
 	w.closeMu.RUnlock()
 	select {
 	case <-req.done:
-		return req.results
+		return nil
 	case <-ctx.Done():
-		return fail(ctx.Err())
+		return ctx.Err()
 	}
 }
 
@@ -305,34 +328,36 @@ func (w *Writer) run(p *partition) {
 	}
 }
 
-// handle runs a replication batch or a pause on its own, or client ops
-// grouped with whatever else is queued.
+// handle runs a replication batch, a purge or a pause on its own, or client
+// ops grouped with whatever else is queued.
 func (w *Writer) handle(p *partition, first *request) {
-	if first.apply != nil || first.pause != nil {
-		w.handleOne(p, first)
+	if first.alone() {
+		w.handleAlone(p, first)
 		return
 	}
 	batch := w.collect(p, first)
 	w.process(p, batch)
-	if n := len(batch); n > 0 && (batch[n-1].apply != nil || batch[n-1].pause != nil) {
-		// collect stops at a replication batch or a pause and hands it over last.
-		w.handleOne(p, batch[n-1])
+	if n := len(batch); n > 0 && batch[n-1].alone() {
+		// collect stops at a request that runs alone and hands it over last.
+		w.handleAlone(p, batch[n-1])
 	}
 }
 
-// handleOne runs a request that is not grouped: a replication batch, or a
-// pause (which blocks this partition's writer until it is resumed).
-func (w *Writer) handleOne(p *partition, r *request) {
-	if r.pause != nil {
+// handleAlone runs a request that is not grouped: a replication batch, a
+// purge, or a pause (which blocks this partition's writer until resumed).
+func (w *Writer) handleAlone(p *partition, r *request) {
+	switch {
+	case r.apply != nil:
+		r.applied = w.processApply(p, r.apply)
+	case r.purge != nil:
+		r.purge.purged, r.purge.err = w.processPurge(p, r.purge.before)
+	case r.pause != nil:
 		close(r.pause.paused)
 		select {
 		case <-r.pause.resume:
 		case <-w.ctx.Done():
 		}
-		close(r.done)
-		return
 	}
-	r.applied = w.processApply(p, r.apply)
 	close(r.done)
 }
 
@@ -380,8 +405,8 @@ func (w *Writer) collect(p *partition, first *request) []*request {
 		select {
 		case r := <-p.queue:
 			batch = append(batch, r)
-			if r.apply != nil || r.pause != nil {
-				return batch // a replication batch or a pause ends the group
+			if r.alone() {
+				return batch // a replication batch, purge or pause ends the group
 			}
 			n += len(r.ops)
 		default:
@@ -398,7 +423,7 @@ type staged struct {
 }
 
 func (w *Writer) process(p *partition, batch []*request) {
-	if n := len(batch); batch[n-1].apply != nil || batch[n-1].pause != nil {
+	if n := len(batch); batch[n-1].alone() {
 		batch = batch[:n-1] // handled by handle, after this group
 	}
 	defer func() {
@@ -497,6 +522,9 @@ func (w *Writer) process(p *partition, batch []*request) {
 	writes := make([]write, 0, len(keys))
 	for _, k := range keys {
 		writes = append(writes, write{doc: states[k].doc, insert: states[k].insert})
+		if states[k].doc.Deleted {
+			p.tombstones.Store(true)
+		}
 	}
 	// Keys were collected in order of first change; positions must be
 	// committed in order so that a prefix of the bulk write is a prefix of
@@ -562,14 +590,32 @@ func (w *Writer) load(p *partition) error {
 	if err != nil {
 		return err
 	}
-	applied, seen, err := w.store.Applied(w.ctx, p.id)
+	rec, err := w.store.partitionRecord(w.ctx, p.id)
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
-	p.last, p.applied, p.epochSeen, p.loaded = last, applied, seen, true
-	p.mu.Unlock()
+	p.setLoaded(last, rec)
 	return nil
+}
+
+// setLoaded records what the store says of the partition. The history
+// ends at the newest stored position or at the horizon, whichever is
+// later: a purged tombstone may have been the newest change, and its
+// position must never be handed out again.
+func (p *partition) setLoaded(last Position, rec appliedDoc) {
+	horizon := Position{Epoch: rec.HorizonEpoch, Seq: rec.HorizonSeq}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = maxPosition(last, horizon)
+	p.applied = Position{Epoch: rec.Epoch, Seq: rec.Seq}
+	p.epochSeen, p.horizon, p.loaded = rec.Seen, horizon, true
+}
+
+func maxPosition(a, b Position) Position {
+	if a.Compare(b) >= 0 {
+		return a
+	}
+	return b
 }
 
 // current is the state of key before this batch, as the writer sees it.

@@ -47,6 +47,7 @@ type Config struct {
 	ReplicationFactor    int
 	ReplicaReplaceAfter  time.Duration
 	MaxConcurrentMoves   int
+	TombstoneRetention   time.Duration
 }
 
 // Setting is one configuration key: its environment name, its flag name
@@ -103,6 +104,8 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.ReplicaReplaceAfter, v) }},
 	{Key: "MAX_CONCURRENT_MOVES", Default: "4", Help: "partitions this node moves to their preferred master at once (each is copied, then handed over)",
 		set: func(c *Config, v string) error { return parseInt(&c.MaxConcurrentMoves, v) }},
+	{Key: "TOMBSTONE_RETENTION", Default: "24h", Help: "how long a deleted document's tombstone is kept; a replica further behind than the purged tombstones gets a full copy of the partition",
+		set: func(c *Config, v string) error { return parseDuration(&c.TombstoneRetention, v) }},
 	{Key: "PARTITION_COUNT", Default: "271", Help: "number of partitions users are hashed into; stored on first start and fixed for the life of the data",
 		set: func(c *Config, v string) error { return parseInt(&c.PartitionCount, v) }},
 	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413)",
@@ -269,6 +272,8 @@ func (c Config) Validate() error {
 		return errors.New("REPLICA_REPLACE_AFTER must be positive")
 	case c.MaxConcurrentMoves < 1:
 		return fmt.Errorf("MAX_CONCURRENT_MOVES %d must be at least 1 (default 4)", c.MaxConcurrentMoves)
+	case c.TombstoneRetention <= 0:
+		return fmt.Errorf("TOMBSTONE_RETENTION %s must be positive (default 24h): it is how long deletes are kept for replicas that fall behind", c.TombstoneRetention)
 	case c.ReplicationFactor < 1 || c.ReplicationFactor > 7:
 		return fmt.Errorf("REPLICATION_FACTOR %d is out of range: use 1..7 (default 2)", c.ReplicationFactor)
 	}

@@ -129,6 +129,9 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		Replicas:   n.replicasOf,
 		Send:       replicaTransport{cl}.Send,
 		Scan:       st.ScanAfter,
+		ScanKeys:   st.ScanKeys,
+		Horizon:    func(p int) store.Position { return n.writer.Horizon(p) },
+		OnFullCopy: metrics.ObserveFullCopy,
 		Last:       func(p int) store.Position { return n.writer.Position(p) },
 		Epoch:      n.leases.Holds,
 		EpochStart: func(p int, epoch uint64) store.Position { return n.writer.EpochStart(p, epoch) },
@@ -157,7 +160,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		// taking traffic.
 		n.leases.Round(runCtx)
 	}
-	n.running.Add(4)
+	n.running.Add(5)
 	go func() {
 		defer n.running.Done()
 		n.leases.Run(runCtx)
@@ -173,6 +176,10 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	go func() {
 		defer n.running.Done()
 		n.chooseReplicasLoop(runCtx)
+	}()
+	go func() {
+		defer n.running.Done()
+		n.purgeLoop(runCtx)
 	}()
 	n.api.SetReady(true)
 	mode := "embedded store in " + cfg.DataDir
@@ -291,6 +298,34 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 		n.chooseReplicas()
 		n.shipper.Ensure(n.cfg.PartitionCount)
 	}
+}
+
+// purgeLoop removes tombstones older than TOMBSTONE_RETENTION, on every
+// node and for every partition it holds, master or replica: each node's
+// horizon covers what it purged itself.
+func (n *Node) purgeLoop(ctx context.Context) {
+	tick := time.NewTicker(purgeInterval(n.cfg.TombstoneRetention))
+	defer tick.Stop()
+	var lastLogged time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		purged, err := n.writer.PurgeTombstones(ctx, time.Now().Add(-n.cfg.TombstoneRetention))
+		n.metrics.ObservePurged(purged)
+		if err != nil && ctx.Err() == nil && time.Since(lastLogged) > time.Minute {
+			lastLogged = time.Now()
+			n.log.Warn("purging tombstones failed; retrying every tick (logged once a minute)", "err", err)
+		}
+	}
+}
+
+// purgeInterval is how often tombstones are purged: a quarter of the
+// retention, between 50ms and 10 minutes.
+func purgeInterval(retention time.Duration) time.Duration {
+	return min(max(retention/4, 50*time.Millisecond), 10*time.Minute)
 }
 
 // copies is how many copies a partition should have: REPLICATION_FACTOR,
@@ -442,6 +477,10 @@ func (v leaseView) LikelyMaster(p int) string {
 // Applied is how far this node holds a partition's history (as master, its
 // last write; as a replica, what replication brought it).
 func (n *Node) Applied(p int) store.Position { return n.writer.Applied(p) }
+
+// Horizon is the highest position of a tombstone this node purged from a
+// partition.
+func (n *Node) Horizon(p int) store.Position { return n.writer.Horizon(p) }
 
 // Leases is the node's lease manager (tests inspect it).
 func (n *Node) Leases() *lease.Manager { return n.leases }

@@ -149,9 +149,10 @@ func (c *Cluster) SetVoters(ids ...string) {
 type Option func(*options)
 
 type options struct {
-	voters            int
-	replicationQueue  int
-	replicationFactor int
+	voters             int
+	replicationQueue   int
+	replicationFactor  int
+	tombstoneRetention time.Duration
 }
 
 // ReplicationFactor sets REPLICATION_FACTOR (default 2).
@@ -163,6 +164,10 @@ func Voters(k int) Option { return func(o *options) { o.voters = k } }
 // ReplicationQueue bounds the replication queues (small values force
 // catch-ups from the store).
 func ReplicationQueue(docs int) Option { return func(o *options) { o.replicationQueue = docs } }
+
+// TombstoneRetention sets every node's TOMBSTONE_RETENTION (small values
+// purge deletes within the test, so a lagging replica needs a full copy).
+func TombstoneRetention(d time.Duration) Option { return func(o *options) { o.tombstoneRetention = d } }
 
 // Start starts n nodes (node1..nodeN) and waits until every partition has a
 // master and a replica that every node knows of.
@@ -201,6 +206,9 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 		cfg.PartitionCount = Partitions
 		cfg.ReplicaReplaceAfter = ReplaceAfter
 		cfg.ReplicationFactor = o.replicationFactor
+		if o.tombstoneRetention > 0 {
+			cfg.TombstoneRetention = o.tombstoneRetention
+		}
 		c.Nodes[i] = c.startNode(cfg)
 	}
 	c.WaitForMasters(30 * time.Second)

@@ -1,0 +1,216 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-db/shoal/store"
+)
+
+func TestFullCopyChunks(t *testing.T) {
+	docs := func(ids ...string) []*store.Doc {
+		var out []*store.Doc
+		for _, id := range ids {
+			out = append(out, &store.Doc{Key: id})
+		}
+		return out
+	}
+	acked, target, horizon := store.Position{Epoch: 1, Seq: 2}, store.Position{Epoch: 1, Seq: 9}, store.Position{Epoch: 1, Seq: 5}
+	b, last := fullCopyChunk(7, 1, "", docs("a", "b"), 2, acked, target, horizon)
+	if last || !b.Full || b.KeyFrom != "" || b.KeyTo != "b" || b.UpTo != acked || b.From != (store.Position{}) || b.Horizon != horizon {
+		t.Fatalf("a full chunk: %+v last=%v", b, last)
+	}
+	b, last = fullCopyChunk(7, 1, "b", docs("c"), 2, acked, target, horizon)
+	if !last || b.KeyFrom != "b" || b.KeyTo != "" || b.UpTo != target {
+		t.Fatalf("the final chunk: %+v last=%v", b, last)
+	}
+	b, last = fullCopyChunk(7, 1, "c", nil, 2, acked, target, horizon)
+	if !last || b.KeyTo != "" || b.UpTo != target || len(b.Docs) != 0 {
+		t.Fatalf("an empty final chunk: %+v last=%v", b, last)
+	}
+}
+
+// pair is a master and a replica, each with a real store, linked by a
+// shipper whose link can be cut and whose full-copy chunks can be made to
+// fail.
+type pair struct {
+	master, replica *store.Writer
+	mstore, rstore  *store.Store
+	shipper         *Shipper
+	mu              sync.Mutex
+	cut             bool
+	failFullChunk   int // fail the n-th full-copy chunk sent (1-based), once
+	fullChunks      int
+	fullCopies      int
+}
+
+func newPair(t *testing.T) *pair {
+	t.Helper()
+	ctx := context.Background()
+	open := func() *store.Store {
+		s, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(ctx) })
+		return s
+	}
+	pr := &pair{mstore: open(), rstore: open()}
+	pr.replica = store.NewWriter(pr.rstore, 1, store.WriterOptions{CacheBytes: 1 << 20})
+	pr.shipper = New(Config{MaxBatchDocs: 3,
+		Replicas:   func(int) []string { return []string{"r"} },
+		Epoch:      func(int) (uint64, bool) { return 1, true },
+		EpochStart: func(int, uint64) store.Position { return store.Position{} },
+		Last:       func(p int) store.Position { return pr.master.Position(p) },
+		Horizon:    func(p int) store.Position { return pr.master.Horizon(p) },
+		Scan:       pr.mstore.ScanAfter,
+		ScanKeys:   pr.mstore.ScanKeys,
+		Get:        func(ctx context.Context, p int, k string) (*store.Doc, error) { return pr.master.Get(ctx, p, k) },
+		OnFullCopy: func(int) { pr.mu.Lock(); pr.fullCopies++; pr.mu.Unlock() },
+		Send:       pr.send,
+	})
+	pr.master = store.NewWriter(pr.mstore, 1, store.WriterOptions{CacheBytes: 1 << 20, OnCommitted: pr.shipper.Committed})
+	t.Cleanup(func() {
+		pr.shipper.Close()
+		pr.master.Close(ctx)
+		pr.replica.Close(ctx)
+	})
+	return pr
+}
+
+// send crosses the wire as JSON, as between nodes.
+func (pr *pair) send(ctx context.Context, _ string, req Request) (Response, error) {
+	pr.mu.Lock()
+	if pr.cut {
+		pr.mu.Unlock()
+		return Response{}, errors.New("link cut")
+	}
+	for _, b := range req.Batches {
+		if b.Full {
+			pr.fullChunks++
+			if pr.fullChunks == pr.failFullChunk {
+				pr.mu.Unlock()
+				return Response{}, errors.New("connection reset in the middle of a full copy")
+			}
+		}
+	}
+	pr.mu.Unlock()
+	data, err := json.Marshal(req)
+	if err != nil {
+		return Response{}, err
+	}
+	decoded, err := DecodeRequest(bytes.NewReader(data))
+	if err != nil {
+		return Response{}, err
+	}
+	return Apply(ctx, pr.replica, decoded), nil
+}
+
+func (pr *pair) setCut(cut bool) {
+	pr.mu.Lock()
+	pr.cut = cut
+	pr.mu.Unlock()
+}
+
+func (pr *pair) write(t *testing.T, id string, del bool) {
+	t.Helper()
+	res := pr.master.Do(context.Background(), store.Op{Partition: 0, User: "u", Coll: "c", ID: id,
+		Mutate: func(*store.Doc) (store.Next, error) {
+			return store.Next{Body: map[string]any{"id": id}, Delete: del, Size: 16}, nil
+		}})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+}
+
+// waitReplicated waits until the replica has acknowledged the master's
+// last position.
+func (pr *pair) waitReplicated(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pr.shipper.Ensure(1)
+	want := pr.master.Position(0)
+	if _, err := pr.shipper.WaitReplicated(ctx, 0, want, func() []string { return []string{"r"} }, 1); err != nil {
+		got, _ := pr.shipper.Acked("r", 0)
+		t.Fatalf("the replica did not reach %v (at %v): %v", want, got, err)
+	}
+}
+
+func contents(t *testing.T, s *store.Store) []string {
+	t.Helper()
+	docs, err := s.ScanKeys(context.Background(), 0, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range docs {
+		out = append(out, fmt.Sprintf("%s v%d @%s deleted=%v", d.ID, d.Version, d.Pos, d.Deleted))
+	}
+	return out
+}
+
+// A replica cut off while the master deletes documents and purges their
+// tombstones cannot be caught up in position order: it gets a full copy,
+// in chunks; one that fails midway starts over; the replica ends holding
+// exactly what the master holds, at the master's position and horizon.
+func TestAReplicaBehindTheHorizonGetsAFullCopy(t *testing.T) {
+	pr := newPair(t)
+	for i := range 10 {
+		pr.write(t, fmt.Sprintf("k%d", i), false)
+	}
+	pr.waitReplicated(t)
+
+	pr.setCut(true)
+	for i := range 5 {
+		pr.write(t, fmt.Sprintf("k%d", i), true)
+	}
+	pr.write(t, "k5", false)
+	for i := range 4 {
+		pr.write(t, fmt.Sprintf("n%d", i), false)
+	}
+	pr.write(t, "k9", true)
+	if n, err := pr.master.PurgeTombstones(context.Background(), time.Now().Add(time.Hour)); err != nil || n != 6 {
+		t.Fatalf("purged %d %v, want 6", n, err)
+	}
+	acked, _ := pr.shipper.Acked("r", 0)
+	if h := pr.master.Horizon(0); !behindHorizon(acked, h) {
+		t.Fatalf("the replica at %v is not behind the horizon %v", acked, h)
+	}
+	pr.mu.Lock()
+	pr.failFullChunk = 2
+	pr.mu.Unlock()
+	pr.setCut(false)
+	pr.waitReplicated(t)
+
+	if m, r := contents(t, pr.mstore), contents(t, pr.rstore); !slices.Equal(m, r) {
+		t.Fatalf("the replica holds\n%v\nthe master\n%v", r, m)
+	}
+	if got := len(contents(t, pr.rstore)); got != 8 {
+		t.Fatalf("the replica holds %d documents, want 8 (k5-k8, n0-n3)", got)
+	}
+	if pr.replica.Applied(0) != pr.master.Position(0) || pr.replica.Horizon(0) != pr.master.Horizon(0) {
+		t.Fatalf("replica applied %v horizon %v; master at %v horizon %v",
+			pr.replica.Applied(0), pr.replica.Horizon(0), pr.master.Position(0), pr.master.Horizon(0))
+	}
+	pr.mu.Lock()
+	copies, chunks := pr.fullCopies, pr.fullChunks
+	pr.mu.Unlock()
+	// 8 documents in chunks of 3: 3, 3, 2 (final); the second failed once.
+	if copies != 2 || chunks != 2+3 {
+		t.Fatalf("%d full copies in %d chunks, want 2 copies (one interrupted) in 5 chunks", copies, chunks)
+	}
+	// Live changes resume as usual after the copy.
+	pr.write(t, "after", false)
+	pr.waitReplicated(t)
+	if m, r := contents(t, pr.mstore), contents(t, pr.rstore); !slices.Equal(m, r) {
+		t.Fatalf("after a live change the replica holds\n%v\nthe master\n%v", r, m)
+	}
+}

@@ -1,0 +1,254 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Tombstones are kept for TOMBSTONE_RETENTION, long enough for a lagging
+// replica to be caught up in position order, deletes included. A purge
+// removes older ones and raises the partition's horizon; a replica whose
+// acknowledged position is behind it gets a full copy instead (Batch.Full).
+
+// purge is a request to purge a partition's tombstones.
+type purge struct {
+	before time.Time // tombstones last changed before this go
+	purged int
+	err    error
+}
+
+// purgePlan is what a purge removes, decided from the partition's
+// tombstones alone.
+type purgePlan struct {
+	keys    []string // the tombstones to remove
+	horizon Position // the horizon once they are gone
+	kept    int      // tombstones too young to remove
+}
+
+// planPurge picks the tombstones last changed before cutoff (compared in
+// milliseconds, as stored) and the horizon that follows.
+func planPurge(tombstones []*Doc, cutoff time.Time, horizon Position) purgePlan {
+	plan := purgePlan{horizon: horizon}
+	for _, d := range tombstones {
+		if d.Updated.UnixMilli() >= cutoff.UnixMilli() {
+			plan.kept++
+			continue
+		}
+		plan.keys = append(plan.keys, d.Key)
+		plan.horizon = maxPosition(plan.horizon, d.Pos)
+	}
+	return plan
+}
+
+// PurgeTombstones removes, from every partition that may hold tombstones,
+// those last changed before the given time, each through its partition's
+// writer. It returns how many it removed.
+func (w *Writer) PurgeTombstones(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	var errs []error
+	for _, p := range w.parts {
+		if !p.tombstones.Load() {
+			continue
+		}
+		req := &request{purge: &purge{before: before}, done: make(chan struct{})}
+		if err := w.submit(ctx, p, req); err != nil {
+			return total, err
+		}
+		total += req.purge.purged
+		if req.purge.err != nil {
+			errs = append(errs, fmt.Errorf("partition %d: %w", p.id, req.purge.err))
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// Horizon returns the highest position of any tombstone purged from a
+// partition here (zero if none): a replica acknowledged before it needs a
+// full copy.
+func (w *Writer) Horizon(partition int) Position {
+	p := w.parts[partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.horizon
+}
+
+// processPurge runs a purge on the partition's goroutine. The horizon is
+// recorded before the tombstones go: a crash in between costs at most a
+// needless full copy, never a replica that misses a delete.
+func (w *Writer) processPurge(p *partition, before time.Time) (int, error) {
+	if err := w.load(p); err != nil {
+		return 0, err
+	}
+	tombs, err := w.store.tombstones(w.ctx, p.id)
+	if err != nil {
+		return 0, err
+	}
+	plan := planPurge(tombs, before, p.horizon)
+	if len(plan.keys) > 0 {
+		if plan.horizon != p.horizon {
+			if err := w.store.saveApplied(w.ctx, p.id, p.applied, p.epochSeen, plan.horizon); err != nil {
+				return 0, err
+			}
+			p.mu.Lock()
+			p.horizon, p.last = plan.horizon, maxPosition(p.last, plan.horizon)
+			p.mu.Unlock()
+		}
+		p.commits.Add(1)
+		err := w.store.deleteTombstones(w.ctx, p.id, before)
+		for _, k := range plan.keys {
+			w.cache.forget(k)
+		}
+		p.commits.Add(1)
+		if err != nil {
+			return 0, err
+		}
+		w.log.Debug("purged tombstones", "partition", p.id, "purged", len(plan.keys), "kept", plan.kept, "horizon", plan.horizon)
+	}
+	if plan.kept == 0 {
+		p.tombstones.Store(false)
+	}
+	return len(plan.keys), nil
+}
+
+// tombstones reads a partition's tombstones (without bodies: they have
+// none).
+func (s *Store) tombstones(ctx context.Context, partition int) ([]*Doc, error) {
+	return s.find(ctx, "tombstones", partition, bson.D{{Key: fDeleted, Value: true}},
+		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: fEpoch, Value: 1}, {Key: fSeq, Value: 1},
+			{Key: fDeleted, Value: 1}, {Key: fUpdated, Value: 1}}))
+}
+
+// deleteTombstones removes a partition's tombstones last changed before
+// the given time: the same ones planPurge picks from tombstones.
+func (s *Store) deleteTombstones(ctx context.Context, partition int, before time.Time) error {
+	if err := s.acquireWrite(ctx); err != nil {
+		return err
+	}
+	defer s.releaseWrite()
+	return s.timed("purge", func() error {
+		_, err := s.db.Collection(CollectionName(partition)).DeleteMany(ctx, bson.D{{Key: fDeleted, Value: true},
+			{Key: fUpdated, Value: bson.D{{Key: "$lt", Value: before.UnixMilli()}}}})
+		if err != nil {
+			return fmt.Errorf("%w: purging tombstones of partition %d: %v", ErrUnavailable, partition, err)
+		}
+		return nil
+	})
+}
+
+// ScanKeys returns up to limit (0: all) documents and tombstones of a
+// partition whose key is after afterKey ("" = from the first), in key
+// order: the chunks of a full copy.
+func (s *Store) ScanKeys(ctx context.Context, partition int, afterKey string, limit int) ([]*Doc, error) {
+	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})
+	if limit > 0 {
+		opts.SetLimit(int64(limit))
+	}
+	return s.scanRange(ctx, "scan_keys", partition, afterKey, "", opts)
+}
+
+// keyRange returns the keys and positions of what a partition holds with
+// a key in (after, upTo] ("" = unbounded).
+func (s *Store) keyRange(ctx context.Context, partition int, after, upTo string) ([]*Doc, error) {
+	return s.scanRange(ctx, "key_range", partition, after, upTo,
+		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: fEpoch, Value: 1}, {Key: fSeq, Value: 1}}))
+}
+
+func (s *Store) scanRange(ctx context.Context, op string, partition int, after, upTo string, opts *options.FindOptionsBuilder) ([]*Doc, error) {
+	bounds := bson.D{}
+	if after != "" {
+		bounds = append(bounds, bson.E{Key: "$gt", Value: after})
+	}
+	if upTo != "" {
+		bounds = append(bounds, bson.E{Key: "$lte", Value: upTo})
+	}
+	filter := bson.D{}
+	if len(bounds) > 0 {
+		filter = bson.D{{Key: "_id", Value: bounds}}
+	}
+	docs, err := s.find(ctx, op, partition, filter, opts)
+	if err != nil {
+		return nil, err
+	}
+	// The embedded store's comparisons and sort are checked here: a full
+	// copy relies on key order.
+	docs = slices.DeleteFunc(docs, func(d *Doc) bool { return !inKeyRange(d.Key, after, upTo) })
+	slices.SortFunc(docs, func(a, b *Doc) int { return compareKeys(a.Key, b.Key) })
+	return docs, nil
+}
+
+func compareKeys(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// inKeyRange reports whether key is in (after, upTo], "" being unbounded.
+func inKeyRange(key, after, upTo string) bool {
+	return (after == "" || key > after) && (upTo == "" || key <= upTo)
+}
+
+// planFullChunk decides what a replica does with one chunk of a full copy,
+// given what it holds in the chunk's key range: the keys to remove (held,
+// but not in the chunk), and the chunk's documents newer than the copies
+// held (insert marks those not held at all).
+func planFullChunk(held []*Doc, chunk []*Doc) (gone []string, writes []write) {
+	have := make(map[string]Position, len(held))
+	for _, d := range held {
+		have[d.Key] = d.Pos
+	}
+	for _, d := range chunk {
+		pos, ok := have[d.Key]
+		delete(have, d.Key)
+		if ok && d.Pos.Compare(pos) <= 0 {
+			continue // already held, or something newer is
+		}
+		writes = append(writes, write{doc: d, insert: !ok})
+	}
+	for k := range have {
+		gone = append(gone, k)
+	}
+	slices.Sort(gone)
+	return gone, writes
+}
+
+// applyFull applies one chunk of a full copy on the partition's goroutine
+// and returns the newest position stored.
+func (w *Writer) applyFull(p *partition, b *Batch, last Position) (Position, error) {
+	held, err := w.store.keyRange(w.ctx, p.id, b.KeyFrom, b.KeyTo)
+	if err != nil {
+		return last, err
+	}
+	gone, writes := planFullChunk(held, b.Docs)
+	if len(gone) > 0 {
+		p.commits.Add(1)
+		err := w.store.remove(w.ctx, p.id, gone)
+		for _, k := range gone {
+			w.cache.forget(k)
+		}
+		p.commits.Add(1)
+		if err != nil {
+			return last, err
+		}
+	}
+	for _, wr := range writes {
+		if wr.doc.Deleted {
+			p.tombstones.Store(true)
+		}
+		last = maxPosition(last, wr.doc.Pos)
+	}
+	if len(gone) > 0 || len(writes) > 0 {
+		w.log.Debug("applied a chunk of a full copy", "partition", p.id, "from_key", b.KeyFrom, "to_key", b.KeyTo,
+			"removed", len(gone), "written", len(writes))
+	}
+	return last, w.commitApplied(p, writes)
+}

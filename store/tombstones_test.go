@@ -1,0 +1,287 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestPlanPurge(t *testing.T) {
+	cutoff := time.UnixMilli(10_000)
+	at := func(id string, seq uint64, ms int64) *Doc {
+		d := doc(id, 1, seq, 2, true)
+		d.Updated = time.UnixMilli(ms)
+		return d
+	}
+	cases := []struct {
+		name    string
+		tombs   []*Doc
+		horizon Position
+		keys    []string
+		want    Position
+		kept    int
+	}{
+		{"none", nil, Position{}, nil, Position{}, 0},
+		{"all young", []*Doc{at("a", 3, 10_000), at("b", 4, 12_000)}, Position{}, nil, Position{}, 2},
+		{"old and young", []*Doc{at("a", 3, 9_999), at("b", 7, 10_000), at("c", 5, 1)},
+			Position{}, []string{DocKey("u", "c", "a"), DocKey("u", "c", "c")}, Position{Epoch: 1, Seq: 5}, 1},
+		{"horizon never goes back", []*Doc{at("a", 3, 1)}, Position{Epoch: 2, Seq: 1},
+			[]string{DocKey("u", "c", "a")}, Position{Epoch: 2, Seq: 1}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := planPurge(c.tombs, cutoff, c.horizon)
+			if !slices.Equal(got.keys, c.keys) || got.horizon != c.want || got.kept != c.kept {
+				t.Fatalf("got %+v, want keys %v horizon %v kept %d", got, c.keys, c.want, c.kept)
+			}
+		})
+	}
+}
+
+// As a replica (tombstones with the master's times): only tombstones older
+// than the cutoff go, the horizon is the highest of them, and a partition
+// left with no tombstone is not looked at again.
+func TestPurgeRemovesOnlyOldTombstones(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 2, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	young := doc("young", 1, 4, 2, true)
+	young.Updated = now
+	live := doc("live", 1, 1, 1, false) // old, but not a tombstone
+	b := Batch{Partition: 0, Epoch: 1, UpTo: Position{Epoch: 1, Seq: 4},
+		Docs: []*Doc{live, doc("old1", 1, 2, 2, true), doc("old2", 1, 3, 2, true), young}}
+	if r := w.Apply(ctx, b); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	n, err := w.PurgeTombstones(ctx, now.Add(-time.Hour))
+	if err != nil || n != 2 {
+		t.Fatalf("purged %d (%v), want 2", n, err)
+	}
+	for _, id := range []string{"old1", "old2"} {
+		if _, err := w.Get(ctx, 0, DocKey("u", "c", id)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s after the purge: %v", id, err)
+		}
+		if _, err := s.Get(ctx, 0, DocKey("u", "c", id)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s still stored: %v", id, err)
+		}
+	}
+	for _, id := range []string{"young", "live"} {
+		if _, err := w.Get(ctx, 0, DocKey("u", "c", id)); err != nil {
+			t.Fatalf("%s was purged: %v", id, err)
+		}
+	}
+	if h := w.Horizon(0); h != (Position{Epoch: 1, Seq: 3}) {
+		t.Fatalf("horizon %v, want 1.3", h)
+	}
+	if !w.parts[0].tombstones.Load() {
+		t.Fatal("a partition that still holds a tombstone is not purged again")
+	}
+	// The young one goes once it is old enough; then nothing is left.
+	if n, err := w.PurgeTombstones(ctx, now.Add(time.Millisecond)); err != nil || n != 1 {
+		t.Fatalf("second purge: %d %v", n, err)
+	}
+	if w.Horizon(0) != (Position{Epoch: 1, Seq: 4}) || w.parts[0].tombstones.Load() {
+		t.Fatalf("horizon %v, may hold tombstones %v", w.Horizon(0), w.parts[0].tombstones.Load())
+	}
+	// The applied position is untouched by the purge.
+	if w.Applied(0) != (Position{Epoch: 1, Seq: 4}) {
+		t.Fatalf("applied %v after the purges", w.Applied(0))
+	}
+}
+
+// As a master: the horizon is durable, a purged delete's position is never
+// handed out again, even after a restart, and a document created again
+// after its tombstone is gone starts at version 1.
+func TestHorizonSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := openAt(t, dir)
+	w := NewWriter(s, 3, WriterOptions{CacheBytes: 1 << 20})
+	var del Result
+	for _, op := range []struct {
+		id     string
+		delete bool
+	}{{"a", false}, {"b", false}, {"b", true}} {
+		del = w.Do(ctx, Op{Partition: 2, User: "u", Coll: "c", ID: op.id,
+			Mutate: func(*Doc) (Next, error) { return Next{Body: map[string]any{}, Delete: op.delete}, nil }})
+		if del.Err != nil {
+			t.Fatal(del.Err)
+		}
+	}
+	if n, err := w.PurgeTombstones(ctx, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("purged %d %v", n, err)
+	}
+	if w.Horizon(2) != del.Doc.Pos || w.Position(2) != del.Doc.Pos {
+		t.Fatalf("horizon %v, position %v, want both %v", w.Horizon(2), w.Position(2), del.Doc.Pos)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(ctx)
+
+	s2 := openAt(t, dir)
+	w2 := NewWriter(s2, 3, WriterOptions{CacheBytes: 1 << 20})
+	defer w2.Close(ctx)
+	if err := w2.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w2.Horizon(2) != del.Doc.Pos || w2.Position(2) != del.Doc.Pos {
+		t.Fatalf("after a restart: horizon %v, position %v, want both %v", w2.Horizon(2), w2.Position(2), del.Doc.Pos)
+	}
+	if w2.parts[0].tombstones.Load() || !w2.parts[2].tombstones.Load() {
+		t.Fatal("after a restart, only partitions with a collection may hold tombstones")
+	}
+	res := w2.Do(ctx, Op{Partition: 2, User: "u", Coll: "c", ID: "b", Mutate: put(map[string]any{"again": true})})
+	if res.Err != nil || res.Doc.Version != 1 || res.Doc.Pos.Compare(del.Doc.Pos) <= 0 {
+		t.Fatalf("b created again: %+v %v, want version 1 after %v", res.Doc, res.Err, del.Doc.Pos)
+	}
+	// The applied record written by the purge kept the rest of the record.
+	if _, seen, err := s2.Applied(ctx, 2); err != nil || seen != 0 {
+		t.Fatalf("applied record: seen %d %v", seen, err)
+	}
+}
+
+// openAt opens the store in dir, closed when the test ends (closing twice
+// is harmless).
+func openAt(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), Options{Database: "shoal", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+// The chunks of a full copy come in key order, each exactly once, whatever
+// order the documents were written in.
+func TestScanKeysPagesInKeyOrder(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{})
+	defer w.Close(ctx)
+	var want []string
+	var docs []*Doc
+	for i := range 23 {
+		d := doc(fmt.Sprintf("k%02d", i), 1, uint64(i+1), 1, i%5 == 0)
+		docs = append(docs, d)
+		want = append(want, d.Key)
+	}
+	rand.Shuffle(len(docs), func(i, j int) { docs[i], docs[j] = docs[j], docs[i] })
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 1, UpTo: Position{Epoch: 1, Seq: 23}, Docs: docs}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	var got []string
+	after := ""
+	for {
+		page, err := s.ScanKeys(ctx, 0, after, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page {
+			got = append(got, d.Key)
+		}
+		if len(page) < 5 {
+			break
+		}
+		after = page[len(page)-1].Key
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pages %v, want %v", got, want)
+	}
+}
+
+// A chunk of a full copy replaces the replica's copy of its key range:
+// what it holds there that the chunk lacks goes (documents and tombstones),
+// newer states are written, older ones skipped, keys outside the range are
+// kept, and only the final chunk moves the applied position.
+func TestFullCopyChunksReplaceTheirKeyRange(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	held := Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 5}, Docs: []*Doc{
+		doc("a", 2, 1, 1, false), doc("b", 2, 2, 1, false), doc("c", 2, 3, 2, true), doc("d", 2, 4, 1, false), doc("z", 2, 5, 1, false)}}
+	if r := w.Apply(ctx, held); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	key := func(id string) string { return DocKey("u", "c", id) }
+	// A full copy from an older epoch is refused before anything is removed.
+	stale := Batch{Partition: 0, Epoch: 1, Full: true, UpTo: Position{Epoch: 2, Seq: 9}}
+	if r := w.Apply(ctx, stale); !errors.Is(r.Err, ErrStaleEpoch) {
+		t.Fatalf("stale full copy: %+v", r)
+	}
+	if _, err := w.Get(ctx, 0, key("z")); err != nil {
+		t.Fatalf("a refused full copy removed z: %v", err)
+	}
+	applied := Position{Epoch: 2, Seq: 5}
+	horizon := Position{Epoch: 2, Seq: 8}
+	// First chunk: keys up to "m". a is newer on the master, b the same
+	// (an older state of b is sent: skipped), c and d are gone.
+	older := doc("b", 2, 2, 1, false)
+	older.Pos, older.Body = Position{Epoch: 2, Seq: 1}, map[string]any{"stale": true}
+	first := Batch{Partition: 0, Epoch: 2, Full: true, KeyTo: key("m"), UpTo: applied, Horizon: horizon,
+		Docs: []*Doc{doc("a", 2, 9, 2, false), older}}
+	if r := w.Apply(ctx, first); r.Err != nil || r.Applied != applied {
+		t.Fatalf("first chunk: %+v", r)
+	}
+	if a, _ := w.Get(ctx, 0, key("a")); a == nil || a.Version != 2 {
+		t.Fatalf("a after the first chunk: %+v", a)
+	}
+	if b, _ := w.Get(ctx, 0, key("b")); b == nil || b.Body["stale"] != nil {
+		t.Fatalf("b after the first chunk: %+v", b)
+	}
+	for _, id := range []string{"c", "d"} {
+		if _, err := s.Get(ctx, 0, key(id)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s, missing from the chunk, is still stored: %v", id, err)
+		}
+	}
+	if _, err := w.Get(ctx, 0, key("z")); err != nil {
+		t.Fatalf("z, outside the first chunk's range, is gone: %v", err)
+	}
+	if w.Horizon(0) != horizon {
+		t.Fatalf("the replica's horizon %v, want the master's %v", w.Horizon(0), horizon)
+	}
+	// Final chunk: everything after "m"; z is gone, y is new.
+	target := Position{Epoch: 2, Seq: 10}
+	final := Batch{Partition: 0, Epoch: 2, Full: true, KeyFrom: key("m"), UpTo: target, Horizon: horizon,
+		Docs: []*Doc{doc("y", 2, 10, 1, false)}}
+	if r := w.Apply(ctx, final); r.Err != nil || r.Applied != target {
+		t.Fatalf("final chunk: %+v", r)
+	}
+	if _, err := w.Get(ctx, 0, key("z")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("z after the final chunk: %v", err)
+	}
+	all, err := s.ScanKeys(ctx, 0, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(all); !slices.Equal(got, []string{"a@2.9", "b@2.2", "y@2.10"}) {
+		t.Fatalf("the replica holds %v", got)
+	}
+	if p, _, err := s.Applied(ctx, 0); err != nil || p != target {
+		t.Fatalf("stored applied %v %v", p, err)
+	}
+}
+
+func TestPlanFullChunk(t *testing.T) {
+	held := []*Doc{doc("a", 1, 1, 1, false), doc("b", 1, 5, 1, false), doc("c", 1, 3, 1, true)}
+	chunk := []*Doc{doc("a", 1, 2, 2, false), doc("b", 1, 4, 1, false), doc("n", 1, 6, 1, false)}
+	gone, writes := planFullChunk(held, chunk)
+	if !slices.Equal(gone, []string{DocKey("u", "c", "c")}) {
+		t.Fatalf("gone %v", gone)
+	}
+	var got []string
+	for _, w := range writes {
+		got = append(got, fmt.Sprintf("%s insert=%v", w.doc.ID, w.insert))
+	}
+	if !slices.Equal(got, []string{"a insert=false", "n insert=true"}) {
+		t.Fatalf("writes %v", got)
+	}
+}
