@@ -34,12 +34,20 @@ const (
 type handoffs struct {
 	n *Node
 
-	mu     sync.Mutex
-	active map[int]chan struct{} // closed when the handoff of the partition ends
+	mu       sync.Mutex
+	active   map[int]chan struct{} // closed when the handoff of the partition ends
+	incoming map[int]int           // partitions being handed to this node (TakeOver calls in progress)
 }
 
 func newHandoffs(n *Node) *handoffs {
-	return &handoffs{n: n, active: map[int]chan struct{}{}}
+	return &handoffs{n: n, active: map[int]chan struct{}{}, incoming: map[int]int{}}
+}
+
+// receiving reports whether a handoff of p to this node is in progress.
+func (h *handoffs) receiving(p int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.incoming[p] > 0
 }
 
 // inProgress reports whether a handoff of p is running here.
@@ -214,6 +222,16 @@ func (h *handoffs) TakeOver(ctx context.Context, p int, from store.Position) (sh
 	if have := n.writer.Applied(p); have.Compare(from) < 0 {
 		return shard.Assignment{}, fmt.Errorf("node %s holds partition %d up to %s, not %s", n.cfg.NodeID, p, have, from)
 	}
+	h.mu.Lock()
+	h.incoming[p]++
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.incoming[p]--; h.incoming[p] == 0 {
+			delete(h.incoming, p)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
 	defer cancel()
 	epoch, err := n.leases.Acquire(ctx, p)

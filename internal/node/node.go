@@ -203,8 +203,8 @@ func listenURL(ln net.Listener) string {
 }
 
 // leasePlan is what the lease manager wants each round: the voters of the
-// peer list, and the partitions this node should master: those whose
-// succession (ring owner first) has no available node before this one.
+// peer list, and per partition whether this node should master it (see
+// wantsPartition).
 func (n *Node) leasePlan() lease.Plan {
 	ring, voters := n.place.current()
 	states := n.cluster.States()
@@ -213,53 +213,58 @@ func (n *Node) leasePlan() lease.Plan {
 			// A node is passed over when gossip does not see it UP, or when
 			// this node, as a voter, saw its lease of p run out unrenewed.
 			lapsed, _ := n.leases.Lapsed(p)
-			up := func(id string) bool { return states[id] == cluster.Up && id != lapsed }
-			succession := shard.Succession(ring, p)
-			owner := succession[0]
-			a := n.table.Get(p)
-			self := n.cfg.NodeID
-			if _, holding := n.leases.Holds(p); holding {
-				// Keep it: an orderly handoff moves it to the preferred
-				// master once that one holds a copy (handoff.go).
-				return true
-			}
-			if n.handoff.inProgress(p) {
-				return false // just released to the preferred master
-			}
-			if a.Master != "" && a.Master != self && !up(a.Master) && slices.Contains(a.Responsible, self) {
-				// The master is gone and this node holds a copy: the most
-				// current copy takes over (promotion.go).
-				return n.promote.mayCampaign(p, a.Responsible, up)
-			}
-			if owner == self {
-				return preferredMasterWants(a, owner, up)
-			}
-			if up(owner) && preferredMasterWants(a, owner, up) {
-				return false
-			}
-			// The preferred master is gone, or may not take the partition: the partition goes to the first
-			// available node of its responsible list (they hold copies of its
-			// data), then of its succession.
-			return shard.FirstAvailable(shard.TakeoverOrder(a.Responsible, succession), n.cfg.NodeID, up)
+			_, holding := n.leases.Holds(p)
+			return wantsPartition(wantInput{
+				self: n.cfg.NodeID, a: n.table.Get(p), succession: shard.Succession(ring, p),
+				holding: holding, handingOff: n.handoff.inProgress(p), receiving: n.handoff.receiving(p),
+				up:      func(id string) bool { return states[id] == cluster.Up && id != lapsed },
+				promote: func(a shard.Assignment, up func(string) bool) bool { return n.promote.mayCampaign(p, a.Responsible, up) },
+			})
 		}}
 }
 
-// preferredMasterWants says whether a partition's preferred master should
-// campaign for it: when it holds a copy (it is in the responsible list),
-// when no master is known (a new cluster), or when nobody who holds a copy
-// is available. A preferred master without a copy (it was just added to the
-// peer list) waits: it must become a replica first, or it would take the
-// partition over empty.
-func preferredMasterWants(a shard.Assignment, owner string, up func(string) bool) bool {
-	if a.Master == "" || a.Master == owner || slices.Contains(a.Responsible, owner) {
+// wantInput is what one node knows of one partition when deciding whether
+// to campaign for its lease.
+type wantInput struct {
+	self       string
+	a          shard.Assignment // the partition table's entry
+	succession []string         // ring order: the preferred master first
+	holding    bool             // this node holds the lease now
+	handingOff bool             // this node is handing it to another
+	receiving  bool             // another node is handing it to this one
+	up         func(id string) bool
+	// promote is the promotion rule among the copies, asked only when the
+	// master is gone and this node holds a copy.
+	promote func(a shard.Assignment, up func(string) bool) bool
+}
+
+// wantsPartition is the campaign rule. Only one of these moves a
+// partition's lease while its master lives: an orderly handoff (the master
+// keeps its lease until it hands it over). Otherwise:
+//   - a master keeps what it holds, and takes back a lease of its own that
+//     lapsed (the voters refuse if someone else took it meanwhile);
+//   - a partition nobody ever mastered goes to the first available node of
+//     its succession (the preferred master first);
+//   - when the master is gone, the copies (the responsible list) decide by
+//     the promotion rule: the most current one campaigns;
+//   - only when no copy is available does a node without one campaign, in
+//     succession order (the partition starts again empty on it).
+func wantsPartition(in wantInput) bool {
+	switch {
+	case in.holding:
 		return true
+	case in.handingOff:
+		return false
+	case in.a.Master == in.self:
+		return true
+	case in.a.Master == "":
+		return shard.FirstAvailable(in.succession, in.self, in.up)
+	case in.up(in.a.Master):
+		return in.receiving
+	case slices.Contains(in.a.Responsible, in.self):
+		return in.promote(in.a, in.up)
 	}
-	for _, m := range a.Responsible {
-		if up(m) {
-			return false
-		}
-	}
-	return !up(a.Master)
+	return shard.FirstAvailable(shard.TakeoverOrder(in.a.Responsible, in.succession), in.self, in.up)
 }
 
 // masterChanged records a master this node became or learned of in the

@@ -1,37 +1,45 @@
 package node
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/shoal-db/shoal/shard"
 )
 
-func TestPreferredMasterWantsOnlyWhatItCanServe(t *testing.T) {
+func TestWantsPartitionMovesALiveMasterOnlyByHandoff(t *testing.T) {
 	up := func(ids ...string) func(string) bool {
-		return func(id string) bool {
-			for _, u := range ids {
-				if u == id {
-					return true
-				}
-			}
-			return false
-		}
+		return func(id string) bool { return slices.Contains(ids, id) }
 	}
+	promoted := func(shard.Assignment, func(string) bool) bool { return true }
+	notPromoted := func(shard.Assignment, func(string) bool) bool { return false }
+	succession := []string{"o", "x", "y"} // o is the preferred master
 	cases := []struct {
 		name string
-		a    shard.Assignment
-		up   func(string) bool
+		in   wantInput
 		want bool
 	}{
-		{"new cluster, no master known", shard.Assignment{}, up("o"), true},
-		{"it is the master", shard.Assignment{Master: "o", Responsible: []string{"o", "r"}}, up("o", "r"), true},
-		{"it is a replica of the stand-in", shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, up("o", "s"), true},
-		{"just added: a copy holder is up", shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up("o", "r"), false},
-		{"just added: master up", shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up("o", "m"), false},
-		{"just added: every copy is gone", shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up("o"), true},
+		{"holding keeps it", wantInput{self: "x", holding: true, a: shard.Assignment{Master: "x"}}, true},
+		{"handing it off", wantInput{self: "x", handingOff: true, a: shard.Assignment{Master: "x"}}, false},
+		{"own lease lapsed", wantInput{self: "x", a: shard.Assignment{Master: "x"}, up: up("o", "x")}, true},
+		{"new cluster: the preferred master", wantInput{self: "o", up: up("o", "x")}, true},
+		{"new cluster: not before the preferred master", wantInput{self: "x", up: up("o", "x")}, false},
+		{"new cluster: preferred master down", wantInput{self: "x", up: up("x")}, true},
+		{"preferred master, live stand-in, no handoff", wantInput{self: "o", a: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, up: up("o", "s")}, false},
+		{"preferred master receiving a handoff", wantInput{self: "o", receiving: true, a: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, up: up("o", "s")}, true},
+		{"just added, master alive", wantInput{self: "o", a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "m", "r")}, false},
+		{"master gone, a copy promoted", wantInput{self: "r", promote: promoted, a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "r")}, true},
+		{"master gone, a copy not promoted", wantInput{self: "r", promote: notPromoted, a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "r")}, false},
+		{"master gone, preferred master without a copy", wantInput{self: "o", a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "r")}, false},
+		{"master gone, every copy gone", wantInput{self: "o", a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "x")}, true},
+		{"master gone, every copy gone, not first", wantInput{self: "x", a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "x")}, false},
 	}
 	for _, c := range cases {
-		if got := preferredMasterWants(c.a, "o", c.up); got != c.want {
+		c.in.succession = succession
+		if c.in.up == nil {
+			c.in.up = up()
+		}
+		if got := wantsPartition(c.in); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
