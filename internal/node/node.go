@@ -217,8 +217,10 @@ func (n *Node) leasePlan() lease.Plan {
 			return wantsPartition(wantInput{
 				self: n.cfg.NodeID, a: n.table.Get(p), succession: shard.Succession(ring, p),
 				holding: holding, handingOff: n.handoff.inProgress(p), receiving: n.handoff.receiving(p),
-				up:      func(id string) bool { return states[id] == cluster.Up && id != lapsed },
-				promote: func(a shard.Assignment, up func(string) bool) bool { return n.promote.mayCampaign(p, a.Responsible, up) },
+				up: func(id string) bool { return states[id] == cluster.Up && id != lapsed },
+				promote: func(a shard.Assignment, up func(string) bool) bool {
+					return n.promote.mayCampaign(p, a.Responsible, up)
+				},
 			})
 		}}
 }
