@@ -21,6 +21,8 @@ type Metrics struct {
 	commitDuration  prometheus.Histogram
 	handoffs        *prometheus.CounterVec
 	handoffPause    prometheus.Histogram
+	copiedDocs      *prometheus.CounterVec
+	copiedBytes     *prometheus.CounterVec
 	purged          prometheus.Counter
 	fullCopies      prometheus.Counter
 }
@@ -52,12 +54,18 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
 		}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shoal_handoffs_total", Help: "Orderly handoffs of a partition's lease from this node, by outcome (done, abandoned).",
+			Name: "shoal_partition_moves_total", Help: "Partitions this node handed to another master (an orderly handoff of the lease), by outcome (done, abandoned).",
 		}, []string{"outcome"}),
 		handoffPause: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "shoal_handoff_write_pause_seconds", Help: "How long writes to a partition paused during a handoff from this node.",
+			Name: "shoal_partition_move_write_pause_seconds", Help: "How long writes to a partition paused during a handoff from this node.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 		}),
+		copiedDocs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_replication_copied_documents_total", Help: "Documents sent by catch-ups and full copies, by purpose: move (to a partition's next master) or replica.",
+		}, []string{"purpose"}),
+		copiedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_replication_copied_bytes_total", Help: "Approximate bytes of the documents sent by catch-ups and full copies, by purpose: move or replica.",
+		}, []string{"purpose"}),
 		purged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shoal_tombstones_purged_total", Help: "Tombstones removed after TOMBSTONE_RETENTION.",
 		}),
@@ -66,7 +74,7 @@ func NewMetrics() *Metrics {
 		}),
 	}
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.storeDuration, m.storeErrors, m.commitChanges, m.commitDuration,
-		m.handoffs, m.handoffPause, m.purged, m.fullCopies,
+		m.handoffs, m.handoffPause, m.copiedDocs, m.copiedBytes, m.purged, m.fullCopies,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -94,6 +102,17 @@ func (m *Metrics) ObserveHandoff(pause time.Duration, done bool) {
 	}
 	m.handoffs.WithLabelValues("done").Inc()
 	m.handoffPause.Observe(pause.Seconds())
+}
+
+// ObserveCopied records a chunk of a catch-up or full copy; move says it
+// went to the partition's next master.
+func (m *Metrics) ObserveCopied(move bool, docs int, bytes int64) {
+	purpose := "replica"
+	if move {
+		purpose = "move"
+	}
+	m.copiedDocs.WithLabelValues(purpose).Add(float64(docs))
+	m.copiedBytes.WithLabelValues(purpose).Add(float64(bytes))
 }
 
 // ObservePurged records tombstones purged.

@@ -103,41 +103,70 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 		// nothing was written; send it to the new master.
 		s.waitHandoff(r.Context(), partition)
 	}
-	tried := ""
-	for attempt := 0; attempt < 2; attempt++ {
-		master := s.cfg.Table.Get(partition).Master
+	// Forward to the master the table names (or the best guess). A 421
+	// teaches the table the master that node believes in; a master that
+	// is unknown, was just tried or does not answer is waited out until
+	// the table learns a new one (gossip, a handoff, an election), for up
+	// to routeWait.
+	deadline := time.Now().Add(routeWait)
+	tried := map[string]int{}
+	why := "no master is known"
+	for {
+		a := s.cfg.Table.Get(partition)
+		master := a.Master
 		if master == "" || master == s.cfg.NodeID {
 			// Unknown, or this node's own lapsed tenure: guess.
 			master = s.cfg.Leases.LikelyMaster(partition)
 		}
-		if master == "" || master == s.cfg.NodeID || master == tried {
-			break
+		if _, ok := s.cfg.Leases.Holds(partition); ok {
+			// This node took the partition over meanwhile.
+			lr := r.Clone(r.Context())
+			lr.Body = io.NopCloser(bytes.NewReader(body))
+			local(w, lr)
+			return
 		}
-		tried = master
-		resp, done, err := s.forward(r.Context(), r, master, body, forwardTimeout)
-		if err != nil {
-			s.log.Debug("forwarding failed", "partition", partition, "master", master, "err", err)
-			if errors.Is(err, context.Canceled) && r.Context().Err() == nil {
+		usable := master != "" && master != s.cfg.NodeID && tried[master] < 2
+		if usable {
+			tried[master]++
+			resp, done, err := s.forward(r.Context(), r, master, body, forwardTimeout)
+			switch {
+			case err != nil && errors.Is(err, context.Canceled) && r.Context().Err() == nil:
 				// The master took the request and did not answer in time:
 				// the write may have been applied.
 				writeProblem(w, problem(http.StatusGatewayTimeout, TypeTimeout, "Timeout",
 					fmt.Sprintf("the master %s did not answer within %s; the write may or may not have been applied: read the document to find out", master, forwardTimeout)))
 				return
+			case err != nil:
+				s.log.Debug("forwarding failed", "partition", partition, "master", master, "err", err)
+				why = fmt.Sprintf("%s did not answer: %v", master, err)
+			case resp.StatusCode == http.StatusMisdirectedRequest:
+				s.learn(partition, resp.Header)
+				resp.Body.Close()
+				done()
+				why = fmt.Sprintf("%s is not the master either", master)
+				continue
+			default:
+				relay(w, resp)
+				done()
+				return
 			}
+		}
+		left := time.Until(deadline)
+		if left <= 0 || r.Context().Err() != nil {
 			break
 		}
-		if resp.StatusCode == http.StatusMisdirectedRequest {
-			s.learn(partition, resp.Header)
-			resp.Body.Close()
-			done()
-			continue
+		select {
+		case <-s.cfg.Table.Changed():
+		case <-time.After(min(left, 100*time.Millisecond)):
+		case <-r.Context().Done():
 		}
-		relay(w, resp)
-		done()
-		return
 	}
-	writeProblem(w, unavailable(fmt.Sprintf("partition %d has no reachable master right now (a new one is chosen within LEASE_TTL); retry shortly", partition)))
+	writeProblem(w, unavailable(fmt.Sprintf("partition %d has no reachable master right now (%s; a new one is chosen within LEASE_TTL); retry shortly", partition, why)))
 }
+
+// routeWait bounds how long a request waits for its partition's master to
+// become known and reachable before it is answered 503.
+const routeWait = 2 * time.Second
 
 // reroute marks a write served locally: if the partition's lease is gone
 // by the time its change reaches the writer, the handler leaves the answer

@@ -63,6 +63,8 @@ type Config struct {
 	// Handoffs are the orderly moves of partition leases from this node to
 	// another, and this node's side of receiving one; nil: none.
 	Handoffs Handoffs
+	// Moves lists the partitions moving from this node (/v1/cluster).
+	Moves func() []MoveStatus
 }
 
 // Handoffs is what routing and the internal endpoints need from the node's
@@ -78,6 +80,9 @@ type Handoffs interface {
 	// Positions is how far this node holds each partition's history (for
 	// a promotion: the most current copy takes over).
 	Positions(partitions []int) map[int]store.Position
+	// HandedOver reports whether this node handed the partition to its
+	// next master by an orderly handoff that carried its history up to pos.
+	HandedOver(partition int, pos store.Position) bool
 }
 
 // Replication is what write concerns need from the replication shipper.
@@ -418,6 +423,14 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 			} else {
 				ps.Masters[a.Master]++
 			}
+			for _, r := range a.Responsible {
+				if r != a.Master {
+					if ps.Copies == nil {
+						ps.Copies = map[string]int{}
+					}
+					ps.Copies[r]++
+				}
+			}
 		}
 		out.Partitions = ps
 	}
@@ -428,6 +441,9 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 				out.Replication = append(out.Replication, l)
 			}
 		}
+	}
+	if s.cfg.Moves != nil {
+		out.Moves = s.cfg.Moves()
 	}
 	if s.cfg.VoterSets != nil {
 		cur, target := s.cfg.VoterSets()
@@ -445,6 +461,9 @@ type clusterAnswer struct {
 	// Replication is the progress of every replica of the partitions this
 	// node masters that is behind or catching up (all of them with ?all=1).
 	Replication []replicate.Lag `json:"replication,omitempty"`
+	// Moves are the partitions moving from this node to their preferred
+	// master.
+	Moves []MoveStatus `json:"moves,omitempty"`
 }
 
 // VoterStatus is the lease voter set: the one in use and, while a change is
@@ -461,6 +480,26 @@ type PartitionSummary struct {
 	Count         int            `json:"count"`
 	Masters       map[string]int `json:"masters"`
 	WithoutMaster int            `json:"without_master"`
+	// Copies is, per node, how many partitions it holds a copy of as a
+	// replica (the responsible lists, masters excluded).
+	Copies map[string]int `json:"copies,omitempty"`
+}
+
+// MoveStatus is one partition moving from this node, its master, to its
+// preferred master: the receiver is copied the partition (phase copying),
+// catches up with live changes (catching-up), then is handed the lease
+// (handing-over).
+type MoveStatus struct {
+	Partition int    `json:"partition"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Phase     string `json:"phase"`
+	// DocumentsCopied of DocumentsTotal are delivered by the copy in
+	// progress (total 0: not counted).
+	DocumentsCopied int64 `json:"documents_copied"`
+	DocumentsTotal  int64 `json:"documents_total"`
+	// Behind is how many changes the receiver still lacks.
+	Behind uint64 `json:"behind"`
 }
 
 func principalOf(r *http.Request) Principal {
@@ -555,17 +594,25 @@ func (s *Server) awaitWriteConcern(r *http.Request, partition int, pos store.Pos
 	if need <= 0 {
 		return nil
 	}
+	var listed []string // the replicas while this node was master
 	replicas := func() []string {
 		// Only while this node is the partition's master do its replicas
-		// confirm anything.
+		// confirm anything: after a failover, a replica may yet roll the
+		// write back. After an orderly handoff that carried the write, the
+		// next master continues this history, so what the replicas
+		// acknowledged still stands.
 		if s.cfg.Table == nil || s.cfg.Leases == nil {
 			return nil
 		}
 		if _, ok := s.cfg.Leases.Holds(partition); !ok {
+			if s.cfg.Handoffs != nil && s.cfg.Handoffs.HandedOver(partition, pos) {
+				return listed
+			}
 			return nil
 		}
 		if a := s.cfg.Table.Get(partition); a.Master == s.cfg.NodeID && len(a.Responsible) > 1 {
-			return a.Responsible[1:]
+			listed = a.Responsible[1:]
+			return listed
 		}
 		return nil
 	}

@@ -76,6 +76,7 @@ type Cluster struct {
 	peers    PeerList
 	loadedAt time.Time
 	refusal  *Refusal
+	removed  bool                   // the peer list in force does not name this node
 	members  map[string]*memberInfo // by node name (id), as gossip knows them
 	meta     NodeMeta               // this node's metadata
 
@@ -297,12 +298,27 @@ func (b broadcast) Invalidates(memberlist.Broadcast) bool { return false }
 func (b broadcast) Message() []byte                       { return b }
 func (b broadcast) Finished()                             {}
 
-// PeerURL is the API base URL of a peer of the list.
+// PeerURL is the API base URL of a peer of the list, or of a node removed
+// from the list that still gossips (it is draining: it hands its
+// partitions over, and must be reachable until it has).
 func (c *Cluster) PeerURL(id string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p, ok := c.peers.Get(id)
-	return p.URL, ok
+	if p, ok := c.peers.Get(id); ok {
+		return p.URL, true
+	}
+	if m := c.members[id]; m != nil && m.alive && m.meta.InternalURL != "" {
+		return m.meta.InternalURL, true
+	}
+	return "", false
+}
+
+// Removed reports whether the peer list in force no longer names this
+// node: it drains (hands over what it holds) and then holds nothing.
+func (c *Cluster) Removed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.removed
 }
 
 // Send sends req to the peer id: req's URL is resolved against the peer's
@@ -525,11 +541,23 @@ func (c *Cluster) refreshPeers() {
 	data, err := FetchPeerList(c.ctx, c.cfg.PeersEndpoint, c.cfg.HTTPClient)
 	var list PeerList
 	if err == nil {
-		list, err = ParsePeerList(data, c.cfg.NodeID)
+		// A list without this node is taken too: the node was removed, and
+		// drains.
+		list, err = ParsePeerList(data, "")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.cfg.Now()
+	if err == nil {
+		_, listed := list.Get(c.cfg.NodeID)
+		switch {
+		case !listed && !c.removed:
+			c.log.Warn("this node is no longer in the peer list: it hands its partitions over and then holds nothing; stop it once `shoal status` shows it gone")
+		case listed && c.removed:
+			c.log.Info("this node is in the peer list again")
+		}
+		c.removed = !listed
+	}
 	if err != nil {
 		if c.refusal == nil || c.refusal.Reason != err.Error() {
 			c.log.Error("peer list refused; keeping the last good one", "source", c.cfg.PeersEndpoint, "err", err)
@@ -748,14 +776,13 @@ func (c *Cluster) suspectAfter() time.Duration {
 	return 2*c.cfg.GossipInterval + c.cfg.GossipInterval/2
 }
 
-// States returns the state of every peer of the list, by id.
+// States returns the state of every peer of the list, and of every node
+// removed from it that still gossips (draining), by id.
 func (c *Cluster) States() map[string]State {
 	v := c.View()
 	out := make(map[string]State, len(v.Members))
 	for _, m := range v.Members {
-		if m.InPeerList {
-			out[m.ID] = m.State
-		}
+		out[m.ID] = m.State
 	}
 	return out
 }
@@ -800,6 +827,13 @@ func (c *Cluster) View() View {
 		ms := MemberStatus{ID: name, Gossip: m.node.Address()}
 		c.fillFromGossip(&ms, m, now)
 		unknown = append(unknown, ms)
+	}
+	if !listed[c.cfg.NodeID] {
+		// Removed from the list, still running (draining).
+		meta := c.meta
+		heard, ago := now.UTC(), int64(0)
+		unknown = append(unknown, MemberStatus{ID: c.cfg.NodeID, Self: true, State: Up, URL: meta.InternalURL, PublicURL: meta.PublicURL,
+			FreeBytes: &meta.FreeBytes, Version: meta.Version, Incarnation: meta.Incarnation, LastHeard: &heard, LastHeardMsAgo: &ago})
 	}
 	sort.Slice(unknown, func(i, j int) bool { return unknown[i].ID < unknown[j].ID })
 	v.Members = append(v.Members, unknown...)

@@ -80,8 +80,8 @@ func allSee(t *testing.T, peers []*testPeer, want map[string]cluster.State, time
 		for _, p := range peers {
 			got := p.c.States()
 			for id, st := range want {
-				if got[id] != st {
-					return false, fmt.Sprintf("%s sees %v", p.id, got)
+				if _, listed := p.c.Peers().Get(id); got[id] != st || !listed {
+					return false, fmt.Sprintf("%s sees %v (peers %v)", p.id, got, p.c.Peers().IDs())
 				}
 			}
 		}
@@ -118,8 +118,16 @@ func TestNodesConvergeGrowAndRefuseBrokenLists(t *testing.T) {
 		}
 		return false, "n4 not listed"
 	})
-	if _, listed := peers[0].c.States()["n4"]; listed {
+	if _, listed := peers[0].c.Peers().Get("n4"); listed {
 		t.Fatal("an unknown node counts as a peer")
+	}
+	// It is reachable and its state known (a node removed from the list
+	// stays so while it drains).
+	if st := peers[0].c.States()["n4"]; st != cluster.Up {
+		t.Fatalf("a gossiping node outside the list is %q, not UP", st)
+	}
+	if _, ok := peers[0].c.PeerURL("n4"); !ok {
+		t.Fatal("a gossiping node outside the list has no URL")
 	}
 
 	// An edit of the list adds it as a fourth member.

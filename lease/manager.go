@@ -200,7 +200,7 @@ func (m *Manager) VotedHolder(partition int) string {
 // Lapsed reports the holder of partition whose lease this voter granted
 // and saw run out without renewal: the fastest sign that a master is gone,
 // faster than gossip declaring it dead. Records loaded at start (granted
-// before a restart) never count as lapsed.
+// before a restart) and leases released by a handoff never count as lapsed.
 func (m *Manager) Lapsed(partition int) (holder string, lapsed bool) {
 	if partition < 0 || partition >= m.cfg.Partitions {
 		return "", false
@@ -209,7 +209,7 @@ func (m *Manager) Lapsed(partition int) (holder string, lapsed bool) {
 	mu.Lock()
 	defer mu.Unlock()
 	rec := m.records[partition]
-	if rec.Holder == "" || rec.Until.IsZero() || rec.Live(m.cfg.Now()) {
+	if rec.Holder == "" || rec.Until.IsZero() || rec.Released || rec.Live(m.cfg.Now()) {
 		return "", false
 	}
 	return rec.Holder, true
@@ -430,9 +430,10 @@ func (m *Manager) Round(ctx context.Context) {
 	// While this node's own voter waits out its first TTL, so most likely
 	// do the others started with it: campaigning now would only use up
 	// epochs on refusals.
+	// (An Acquire campaigns anyway: the previous holder released it.)
 	campaign := m.voterState().Wait(now, m.cfg.TTL) == 0
-	for p := 0; p < m.cfg.Partitions && campaign; p++ {
-		if renewing[p] || !want[p] || m.holder.Holds(p, now) {
+	for p := 0; p < m.cfg.Partitions; p++ {
+		if renewing[p] || !want[p] || m.holder.Holds(p, now) || !campaign && !m.eager[p] {
 			continue
 		}
 		// Campaign at most once a round per partition while refused, so a

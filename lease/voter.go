@@ -15,6 +15,9 @@ type Record struct {
 	Holder    string    `json:"holder,omitempty"`
 	Epoch     uint64    `json:"epoch"`
 	Until     time.Time `json:"until"`
+	// Released: the holder gave the lease up early, by an orderly handoff
+	// (it did not fail).
+	Released bool `json:"released,omitempty"`
 }
 
 // Live reports whether the record names a holder whose lease has not yet
@@ -145,7 +148,8 @@ func (v VoterState) Wait(now time.Time, ttl time.Duration) time.Duration {
 //     recorded one: a new lease.
 //
 // Otherwise it is refused with the record. A voter inside its new-voter wait
-// refuses everything.
+// refuses everything, and a record its holder released (DecideRelease)
+// refuses that holder's renewals of the released epoch.
 //
 // A renewal that arrives after Until has passed, but before anybody else took
 // the record, is granted. This is safe: the record still naming (candidate,
@@ -179,6 +183,10 @@ func Decide(v VoterState, rec Record, req Request, now time.Time, ttl time.Durat
 		return refuse(ReasonNewVoterWait)
 	}
 	switch {
+	case rec.Released && rec.Holder == req.Candidate && rec.Epoch == req.Epoch:
+		// A renewal sent before the release and delivered after it: the
+		// holder has given this epoch up for good.
+		return refuse(ReasonNotHolder)
 	case rec.Holder == req.Candidate && rec.Epoch == req.Epoch:
 		// Renewal, live or lapsed (see above), or a retry of a granted request.
 	case rec.Live(now) && rec.Holder != req.Candidate:
@@ -218,6 +226,6 @@ func DecideRelease(rec Record, rel Release, now time.Time) (Record, bool) {
 		rec.Epoch != rel.Epoch || !rec.Until.After(now) {
 		return rec, false
 	}
-	rec.Until = now
+	rec.Until, rec.Released = now, true
 	return rec, true
 }

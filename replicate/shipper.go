@@ -146,6 +146,12 @@ type Config struct {
 	Horizon func(partition int) store.Position
 	// OnFullCopy, if set, is told of every full copy started (metrics).
 	OnFullCopy func(partition int)
+	// Count, if set, counts a partition's documents after a position (the
+	// zero position: all), so a copy in progress shows how much is left.
+	Count func(ctx context.Context, partition int, after store.Position) (int64, error)
+	// OnCopied, if set, is told of every chunk a catch-up or full copy
+	// delivered: its documents and their approximate bytes (metrics).
+	OnCopied func(replica string, partition int, docs int, bytes int64)
 	// Last is the master's newest committed position of a partition.
 	Last func(partition int) store.Position
 	// Epoch is the epoch this node masters a partition at (ok false: not
@@ -175,6 +181,10 @@ type progress struct {
 	// behindSince is when the oldest change the replica has not
 	// acknowledged was committed (zero when it is up to date).
 	behindSince time.Time
+	// A catch-up or full copy in progress: documents delivered, of how
+	// many (0: not counted).
+	copying        bool
+	copied, toCopy int64
 }
 
 // Shipper replicates every partition this node masters: one sender
@@ -357,6 +367,11 @@ type Lag struct {
 	// acknowledged was committed (0 when it is up to date).
 	LagMs   int64 `json:"lag_ms"`
 	CatchUp bool  `json:"catching_up"`
+	// Copying: a catch-up or full copy is streaming documents to the
+	// replica; Copied of ToCopy are delivered (ToCopy 0: not counted).
+	Copying bool  `json:"copying,omitempty"`
+	Copied  int64 `json:"copied,omitempty"`
+	ToCopy  int64 `json:"to_copy,omitempty"`
 }
 
 // Lags lists the progress of every replica.
@@ -366,11 +381,12 @@ func (s *Shipper) Lags() []Lag {
 	var out []Lag
 	for _, d := range s.dests {
 		for p, pr := range d.parts {
-			if _, ok := s.cfg.Epoch(p); !ok {
-				continue
+			if _, ok := s.cfg.Epoch(p); !ok || !slices.Contains(s.cfg.Replicas(p), d.id) {
+				continue // not master, or no longer a replica there
 			}
 			last := s.cfg.Last(p)
-			l := Lag{Replica: d.id, Partition: p, Acked: pr.acked, CatchUp: pr.catchUp || !pr.known}
+			l := Lag{Replica: d.id, Partition: p, Acked: pr.acked, CatchUp: pr.catchUp || !pr.known || pr.copying,
+				Copying: pr.copying, Copied: pr.copied, ToCopy: pr.toCopy}
 			if !pr.behindSince.IsZero() {
 				l.LagMs = time.Since(pr.behindSince).Milliseconds()
 			}
@@ -427,10 +443,36 @@ func (s *Shipper) run(d *dest) {
 	}
 }
 
-// round sends one request to the replica: catch-up of one partition if any
-// needs it, else the queued changes of every partition. It reports whether
-// it sent anything.
+// round sends the queued changes of every partition to the replica in one
+// request, then catches up one partition that needs it (a catch-up sends
+// the live changes of the other partitions between its chunks, so neither
+// starves the other). It reports whether it sent anything.
 func (s *Shipper) round(d *dest) (bool, error) {
+	req, catchUp := s.live(d)
+	if len(req.Batches) > 0 {
+		if err := s.send(d, req); err != nil {
+			return true, err
+		}
+	}
+	if catchUp >= 0 {
+		return true, s.catchUp(d, catchUp)
+	}
+	return len(req.Batches) > 0, nil
+}
+
+// flushLive sends the queued changes of the partitions that need no
+// catch-up (between the chunks of a catch-up).
+func (s *Shipper) flushLive(d *dest) error {
+	if req, _ := s.live(d); len(req.Batches) > 0 {
+		return s.send(d, req)
+	}
+	return nil
+}
+
+// live takes the queued changes of every partition the replica can take
+// as they are, and names the first partition that needs a catch-up (-1:
+// none).
+func (s *Shipper) live(d *dest) (Request, int) {
 	s.mu.Lock()
 	var req Request
 	var catchUp = -1
@@ -442,6 +484,9 @@ func (s *Shipper) round(d *dest) (bool, error) {
 	slices.Sort(parts)
 	for _, p := range parts {
 		pr := d.parts[p]
+		if pr.copying {
+			continue // its catch-up is streaming; what queues meanwhile follows it
+		}
 		epoch, master := s.cfg.Epoch(p)
 		if !master {
 			// No longer master (a handoff, or the lease ran out): what was
@@ -487,13 +532,7 @@ func (s *Shipper) round(d *dest) (bool, error) {
 		}
 	}
 	s.mu.Unlock()
-	if len(req.Batches) == 0 && catchUp >= 0 {
-		return true, s.catchUp(d, catchUp)
-	}
-	if len(req.Batches) == 0 {
-		return false, nil
-	}
-	return true, s.send(d, req)
+	return req, catchUp
 }
 
 // send delivers a request and records what the replica answered.
@@ -614,11 +653,26 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		return s.send(d, Request{Batches: []WireBatch{{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p, epoch)}}})
 	}
 	target := s.cfg.Last(p)
+	full := behindHorizon(acked, s.horizon(p))
+	var toCopy int64
+	if s.cfg.Count != nil && acked.Compare(target) < 0 {
+		from := acked
+		if full {
+			from = store.Position{}
+		}
+		toCopy, _ = s.cfg.Count(s.ctx, p, from) // only for display
+	}
 	s.mu.Lock()
 	pr.queue, pr.queued = nil, 0 // everything up to target comes from the store
 	pr.catchUp = false
+	pr.copying, pr.copied, pr.toCopy = true, 0, toCopy
 	s.mu.Unlock()
-	if behindHorizon(acked, s.horizon(p)) {
+	defer func() {
+		s.mu.Lock()
+		pr.copying = false
+		s.mu.Unlock()
+	}()
+	if full {
 		return s.fullCopy(d, pr, p, epoch, acked, target)
 	}
 	from := acked
@@ -653,6 +707,9 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 			s.log.Debug("replica caught up", "replica", d.id, "partition", p, "at", target)
 			return nil
 		}
+		if err := s.flushLive(d); err != nil {
+			return err
+		}
 		from = chunk[len(chunk)-1].Pos
 	}
 }
@@ -681,8 +738,16 @@ func (s *Shipper) sendChunk(d *dest, pr *progress, b store.Batch) (ok bool, err 
 	if err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}}); err != nil {
 		return false, err
 	}
+	var bytes int64
+	for _, doc := range b.Docs {
+		bytes += int64(doc.Size)
+	}
+	if s.cfg.OnCopied != nil && len(b.Docs) > 0 {
+		s.cfg.OnCopied(d.id, b.Partition, len(b.Docs), bytes)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	pr.copied += int64(len(b.Docs))
 	return !pr.catchUp, nil
 }
 
@@ -712,6 +777,9 @@ func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, ta
 		if last {
 			s.log.Info("full copy done", "replica", d.id, "partition", p, "at", target)
 			return nil
+		}
+		if err := s.flushLive(d); err != nil {
+			return err
 		}
 		after = b.KeyTo
 	}

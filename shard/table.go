@@ -38,11 +38,12 @@ func (a Assignment) newer(b Assignment) bool {
 type Table struct {
 	mu      sync.RWMutex
 	entries []Assignment
+	changed chan struct{} // closed and replaced at every change
 }
 
 // NewTable returns a table of partitions partitions, all unassigned.
 func NewTable(partitions int) *Table {
-	t := &Table{entries: make([]Assignment, partitions)}
+	t := &Table{entries: make([]Assignment, partitions), changed: make(chan struct{})}
 	for i := range t.entries {
 		t.entries[i].Partition = i
 	}
@@ -68,7 +69,16 @@ func (t *Table) Merge(a Assignment) bool {
 	}
 	a.Responsible = slices.Clone(a.Responsible)
 	t.entries[a.Partition] = a
+	close(t.changed)
+	t.changed = make(chan struct{})
 	return true
+}
+
+// Changed returns a channel closed at the next change of the table.
+func (t *Table) Changed() <-chan struct{} {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.changed
 }
 
 // Snapshot returns every assignment.

@@ -65,6 +65,29 @@ func (s *Store) saveApplied(ctx context.Context, partition int, pos Position, se
 	})
 }
 
+// CountAfter counts a partition's documents and tombstones whose position
+// is after the given one (the zero position: all of them): how much a
+// catch-up or a full copy has to send.
+func (s *Store) CountAfter(ctx context.Context, partition int, after Position) (int64, error) {
+	filter := bson.D{{Key: "$or", Value: bson.A{
+		bson.D{{Key: fEpoch, Value: bson.D{{Key: "$gt", Value: int64(after.Epoch)}}}},
+		bson.D{{Key: fEpoch, Value: int64(after.Epoch)}, {Key: fSeq, Value: bson.D{{Key: "$gt", Value: int64(after.Seq)}}}},
+	}}}
+	if after == (Position{}) {
+		filter = bson.D{}
+	}
+	var n int64
+	err := s.timed("count_after", func() error {
+		var err error
+		n, err = s.db.Collection(CollectionName(partition)).CountDocuments(ctx, filter)
+		if err != nil {
+			return fmt.Errorf("%w: counting partition %d: %v", ErrUnavailable, partition, err)
+		}
+		return nil
+	})
+	return n, err
+}
+
 // ScanAfter returns up to limit (0: all) documents and tombstones of a
 // partition whose position is after the given one, in position order: the
 // log a lagging replica is caught up from.
@@ -179,6 +202,13 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	}
 	p.mu.Lock()
 	applied, last := p.applied, p.last
+	if p.startEpoch != 0 && last.Epoch == p.startEpoch && last.Compare(applied) > 0 {
+		// This node wrote everything up to last as the partition's master
+		// (it just stepped down or handed it over): its copy of the
+		// history is complete up to there, so the next master's batches
+		// follow on without a catch-up.
+		applied = last
+	}
 	p.mu.Unlock()
 	// Everything stored here, including this node's own writes from when it
 	// was master: what a new master's epoch start is compared with.

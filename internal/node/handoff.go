@@ -12,6 +12,7 @@ import (
 
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -35,12 +36,13 @@ type handoffs struct {
 	n *Node
 
 	mu       sync.Mutex
-	active   map[int]chan struct{} // closed when the handoff of the partition ends
-	incoming map[int]int           // partitions being handed to this node (TakeOver calls in progress)
+	active   map[int]chan struct{}  // closed when the handoff of the partition ends
+	incoming map[int]int            // partitions being handed to this node (TakeOver calls in progress)
+	handed   map[int]store.Position // partitions this node handed over, and up to where
 }
 
 func newHandoffs(n *Node) *handoffs {
-	return &handoffs{n: n, active: map[int]chan struct{}{}, incoming: map[int]int{}}
+	return &handoffs{n: n, active: map[int]chan struct{}{}, incoming: map[int]int{}, handed: map[int]store.Position{}}
 }
 
 // receiving reports whether a handoff of p to this node is in progress.
@@ -110,12 +112,7 @@ func (h *handoffs) due() map[int]string {
 		if owner == n.cfg.NodeID || states[owner] != cluster.Up || !slices.Contains(n.table.Get(p).Responsible, owner) {
 			continue
 		}
-		acked, known := n.shipper.Acked(owner, p)
-		last := n.writer.Position(p)
-		if !known || acked.Epoch != last.Epoch && acked.Compare(last) < 0 {
-			continue // not caught up with this tenure yet
-		}
-		if acked.Compare(last) < 0 && last.Seq-acked.Seq > handoffMaxBehind {
+		if !n.caughtUp(p, []string{owner}) {
 			continue
 		}
 		out[p] = owner
@@ -176,6 +173,9 @@ func (h *handoffs) handOff(ctx context.Context, p int, to string) error {
 	if !n.leases.Release(ctx, p) {
 		return nil
 	}
+	h.mu.Lock()
+	h.handed[p] = last
+	h.mu.Unlock()
 	// From here the partition has no master until to takes it: tell it.
 	a, err := h.requestTakeOver(ctx, to, p, last)
 	paused := time.Since(began)
@@ -242,11 +242,60 @@ func (h *handoffs) TakeOver(ctx context.Context, p int, from store.Position) (sh
 	return n.table.Get(p), nil
 }
 
+// HandedOver reports whether this node's last tenure of p ended with a
+// handoff that carried its history up to pos.
+func (h *handoffs) HandedOver(p int, pos store.Position) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok := h.handed[p]
+	return ok && pos.Compare(at) <= 0
+}
+
 // Positions is how far this node holds each partition's history.
 func (h *handoffs) Positions(ps []int) map[int]store.Position {
 	out := make(map[int]store.Position, len(ps))
 	for _, p := range ps {
 		out[p] = h.n.writer.Applied(p)
+	}
+	return out
+}
+
+// Moves lists the partitions moving from this node: those it masters whose
+// preferred master is another node that is in the responsible list (being
+// copied the partition, catching up, or being handed it).
+func (h *handoffs) Moves() []api.MoveStatus {
+	n := h.n
+	ring := n.place.Ring()
+	if ring == nil {
+		return nil
+	}
+	type key struct {
+		replica   string
+		partition int
+	}
+	lags := map[key]replicate.Lag{}
+	for _, l := range n.shipper.Lags() {
+		lags[key{l.Replica, l.Partition}] = l
+	}
+	var out []api.MoveStatus
+	for p := 0; p < n.cfg.PartitionCount; p++ {
+		if _, ok := n.leases.Holds(p); !ok {
+			continue
+		}
+		owner := ring.Owner(p)
+		if owner == n.cfg.NodeID || !slices.Contains(n.table.Get(p).Responsible, owner) {
+			continue
+		}
+		m := api.MoveStatus{Partition: p, From: n.cfg.NodeID, To: owner, Phase: "catching-up"}
+		l, known := lags[key{owner, p}]
+		switch {
+		case h.inProgress(p):
+			m.Phase = "handing-over"
+		case !known || l.Copying || l.CatchUp:
+			m.Phase = "copying"
+		}
+		m.DocumentsCopied, m.DocumentsTotal, m.Behind = l.Copied, l.ToCopy, l.Behind
+		out = append(out, m)
 	}
 	return out
 }

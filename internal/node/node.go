@@ -132,6 +132,10 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		ScanKeys:   st.ScanKeys,
 		Horizon:    func(p int) store.Position { return n.writer.Horizon(p) },
 		OnFullCopy: metrics.ObserveFullCopy,
+		Count:      st.CountAfter,
+		OnCopied: func(replica string, p int, docs int, bytes int64) {
+			metrics.ObserveCopied(place.Ring().Owner(p) == replica, docs, bytes)
+		},
 		Last:       func(p int) store.Position { return n.writer.Position(p) },
 		Epoch:      n.leases.Holds,
 		EpochStart: func(p int, epoch uint64) store.Position { return n.writer.EpochStart(p, epoch) },
@@ -149,7 +153,8 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	n.api = api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
 		AuthSecret: []byte(cfg.AuthSecret), Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
-		Replication: n.shipper, Copies: n.copies, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff}, st, n.writer)
+		Replication: n.shipper, Copies: n.copies, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
+		Moves: n.handoff.Moves}, st, n.writer)
 	n.server = &http.Server{Handler: n.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { n.served <- n.server.Serve(ln) }()
@@ -257,6 +262,8 @@ func wantsPartition(in wantInput) bool {
 		return true
 	case in.handingOff:
 		return false
+	case in.receiving:
+		return true
 	case in.a.Master == in.self:
 		return true
 	case in.a.Master == "":
@@ -385,6 +392,12 @@ func (n *Node) chooseReplicas() {
 	for _, c := range cands {
 		upListed[c.ID] = c.Up && c.Listed
 	}
+	draining := map[string]bool{}
+	for _, m := range n.cluster.View().Members {
+		if !m.InPeerList && !m.Self && m.State == cluster.Up {
+			draining[m.ID] = true
+		}
+	}
 	type choice struct {
 		a        shard.Assignment
 		replicas []string
@@ -410,6 +423,13 @@ func (n *Node) chooseReplicas() {
 		// that node first becomes an extra copy (copied, then caught up),
 		// then the handoff gives it the lease. At most MAX_CONCURRENT_MOVES
 		// such copies are made at once.
+		// A replica removed from the peer list (draining) stays until the
+		// replicas chosen instead have caught up.
+		for _, r := range current {
+			if draining[r] && !slices.Contains(ch.replicas, r) && !n.caughtUp(p, ch.replicas) {
+				ch.replicas = append(ch.replicas, r)
+			}
+		}
 		if owner := ring.Owner(p); owner != n.cfg.NodeID && upListed[owner] && !slices.Contains(ch.replicas, owner) {
 			if slices.Contains(current, owner) {
 				ch.replicas = append(ch.replicas, owner)
@@ -447,6 +467,19 @@ func (n *Node) chooseReplicas() {
 		n.cluster.Broadcast(shard.EncodeAssignments(changed[:k]))
 		changed = changed[k:]
 	}
+}
+
+// caughtUp reports whether every one of replicas holds partition p's
+// history nearly up to this master's last change.
+func (n *Node) caughtUp(p int, replicas []string) bool {
+	last := n.writer.Position(p)
+	for _, r := range replicas {
+		acked, known := n.shipper.Acked(r, p)
+		if !known || acked.Compare(last) < 0 && (acked.Epoch != last.Epoch || last.Seq-acked.Seq > handoffMaxBehind) {
+			return false
+		}
+	}
+	return true
 }
 
 // Placement describes where a user's partition lives, for the API.
@@ -533,3 +566,11 @@ func (n *Node) Close(ctx context.Context) error {
 	n.log.Info("node stopped")
 	return errors.Join(errs...)
 }
+
+// Moves lists the partitions moving from this node to their preferred
+// master (tests and /v1/cluster).
+func (n *Node) Moves() []api.MoveStatus { return n.handoff.Moves() }
+
+// Lags is the progress of every replica of the partitions this node
+// masters (tests).
+func (n *Node) Lags() []replicate.Lag { return n.shipper.Lags() }

@@ -126,11 +126,11 @@ func TestHandoffBackToThePreferredMasterLosesNothing(t *testing.T) {
 	if epochs["node1"] <= epochs[standIn] {
 		t.Fatalf("node1 took the partition back at epoch %d, the stand-in %s wrote at %d", epochs["node1"], standIn, epochs[standIn])
 	}
-	pauses := metricLines(t, c.Node(standIn).Client(token), "shoal_handoff_write_pause_seconds_sum",
-		"shoal_handoff_write_pause_seconds_count", "shoal_handoffs_total")
+	pauses := metricLines(t, c.Node(standIn).Client(token), "shoal_partition_move_write_pause_seconds_sum",
+		"shoal_partition_move_write_pause_seconds_count", "shoal_partition_moves_total")
 	t.Logf("%d writes acknowledged, none lost, none rolled back; slowest write %s; stand-in %s: %s",
 		len(acked), slowest.Round(time.Millisecond), standIn, strings.Join(pauses, "; "))
-	if !slices.ContainsFunc(pauses, func(l string) bool { return strings.HasPrefix(l, `shoal_handoffs_total{outcome="done"}`) }) {
+	if !slices.ContainsFunc(pauses, func(l string) bool { return strings.HasPrefix(l, `shoal_partition_moves_total{outcome="done"}`) }) {
 		t.Fatalf("the stand-in counted no handoff: %v", pauses)
 	}
 }

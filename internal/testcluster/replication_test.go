@@ -337,6 +337,10 @@ func TestUnreplicatedWritesOfAnOldMasterAreRolledBackNotLost(t *testing.T) {
 	})
 	c.Node(replica).Client(token).Do("PUT", base+"after", `{"v":4}`)
 	c.Faults.HealAll()
+	// node1, the preferred master, is copied the partition again (its
+	// unreplicated writes go to its rollback collection on the way) and
+	// is handed it back.
+	waitMoved(t, c, 30*time.Second)
 	c.WaitForMasters(30 * time.Second)
 	c.WaitForReplicas(30 * time.Second)
 	waitConverged(t, c, 30*time.Second)

@@ -107,6 +107,9 @@ func (n *Node) Stop() {
 	}
 }
 
+// Stopped reports whether the node was stopped.
+func (n *Node) Stopped() bool { return n.stopped }
+
 // Client returns a client of this node using token.
 func (n *Node) Client(token string) *testnode.Client {
 	return testnode.NewClient(n.t, n.URL(), token)
@@ -121,15 +124,35 @@ type Cluster struct {
 	peersFile string
 	peers     []map[string]any
 	opts      options
+	dir       string
 }
 
-// SetVoters rewrites the peer list so that exactly ids are lease voters,
-// and has every node re-read it now.
-func (c *Cluster) SetVoters(ids ...string) {
-	c.t.Helper()
-	for _, p := range c.peers {
-		p["voter"] = slices.Contains(ids, p["id"].(string))
+// nodeConfig is the configuration of one test node.
+func (c *Cluster) nodeConfig(id string, httpPort, gossipPort int) config.Config {
+	cfg := testnode.Config(filepath.Join(c.dir, id))
+	cfg.NodeID = id
+	cfg.HTTPAddr = fmt.Sprintf("127.0.0.1:%d", httpPort)
+	cfg.GossipAddr = fmt.Sprintf("127.0.0.1:%d", gossipPort)
+	cfg.PeersEndpoint = c.peersFile
+	cfg.PeersRefresh = time.Second
+	cfg.ClusterSecret = "test-cluster-secret-0123"
+	cfg.GossipInterval, cfg.GossipSuspectTimeout, cfg.LeaseTTL = GossipInterval, SuspectTimeout, LeaseTTL
+	cfg.PartitionCount = Partitions
+	cfg.ReplicaReplaceAfter = ReplaceAfter
+	cfg.ReplicationFactor = c.opts.replicationFactor
+	if c.opts.tombstoneRetention > 0 {
+		cfg.TombstoneRetention = c.opts.tombstoneRetention
 	}
+	if c.opts.maxMoves > 0 {
+		cfg.MaxConcurrentMoves = c.opts.maxMoves
+	}
+	return cfg
+}
+
+// writePeers rewrites the peer list (atomically) and has every running
+// node re-read it now.
+func (c *Cluster) writePeers() {
+	c.t.Helper()
 	data, _ := json.Marshal(map[string]any{"peers": c.peers})
 	tmp := c.peersFile + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
@@ -145,6 +168,43 @@ func (c *Cluster) SetVoters(ids ...string) {
 	}
 }
 
+// AddNode starts one more node (sharding and replica, not a voter), adds
+// it to the peer list and has every node re-read the list.
+func (c *Cluster) AddNode() *Node {
+	c.t.Helper()
+	id := fmt.Sprintf("node%d", len(c.Nodes)+1)
+	ports := testnode.FreePorts(c.t, 2)
+	c.peers = append(c.peers, map[string]any{"id": id, "url": fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		"gossip": fmt.Sprintf("127.0.0.1:%d", ports[1]), "voter": false})
+	// The new node reads the list with itself in it; the others re-read it.
+	data, _ := json.Marshal(map[string]any{"peers": c.peers})
+	if err := os.WriteFile(c.peersFile, data, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	n := c.startNode(c.nodeConfig(id, ports[0], ports[1]))
+	c.Nodes = append(c.Nodes, n)
+	c.writePeers()
+	return n
+}
+
+// RemoveFromPeers takes id out of the peer list, and has every node re-read
+// it; the node keeps running (it drains).
+func (c *Cluster) RemoveFromPeers(id string) {
+	c.t.Helper()
+	c.peers = slices.DeleteFunc(c.peers, func(p map[string]any) bool { return p["id"] == id })
+	c.writePeers()
+}
+
+// SetVoters rewrites the peer list so that exactly ids are lease voters,
+// and has every node re-read it now.
+func (c *Cluster) SetVoters(ids ...string) {
+	c.t.Helper()
+	for _, p := range c.peers {
+		p["voter"] = slices.Contains(ids, p["id"].(string))
+	}
+	c.writePeers()
+}
+
 // Option changes how a test cluster is started.
 type Option func(*options)
 
@@ -153,7 +213,11 @@ type options struct {
 	replicationQueue   int
 	replicationFactor  int
 	tombstoneRetention time.Duration
+	maxMoves           int
 }
+
+// MaxConcurrentMoves sets MAX_CONCURRENT_MOVES.
+func MaxConcurrentMoves(n int) Option { return func(o *options) { o.maxMoves = n } }
 
 // ReplicationFactor sets REPLICATION_FACTOR (default 2).
 func ReplicationFactor(n int) Option { return func(o *options) { o.replicationFactor = n } }
@@ -192,24 +256,10 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	if err := os.WriteFile(peersFile, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Faults: cluster.NewFaults(), History: &History{}, t: t, peersFile: peersFile, peers: doc.Peers, opts: o}
+	c := &Cluster{Faults: cluster.NewFaults(), History: &History{}, t: t, peersFile: peersFile, peers: doc.Peers, opts: o, dir: dir}
 	c.Nodes = make([]*Node, n)
 	for i := 0; i < n; i++ {
-		cfg := testnode.Config(filepath.Join(dir, fmt.Sprintf("node%d", i+1)))
-		cfg.NodeID = fmt.Sprintf("node%d", i+1)
-		cfg.HTTPAddr = fmt.Sprintf("127.0.0.1:%d", ports[2*i])
-		cfg.GossipAddr = fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
-		cfg.PeersEndpoint = peersFile
-		cfg.PeersRefresh = time.Second
-		cfg.ClusterSecret = "test-cluster-secret-0123"
-		cfg.GossipInterval, cfg.GossipSuspectTimeout, cfg.LeaseTTL = GossipInterval, SuspectTimeout, LeaseTTL
-		cfg.PartitionCount = Partitions
-		cfg.ReplicaReplaceAfter = ReplaceAfter
-		cfg.ReplicationFactor = o.replicationFactor
-		if o.tombstoneRetention > 0 {
-			cfg.TombstoneRetention = o.tombstoneRetention
-		}
-		c.Nodes[i] = c.startNode(cfg)
+		c.Nodes[i] = c.startNode(c.nodeConfig(fmt.Sprintf("node%d", i+1), ports[2*i], ports[2*i+1]))
 	}
 	c.WaitForMasters(30 * time.Second)
 	c.WaitForReplicas(30 * time.Second)

@@ -1,0 +1,249 @@
+package testcluster_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shoal-db/shoal/internal/testcluster"
+	"github.com/shoal-db/shoal/internal/testnode"
+	"github.com/shoal-db/shoal/shard"
+)
+
+// load writes continuously through every given node, alternating write
+// concerns 1 and majority, to users spread over every partition, and
+// remembers every acknowledged version.
+type load struct {
+	t     *testing.T
+	users []string
+	stop  atomic.Bool
+	wg    sync.WaitGroup
+
+	mu       sync.Mutex
+	majority map[string]float64 // "user/id" -> acknowledged version
+	one      map[string]float64
+	failed   map[string]int // status or error -> count
+}
+
+func startLoad(t *testing.T, c *testcluster.Cluster, token string, via []*testcluster.Node) *load {
+	l := &load{t: t, majority: map[string]float64{}, one: map[string]float64{}, failed: map[string]int{}}
+	covered := map[int]bool{}
+	for i := 0; len(covered) < testcluster.Partitions; i++ {
+		u := fmt.Sprintf("grow%d", i)
+		if p := shard.PartitionOf(u, testcluster.Partitions); !covered[p] {
+			covered[p] = true
+			l.users = append(l.users, u)
+		}
+	}
+	for _, n := range via {
+		for w, concern := range []string{"1", "majority"} {
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				cl := n.Client(token)
+				for i := 0; !l.stop.Load(); i++ {
+					user := l.users[(i*7+w)%len(l.users)]
+					id := fmt.Sprintf("%s-%s-%d", n.ID, concern, i)
+					r, err := cl.TryDo("PUT", "/v1/users/"+user+"/collections/c/documents/"+id, `{"n":1}`,
+						"X-Write-Concern", concern, "X-Write-Timeout", "3s")
+					l.mu.Lock()
+					switch {
+					case err != nil:
+						l.failed[err.Error()]++
+					case r.Status != 201:
+						detail, _ := r.JSON(t)["detail"].(string)
+						l.failed[fmt.Sprint(r.Status, " ", detail)]++
+						t.Logf("%s: %s %d %s", time.Now().Format("15:04:05.000"), id, r.Status, detail)
+					case concern == "majority":
+						l.majority[user+"/"+id] = r.JSON(t)["_version"].(float64)
+					default:
+						l.one[user+"/"+id] = r.JSON(t)["_version"].(float64)
+					}
+					l.mu.Unlock()
+				}
+			}()
+		}
+	}
+	return l
+}
+
+func (l *load) acked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.majority) + len(l.one)
+}
+
+func (l *load) end() {
+	l.stop.Store(true)
+	l.wg.Wait()
+}
+
+// check reads every acknowledged write from its partition's master, and
+// checks every user's documents on the master are exactly those written.
+func (l *load) check(c *testcluster.Cluster, token string) {
+	t := l.t
+	t.Helper()
+	byUser := map[string]map[string]float64{}
+	for _, m := range []map[string]float64{l.majority, l.one} {
+		for k, v := range m {
+			user, id, _ := strings.Cut(k, "/")
+			if byUser[user] == nil {
+				byUser[user] = map[string]float64{}
+			}
+			byUser[user][id] = v
+		}
+	}
+	for _, user := range l.users {
+		p := shard.PartitionOf(user, testcluster.Partitions)
+		master := c.MasterOf(p)
+		if master == "" {
+			t.Fatalf("partition %d has no master", p)
+		}
+		cl := c.Node(master).Client(token)
+		held := map[string]bool{}
+		for cursor := ""; ; {
+			r := cl.Do("GET", "/v1/users/"+user+"/collections/c/documents?limit=1000"+cursor, nil, "X-Read-Preference", "local")
+			if r.Status != 200 {
+				t.Fatalf("listing %s on its master %s: %d %s", user, master, r.Status, r.Body)
+			}
+			page := r.JSON(t)
+			for _, d := range page["documents"].([]any) {
+				doc := d.(map[string]any)
+				id := doc["_id"].(string)
+				held[id] = true
+				if want, ok := byUser[user][id]; ok && doc["_version"].(float64) < want {
+					t.Errorf("%s/%s: version %v on master %s, %v was acknowledged", user, id, doc["_version"], master, want)
+				}
+			}
+			next, _ := page["next"].(string)
+			if next == "" {
+				break
+			}
+			cursor = "&after=" + next
+		}
+		for id := range byUser[user] {
+			if !held[id] {
+				t.Errorf("acknowledged write %s/%s is not on the master %s of partition %d", user, id, master, p)
+			}
+		}
+	}
+}
+
+// waitMoved waits until every partition is mastered by its preferred master
+// as every running node's ring has it, with no move in progress.
+func waitMoved(t *testing.T, c *testcluster.Cluster, timeout time.Duration) time.Duration {
+	t.Helper()
+	return testnode.Eventually(t, timeout, "every partition on its preferred master", func() (bool, string) {
+		for p := 0; p < testcluster.Partitions; p++ {
+			m := c.MasterOf(p)
+			for _, n := range c.Nodes {
+				if n.Stopped() {
+					continue
+				}
+				if pm := n.Placement(p).PreferredMaster; pm != m {
+					return false, fmt.Sprintf("partition %d: master %q, %s's preferred master %s", p, m, n.ID, pm)
+				}
+			}
+		}
+		return true, ""
+	})
+}
+
+// A fourth node added to the peer list under a continuous write load: about
+// a quarter of the partitions move to it (copied first, then handed over),
+// none moves between the old members, and no acknowledged write is lost.
+func TestGrowingMovesAQuarterToTheNewNodeAndLosesNothing(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	token := testnode.AdminToken(t)
+	l := startLoad(t, c, token, c.Nodes)
+	testnode.Eventually(t, 10*time.Second, "writes flowing", func() (bool, string) { return l.acked() > 200, fmt.Sprint(l.acked()) })
+	before := make([]string, testcluster.Partitions)
+	for p := range before {
+		before[p] = c.MasterOf(p)
+	}
+	c.AddNode()
+	took := waitMoved(t, c, 90*time.Second)
+	atEnd := l.acked()
+	testnode.Eventually(t, 10*time.Second, "writes flowing after the moves", func() (bool, string) {
+		return l.acked() > atEnd+100, fmt.Sprint(l.acked() - atEnd)
+	})
+	l.end()
+	moved := 0
+	for p := range before {
+		after := c.MasterOf(p)
+		if after == before[p] {
+			continue
+		}
+		moved++
+		if after != "node4" {
+			t.Errorf("partition %d moved from %s to %s, between old members", p, before[p], after)
+		}
+	}
+	l.check(c, token)
+	if o := c.History.Overlaps(); len(o) > 0 {
+		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
+	}
+	t.Logf("3 -> 4 nodes: %d of %d partitions moved (%.0f%%) in %s, all to node4; %d majority and %d w=1 writes acknowledged, none lost; refused: %v",
+		moved, testcluster.Partitions, 100*float64(moved)/testcluster.Partitions, took.Round(time.Millisecond), len(l.majority), len(l.one), l.failed)
+	if moved == 0 {
+		t.Fatal("no partition moved to the new node")
+	}
+}
+
+// A node taken out of the peer list under a continuous write load drains:
+// each partition it masters is copied to its new preferred master and
+// handed over, each copy it holds is made again elsewhere, and in the end
+// it holds nothing, with no acknowledged write lost and no partition moved
+// between the remaining members.
+func TestRemovedNodeDrainsAndLosesNothing(t *testing.T) {
+	c := testcluster.Start(t, 4, testcluster.Voters(3))
+	token := testnode.AdminToken(t)
+	l := startLoad(t, c, token, c.Nodes[:3])
+	testnode.Eventually(t, 10*time.Second, "writes flowing", func() (bool, string) { return l.acked() > 200, fmt.Sprint(l.acked()) })
+	before := make([]string, testcluster.Partitions)
+	had := 0
+	for p := range before {
+		before[p] = c.MasterOf(p)
+		if before[p] == "node4" {
+			had++
+		}
+	}
+	if had == 0 {
+		t.Fatal("node4 masters nothing before its removal; the test proves nothing")
+	}
+	c.RemoveFromPeers("node4")
+	drained := testnode.Eventually(t, 90*time.Second, "node4 holds nothing", func() (bool, string) {
+		for p := 0; p < testcluster.Partitions; p++ {
+			if _, ok := c.Node("node4").Leases().Holds(p); ok {
+				return false, fmt.Sprintf("node4 still masters partition %d", p)
+			}
+			for _, n := range c.Nodes[:3] {
+				if slices.Contains(n.Placement(p).Responsible, "node4") {
+					return false, fmt.Sprintf("%s lists node4 for partition %d", n.ID, p)
+				}
+			}
+		}
+		return true, ""
+	})
+	waitMoved(t, c, 30*time.Second)
+	atEnd := l.acked()
+	testnode.Eventually(t, 10*time.Second, "writes flowing after the drain", func() (bool, string) {
+		return l.acked() > atEnd+100, fmt.Sprint(l.acked() - atEnd)
+	})
+	l.end()
+	for p := range before {
+		if after := c.MasterOf(p); before[p] != "node4" && after != before[p] {
+			t.Errorf("partition %d moved from %s to %s, between remaining members", p, before[p], after)
+		}
+	}
+	l.check(c, token)
+	if o := c.History.Overlaps(); len(o) > 0 {
+		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
+	}
+	t.Logf("4 -> 3 nodes: node4's %d partitions moved to their new preferred masters, drained in %s; %d majority and %d w=1 writes acknowledged, none lost; refused: %v",
+		had, drained.Round(time.Millisecond), len(l.majority), len(l.one), l.failed)
+}
