@@ -27,6 +27,7 @@ type load struct {
 	majority map[string]float64 // "user/id" -> acknowledged version
 	one      map[string]float64
 	failed   map[string]int // status or error -> count
+	slowest  time.Duration  // the slowest acknowledged write
 }
 
 func startLoad(t *testing.T, c *testcluster.Cluster, token string, via []*testcluster.Node) *load {
@@ -48,9 +49,14 @@ func startLoad(t *testing.T, c *testcluster.Cluster, token string, via []*testcl
 				for i := 0; !l.stop.Load(); i++ {
 					user := l.users[(i*7+w)%len(l.users)]
 					id := fmt.Sprintf("%s-%s-%d", n.ID, concern, i)
+					began := time.Now()
 					r, err := cl.TryDo("PUT", "/v1/users/"+user+"/collections/c/documents/"+id, `{"n":1}`,
 						"X-Write-Concern", concern, "X-Write-Timeout", "3s")
+					took := time.Since(began)
 					l.mu.Lock()
+					if err == nil && r.Status == 201 {
+						l.slowest = max(l.slowest, took)
+					}
 					switch {
 					case err != nil:
 						l.failed[err.Error()]++
@@ -162,9 +168,12 @@ func TestGrowingMovesAQuarterToTheNewNodeAndLosesNothing(t *testing.T) {
 	l := startLoad(t, c, token, c.Nodes)
 	testnode.Eventually(t, 10*time.Second, "writes flowing", func() (bool, string) { return l.acked() > 200, fmt.Sprint(l.acked()) })
 	before := make([]string, testcluster.Partitions)
+	epochs := make([]uint64, testcluster.Partitions)
 	for p := range before {
 		before[p] = c.MasterOf(p)
+		epochs[p] = c.Node(before[p]).Placement(p).Epoch
 	}
+	voters, _ := c.Node("node1").Leases().VoterSets()
 	c.AddNode()
 	took := waitMoved(t, c, 90*time.Second)
 	atEnd := l.acked()
@@ -183,12 +192,24 @@ func TestGrowingMovesAQuarterToTheNewNodeAndLosesNothing(t *testing.T) {
 			t.Errorf("partition %d moved from %s to %s, between old members", p, before[p], after)
 		}
 	}
+	// A node that is not a voter joining touches no other lease.
+	for p := range before {
+		if after := c.MasterOf(p); after == before[p] {
+			if e := c.Node(after).Placement(p).Epoch; e != epochs[p] {
+				t.Errorf("partition %d stayed on %s but its epoch went from %d to %d", p, after, epochs[p], e)
+			}
+		}
+	}
+	if now, target := c.Node("node1").Leases().VoterSets(); !slices.Equal(now, voters) || !slices.Equal(target, voters) {
+		t.Errorf("voters were %v, are %v heading for %v after adding a non-voter", voters, now, target)
+	}
 	l.check(c, token)
 	if o := c.History.Overlaps(); len(o) > 0 {
 		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
 	}
-	t.Logf("3 -> 4 nodes: %d of %d partitions moved (%.0f%%) in %s, all to node4; %d majority and %d w=1 writes acknowledged, none lost; refused: %v",
-		moved, testcluster.Partitions, 100*float64(moved)/testcluster.Partitions, took.Round(time.Millisecond), len(l.majority), len(l.one), l.failed)
+	t.Logf("3 -> 4 nodes: %d of %d partitions moved (%.0f%%) in %s, all to node4; %d majority and %d w=1 writes acknowledged, none lost; slowest %s; refused: %v; %s",
+		moved, testcluster.Partitions, 100*float64(moved)/testcluster.Partitions, took.Round(time.Millisecond), len(l.majority), len(l.one),
+		l.slowest.Round(time.Millisecond), l.failed, writePauses(t, c, token))
 	if moved == 0 {
 		t.Fatal("no partition moved to the new node")
 	}
@@ -244,6 +265,135 @@ func TestRemovedNodeDrainsAndLosesNothing(t *testing.T) {
 	if o := c.History.Overlaps(); len(o) > 0 {
 		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
 	}
-	t.Logf("4 -> 3 nodes: node4's %d partitions moved to their new preferred masters, drained in %s; %d majority and %d w=1 writes acknowledged, none lost; refused: %v",
-		had, drained.Round(time.Millisecond), len(l.majority), len(l.one), l.failed)
+	t.Logf("4 -> 3 nodes: node4's %d partitions moved to their new preferred masters, drained in %s; %d majority and %d w=1 writes acknowledged, none lost; slowest %s; refused: %v; %s",
+		had, drained.Round(time.Millisecond), len(l.majority), len(l.one), l.slowest.Round(time.Millisecond), l.failed, writePauses(t, c, token))
+}
+
+// A move interrupted by stopping the receiving node in the middle of its
+// copy resumes after the node restarts, and ends complete: every document
+// is on the new master, and each partition has exactly one master.
+func TestInterruptedMoveResumesAfterARestart(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.MaxConcurrentMoves(1))
+	token := testnode.AdminToken(t)
+	// The partitions node4 will own: fill some of them, so their copy
+	// takes several chunks.
+	var members []shard.Member
+	for i := 1; i <= 4; i++ {
+		members = append(members, shard.Member{ID: fmt.Sprintf("node%d", i), Sharding: true, Replica: true})
+	}
+	ring, err := shard.NewRing(members, testcluster.Partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for i := 0; len(users) < 3; i++ {
+		u := fmt.Sprintf("big%d", i)
+		if ring.Owner(shard.PartitionOf(u, testcluster.Partitions)) == "node4" {
+			users = append(users, u)
+		}
+	}
+	const perUser = 1200
+	filled := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := c.Nodes[w%3].Client(token)
+			for i := w; i < perUser*len(users); i += 8 {
+				user := users[i%len(users)]
+				// POST: the id is generated, so the store is not searched for it.
+				if r := cl.Do("POST", "/v1/users/"+user+"/collections/c/documents", `{"pad":"0123456789012345678901234567890123456789"}`); r.Status != 201 {
+					t.Errorf("filling %s: %d %s", user, r.Status, r.Body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("filled in %s", time.Since(filled).Round(time.Millisecond))
+
+	c.AddNode()
+	var interrupted string
+	testnode.Eventually(t, 60*time.Second, "a copy to node4 under way", func() (bool, string) {
+		for _, n := range c.Nodes[:3] {
+			for _, m := range n.Moves() {
+				if m.To == "node4" && m.Phase == "copying" && m.DocumentsCopied > 0 && m.DocumentsCopied < m.DocumentsTotal {
+					interrupted = fmt.Sprintf("partition %d from %s at %d of %d documents", m.Partition, m.From, m.DocumentsCopied, m.DocumentsTotal)
+					return true, ""
+				}
+			}
+		}
+		return false, "no copy in progress"
+	})
+	c.Node("node4").Stop()
+	c.Restart("node4")
+	took := waitMoved(t, c, 90*time.Second)
+	t.Logf("stopped node4 while copying %s; the moves completed %s after its restart", interrupted, took.Round(time.Millisecond))
+	for p := 0; p < testcluster.Partitions; p++ {
+		holders := 0
+		for _, n := range c.Nodes {
+			if _, ok := n.Leases().Holds(p); ok {
+				holders++
+			}
+		}
+		if holders != 1 {
+			t.Errorf("partition %d has %d masters", p, holders)
+		}
+	}
+	for _, user := range users {
+		p := shard.PartitionOf(user, testcluster.Partitions)
+		if m := c.MasterOf(p); m != "node4" {
+			t.Fatalf("partition %d of %s is mastered by %s, not node4", p, user, m)
+		}
+		cl := c.Node("node4").Client(token)
+		seen := 0
+		for cursor := ""; ; {
+			r := cl.Do("GET", "/v1/users/"+user+"/collections/c/documents?limit=1000"+cursor, nil, "X-Read-Preference", "local")
+			if r.Status != 200 {
+				t.Fatalf("listing %s on node4: %d %s", user, r.Status, r.Body)
+			}
+			page := r.JSON(t)
+			seen += len(page["documents"].([]any))
+			next, _ := page["next"].(string)
+			if next == "" {
+				break
+			}
+			cursor = "&after=" + next
+		}
+		if seen != perUser {
+			t.Errorf("%s: node4 holds %d documents, %d were written", user, seen, perUser)
+		}
+	}
+}
+
+// writePauses sums up, over the running nodes, how long writes paused for
+// the handoffs they made (from /metrics).
+func writePauses(t *testing.T, c *testcluster.Cluster, token string) string {
+	var sum float64
+	var count, over int
+	for _, n := range c.Nodes {
+		if n.Stopped() {
+			continue
+		}
+		for _, line := range metricLines(t, n.Client(token), "shoal_partition_move_write_pause_seconds_") {
+			var v float64
+			switch {
+			case strings.HasPrefix(line, "shoal_partition_move_write_pause_seconds_sum "):
+				fmt.Sscan(strings.Fields(line)[1], &v)
+				sum += v
+			case strings.HasPrefix(line, "shoal_partition_move_write_pause_seconds_count "):
+				fmt.Sscan(strings.Fields(line)[1], &v)
+				count += int(v)
+			case strings.HasPrefix(line, `shoal_partition_move_write_pause_seconds_bucket{le="0.512"} `):
+				fmt.Sscan(strings.Fields(line)[1], &v)
+				over -= int(v)
+			}
+		}
+	}
+	over += count
+	if count == 0 {
+		return "no handoff recorded"
+	}
+	return fmt.Sprintf("%d handoffs, writes paused %.0f ms on average, %d over 512 ms", count, 1000*sum/float64(count), over)
 }
