@@ -103,28 +103,54 @@ func FromWire(w WireBatch) store.Batch {
 	return b
 }
 
-// Apply answers a request on the replica's side.
+// Apply answers a request on the replica's side. The batches of each
+// partition are applied in order, the partitions side by side (each has
+// its own writer); the positions they reach are then made durable in one
+// store write, before the answer says so.
 func Apply(ctx context.Context, w *store.Writer, req Request) Response {
 	out := Response{Results: make([]Result, len(req.Batches))}
+	byPartition := map[int][]int{} // partition -> indexes of its batches, in order
 	for i, wb := range req.Batches {
-		r := w.Apply(ctx, FromWire(wb))
-		res := Result{Partition: wb.Partition, Applied: r.Applied, Epoch: r.Epoch, Code: "ok"}
-		switch {
-		case r.Err == nil:
-		case errors.Is(r.Err, store.ErrGap):
-			res.Code = "gap"
-		case errors.Is(r.Err, store.ErrDiverged):
-			res.Code, res.Diverged = "diverged", r.Diverged
-		case errors.Is(r.Err, store.ErrStaleEpoch):
-			res.Code = "stale-epoch"
-		case errors.Is(r.Err, store.ErrIsMaster):
-			res.Code = "is-master"
-		default:
-			res.Code, res.Error = "error", r.Err.Error()
+		byPartition[wb.Partition] = append(byPartition[wb.Partition], i)
+	}
+	var wg sync.WaitGroup
+	for _, idx := range byPartition {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, i := range idx {
+				out.Results[i] = result(req.Batches[i].Partition, w.Apply(ctx, FromWire(req.Batches[i])))
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.SyncApplied(ctx); err != nil {
+		for i := range out.Results {
+			if r := &out.Results[i]; r.Code == "ok" {
+				r.Code, r.Error = "error", err.Error()
+			}
 		}
-		out.Results[i] = res
 	}
 	return out
+}
+
+// result turns the outcome of one batch into its answer.
+func result(partition int, r store.ApplyResult) Result {
+	res := Result{Partition: partition, Applied: r.Applied, Epoch: r.Epoch, Code: "ok"}
+	switch {
+	case r.Err == nil:
+	case errors.Is(r.Err, store.ErrGap):
+		res.Code = "gap"
+	case errors.Is(r.Err, store.ErrDiverged):
+		res.Code, res.Diverged = "diverged", r.Diverged
+	case errors.Is(r.Err, store.ErrStaleEpoch):
+		res.Code = "stale-epoch"
+	case errors.Is(r.Err, store.ErrIsMaster):
+		res.Code = "is-master"
+	default:
+		res.Code, res.Error = "error", r.Err.Error()
+	}
+	return res
 }
 
 // Config wires a Shipper to its node.
@@ -519,6 +545,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			}
 			continue
 		}
+		var run *store.Batch // the queued runs of p, merged while they follow on
 		for len(pr.queue) > 0 && docs < s.cfg.MaxBatchDocs {
 			b := pr.queue[0]
 			pr.queue = pr.queue[1:]
@@ -526,13 +553,44 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			if b.UpTo.Compare(pr.acked) <= 0 {
 				continue // already held
 			}
-			b.EpochStart = s.cfg.EpochStart(p, b.Epoch) // b.Epoch: the epoch it was committed at
-			req.Batches = append(req.Batches, ToWire(b))
 			docs += len(b.Docs)
+			if run != nil && run.Epoch == b.Epoch && run.UpTo == b.From {
+				*run = mergeRuns(*run, b)
+				continue
+			}
+			if run != nil {
+				req.Batches = append(req.Batches, ToWire(*run))
+			}
+			b.EpochStart = s.cfg.EpochStart(p, b.Epoch) // b.Epoch: the epoch it was committed at
+			run = &b
+		}
+		if run != nil {
+			req.Batches = append(req.Batches, ToWire(*run))
 		}
 	}
 	s.mu.Unlock()
 	return req, catchUp
+}
+
+// mergeRuns joins two runs of a partition's history that follow on (a.UpTo
+// is b.From, same epoch) into one: the latest state of every document
+// changed in (a.From, b.UpTo], in position order. The replica then applies
+// one run, in one commit, instead of one per group commit of the master.
+func mergeRuns(a, b store.Batch) store.Batch {
+	latest := make(map[string]*store.Doc, len(a.Docs)+len(b.Docs))
+	for _, d := range a.Docs {
+		latest[d.Key] = d
+	}
+	for _, d := range b.Docs {
+		latest[d.Key] = d
+	}
+	docs := make([]*store.Doc, 0, len(latest))
+	for _, d := range latest {
+		docs = append(docs, d)
+	}
+	slices.SortFunc(docs, func(x, y *store.Doc) int { return x.Pos.Compare(y.Pos) })
+	a.UpTo, a.Docs = b.UpTo, docs
+	return a
 }
 
 // send delivers a request and records what the replica answered.

@@ -28,6 +28,12 @@ type appliedDoc struct {
 	HorizonSeq   uint64 `bson:"hs"`
 }
 
+// record builds a partition's record.
+func record(partition int, applied Position, seen uint64, horizon Position) appliedDoc {
+	return appliedDoc{Partition: partition, Epoch: applied.Epoch, Seq: applied.Seq, Seen: seen,
+		HorizonEpoch: horizon.Epoch, HorizonSeq: horizon.Seq}
+}
+
 // Applied returns the position up to which this node holds a partition's
 // history as a replica (zero if never recorded), and the newest epoch it has
 // seen from a master.
@@ -38,31 +44,17 @@ func (s *Store) Applied(ctx context.Context, partition int) (Position, uint64, e
 
 // partitionRecord reads the partition's record (zero if there is none).
 func (s *Store) partitionRecord(ctx context.Context, partition int) (appliedDoc, error) {
-	var d appliedDoc
+	var recs map[int]appliedDoc
 	err := s.timed("applied", func() error {
-		err := s.db.Collection(partitionsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: partition}}).Decode(&d)
-		if errors.Is(err, mongo.ErrNoDocuments) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%w: reading the applied position of partition %d: %v", ErrUnavailable, partition, err)
-		}
-		return nil
+		var err error
+		recs, err = s.loadRecords(ctx)
+		return err
 	})
+	d, ok := recs[partition]
+	if !ok {
+		d.Partition = partition
+	}
 	return d, err
-}
-
-// saveApplied replaces the partition's record.
-func (s *Store) saveApplied(ctx context.Context, partition int, pos Position, seen uint64, horizon Position) error {
-	return s.timed("applied_save", func() error {
-		_, err := s.db.Collection(partitionsCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: partition}},
-			appliedDoc{Partition: partition, Epoch: pos.Epoch, Seq: pos.Seq, Seen: seen, HorizonEpoch: horizon.Epoch, HorizonSeq: horizon.Seq},
-			options.Replace().SetUpsert(true))
-		if err != nil {
-			return fmt.Errorf("%w: recording the applied position of partition %d: %v", ErrUnavailable, partition, err)
-		}
-		return nil
-	})
 }
 
 // CountAfter counts a partition's documents and tombstones whose position
@@ -258,9 +250,8 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	}
 	next := maxPosition(applied, b.UpTo)
 	if next != applied || p.epochSeen != seenBefore || horizon != p.horizon {
-		if err := w.store.saveApplied(w.ctx, p.id, next, p.epochSeen, horizon); err != nil {
-			return res(err)
-		}
+		// Durable at the caller's SyncApplied, before it answers.
+		w.setRecord(record(p.id, next, p.epochSeen, horizon))
 	}
 	p.mu.Lock()
 	p.applied, p.last, p.horizon = next, newLast, horizon
@@ -404,7 +395,8 @@ func (w *Writer) restore(p *partition, b *Batch) ApplyResult {
 		return ApplyResult{Err: err}
 	}
 	seen := max(p.epochSeen, b.Epoch)
-	if err := w.store.saveApplied(w.ctx, p.id, b.UpTo, seen, p.horizon); err != nil {
+	w.setRecord(record(p.id, b.UpTo, seen, p.horizon))
+	if err := w.SyncApplied(w.ctx); err != nil {
 		return ApplyResult{Err: err}
 	}
 	for _, d := range b.Docs {
@@ -431,20 +423,13 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 	for _, n := range names {
 		exists[n] = true
 	}
-	applied := map[int]appliedDoc{}
-	cur, err := w.store.db.Collection(partitionsCollection).Find(ctx, bson.D{})
+	applied, err := w.store.loadRecords(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: reading applied positions: %v", ErrUnavailable, err)
+		return err
 	}
-	for cur.Next(ctx) {
-		var d appliedDoc
-		if err := cur.Decode(&d); err != nil {
-			cur.Close(ctx)
-			return err
-		}
-		applied[d.Partition] = d
+	for _, rec := range applied {
+		w.noteLoaded(rec)
 	}
-	cur.Close(ctx)
 	for _, p := range w.parts {
 		var last Position
 		if exists[CollectionName(p.id)] {

@@ -55,7 +55,11 @@ func TestApplyIsIdempotentFencedAndGapless(t *testing.T) {
 	if _, err := w.Get(ctx, 0, DocKey("u", "c", "z")); !errors.Is(err, ErrNotFound) {
 		t.Fatal("a refused batch wrote a document")
 	}
-	// The applied position is durable.
+	// The applied position is durable once synced (a replica answers only
+	// after SyncApplied).
+	if err := w.SyncApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if p, seen, err := s.Applied(ctx, 0); err != nil || p != (Position{Epoch: 3, Seq: 4}) || seen != 3 {
 		t.Fatalf("stored applied position %v, newest epoch %d, %v", p, seen, err)
 	}

@@ -92,7 +92,8 @@ func (w *Writer) processPurge(p *partition, before time.Time) (int, error) {
 	plan := planPurge(tombs, before, p.horizon)
 	if len(plan.keys) > 0 {
 		if plan.horizon != p.horizon {
-			if err := w.store.saveApplied(w.ctx, p.id, p.applied, p.epochSeen, plan.horizon); err != nil {
+			w.setRecord(record(p.id, p.applied, p.epochSeen, plan.horizon))
+			if err := w.SyncApplied(w.ctx); err != nil {
 				return 0, err
 			}
 			p.mu.Lock()

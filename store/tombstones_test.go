@@ -265,6 +265,9 @@ func TestFullCopyChunksReplaceTheirKeyRange(t *testing.T) {
 	if got := ids(all); !slices.Equal(got, []string{"a@2.9", "b@2.2", "y@2.10"}) {
 		t.Fatalf("the replica holds %v", got)
 	}
+	if err := w.SyncApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if p, _, err := s.Applied(ctx, 0); err != nil || p != target {
 		t.Fatalf("stored applied %v %v", p, err)
 	}

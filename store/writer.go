@@ -103,6 +103,7 @@ type Writer struct {
 	closeMu  sync.RWMutex
 	closed   bool
 	stopping chan struct{}
+	recs     records
 }
 
 type partition struct {
@@ -594,6 +595,7 @@ func (w *Writer) load(p *partition) error {
 	if err != nil {
 		return err
 	}
+	w.noteLoaded(rec)
 	p.setLoaded(last, rec)
 	return nil
 }
