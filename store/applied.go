@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -11,20 +12,22 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// The records of every partition (applied position, newest epoch seen,
-// horizon) are kept in one document, written whole: a replica applying a
-// request that spans many partitions records them all in one store write
-// (on the embedded store a write costs milliseconds, and one per partition
-// per request was most of a replica's work). Older data directories hold
-// one document per partition in the partitions collection; they are still
-// read, and the single document overrides them.
+// The records of the partitions (applied position, newest epoch seen,
+// horizon) are kept as a log: every SyncApplied inserts one document
+// holding the records changed since the previous one, and every
+// appliedCompactEvery entries a full snapshot replaces the log. A replica
+// applying a request that spans many partitions so records them all in one
+// insert (on the embedded store an insert costs about a millisecond, while
+// replacing a document costs a scan). Older data directories hold one
+// document per partition in the partitions collection; they are read
+// first, and the log overrides them.
 const (
-	appliedCollection = "applied"
-	appliedAllID      = "all"
+	appliedCollection   = "applied_log"
+	appliedCompactEvery = 512
 )
 
-type appliedAll struct {
-	ID    string       `bson:"_id"`
+type appliedEntry struct {
+	Seq   int64        `bson:"_id"`
 	Parts []appliedDoc `bson:"parts"`
 }
 
@@ -33,9 +36,12 @@ type appliedAll struct {
 type records struct {
 	mu    sync.Mutex
 	byID  map[int]appliedDoc
-	gen   uint64 // grows at every change
-	saved uint64 // the gen the store holds
-	sync  sync.Mutex
+	dirty map[int]bool // changed since the last entry
+	gen   uint64       // grows at every change
+	saved uint64       // the gen the store holds
+	sync  sync.Mutex   // one SyncApplied writes at a time
+	seq   int64        // the last entry's _id
+	since int          // entries since the last snapshot
 }
 
 // setRecord changes a partition's record in memory; SyncApplied makes it
@@ -44,12 +50,13 @@ func (w *Writer) setRecord(rec appliedDoc) {
 	w.recs.mu.Lock()
 	defer w.recs.mu.Unlock()
 	if w.recs.byID == nil {
-		w.recs.byID = map[int]appliedDoc{}
+		w.recs.byID, w.recs.dirty = map[int]appliedDoc{}, map[int]bool{}
 	}
-	if w.recs.byID[rec.Partition] == rec {
+	if old, ok := w.recs.byID[rec.Partition]; ok && old == rec {
 		return
 	}
 	w.recs.byID[rec.Partition] = rec
+	w.recs.dirty[rec.Partition] = true
 	w.recs.gen++
 }
 
@@ -61,14 +68,14 @@ func (w *Writer) noteLoaded(rec appliedDoc) {
 	w.recs.mu.Lock()
 	defer w.recs.mu.Unlock()
 	if w.recs.byID == nil {
-		w.recs.byID = map[int]appliedDoc{}
+		w.recs.byID, w.recs.dirty = map[int]appliedDoc{}, map[int]bool{}
 	}
 	if _, ok := w.recs.byID[rec.Partition]; !ok {
 		w.recs.byID[rec.Partition] = rec
 	}
 }
 
-// SyncApplied makes every record changed so far durable, in one write
+// SyncApplied makes every record changed so far durable, in one insert
 // shared by all the callers waiting at the same time (group commit). A
 // replica answers a replication request only after it.
 func (w *Writer) SyncApplied(ctx context.Context) error {
@@ -77,27 +84,51 @@ func (w *Writer) SyncApplied(ctx context.Context) error {
 	w.recs.mu.Unlock()
 	w.recs.sync.Lock()
 	defer w.recs.sync.Unlock()
+	if err := w.loadSeq(ctx); err != nil {
+		return err
+	}
 	w.recs.mu.Lock()
 	if w.recs.saved >= want {
 		w.recs.mu.Unlock()
 		return nil
 	}
 	gen := w.recs.gen
-	all := appliedAll{ID: appliedAllID, Parts: make([]appliedDoc, 0, len(w.recs.byID))}
-	for _, r := range w.recs.byID {
-		all.Parts = append(all.Parts, r)
+	snapshot := w.recs.since >= appliedCompactEvery
+	entry := appliedEntry{Seq: w.recs.seq + 1}
+	for id, r := range w.recs.byID {
+		if snapshot || w.recs.dirty[id] {
+			entry.Parts = append(entry.Parts, r)
+		}
 	}
+	dirty := w.recs.dirty
+	w.recs.dirty = map[int]bool{}
 	w.recs.mu.Unlock()
+	coll := w.store.db.Collection(appliedCollection)
 	err := w.store.timed("applied_save", func() error {
-		_, err := w.store.db.Collection(appliedCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: appliedAllID}}, all,
-			options.Replace().SetUpsert(true))
-		if err != nil {
+		if _, err := coll.InsertOne(ctx, entry); err != nil {
 			return fmt.Errorf("%w: recording the applied positions: %v", ErrUnavailable, err)
 		}
 		return nil
 	})
 	if err != nil {
+		w.recs.mu.Lock()
+		for id := range dirty {
+			w.recs.dirty[id] = true // not recorded: the next entry carries them
+		}
+		w.recs.mu.Unlock()
 		return err
+	}
+	w.recs.seq++
+	w.recs.since++
+	if snapshot {
+		// The snapshot holds every record: older entries can go. If this
+		// fails they are merely read again (and overridden) at the next
+		// start.
+		w.recs.since = 0
+		_ = w.store.timed("applied_compact", func() error {
+			_, err := coll.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$lt", Value: entry.Seq}}}})
+			return err
+		})
 	}
 	w.recs.mu.Lock()
 	w.recs.saved = max(w.recs.saved, gen)
@@ -105,8 +136,26 @@ func (w *Writer) SyncApplied(ctx context.Context) error {
 	return nil
 }
 
+// loadSeq learns, once, the _id of the log's last entry and how many
+// entries follow the last snapshot.
+func (w *Writer) loadSeq(ctx context.Context) error {
+	if w.recs.seq != 0 {
+		return nil
+	}
+	var last appliedEntry
+	err := w.store.db.Collection(appliedCollection).FindOne(ctx, bson.D{},
+		options.FindOne().SetSort(bson.D{{Key: "_id", Value: -1}}).SetProjection(bson.D{{Key: "_id", Value: 1}})).Decode(&last)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return fmt.Errorf("%w: reading the applied log: %v", ErrUnavailable, err)
+	}
+	w.recs.seq = last.Seq
+	// Unknown how many entries follow the last snapshot: write one soon.
+	w.recs.since = appliedCompactEvery
+	return nil
+}
+
 // loadRecords reads every partition's record: the per-partition documents
-// of older data directories, overridden by the single document.
+// of older data directories, overridden by the log, in order.
 func (s *Store) loadRecords(ctx context.Context) (map[int]appliedDoc, error) {
 	out := map[int]appliedDoc{}
 	cur, err := s.db.Collection(partitionsCollection).Find(ctx, bson.D{})
@@ -122,15 +171,26 @@ func (s *Store) loadRecords(ctx context.Context) (map[int]appliedDoc, error) {
 		out[d.Partition] = d
 	}
 	cur.Close(ctx)
-	var all appliedAll
-	err = s.db.Collection(appliedCollection).FindOne(ctx, bson.D{{Key: "_id", Value: appliedAllID}}).Decode(&all)
-	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
-	case err != nil:
-		return nil, fmt.Errorf("%w: reading applied positions: %v", ErrUnavailable, err)
+	cur, err = s.db.Collection(appliedCollection).Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the applied log: %v", ErrUnavailable, err)
 	}
-	for _, d := range all.Parts {
-		out[d.Partition] = d
+	var entries []appliedEntry
+	for cur.Next(ctx) {
+		var e appliedEntry
+		if err := cur.Decode(&e); err != nil {
+			cur.Close(ctx)
+			return nil, err
+		}
+		entries = append(entries, e)
+	}
+	cur.Close(ctx)
+	// The embedded store's sort is not relied upon.
+	slices.SortFunc(entries, func(a, b appliedEntry) int { return int(a.Seq - b.Seq) })
+	for _, e := range entries {
+		for _, d := range e.Parts {
+			out[d.Partition] = d
+		}
 	}
 	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 func doc(id string, epoch, seq uint64, version int64, deleted bool) *Doc {
@@ -146,5 +148,37 @@ func TestDivergedChangesAreRolledBackAndRestored(t *testing.T) {
 	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: Position{Epoch: 2, Seq: 2}, From: Position{Epoch: 2, Seq: 2},
 		UpTo: Position{Epoch: 3, Seq: 3}, Docs: []*Doc{doc("a", 3, 3, 2, false)}}); r.Err != nil {
 		t.Fatalf("after the rollback: %+v", r)
+	}
+}
+
+// The records of the partitions survive a restart through the applied
+// log, across its compactions, the newest entry winning.
+func TestAppliedLogSurvivesRestartsAndCompactions(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	w := NewWriter(s, 8, WriterOptions{})
+	for i := 1; i <= appliedCompactEvery+100; i++ {
+		w.setRecord(record(i%8, Position{Epoch: 2, Seq: uint64(i)}, 2, Position{}))
+		if err := w.SyncApplied(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close(ctx)
+	n, err := s.db.Collection(appliedCollection).CountDocuments(ctx, bson.D{})
+	if err != nil || n > appliedCompactEvery+1 {
+		t.Fatalf("the applied log holds %d entries (%v); compaction should keep it under %d", n, err, appliedCompactEvery+1)
+	}
+	w2 := NewWriter(s, 8, WriterOptions{})
+	defer w2.Close(ctx)
+	if err := w2.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := appliedCompactEvery + 100
+	for p := 0; p < 8; p++ {
+		// The last i with i%8 == p.
+		want := last - ((last - p) % 8)
+		if got := w2.Applied(p); got != (Position{Epoch: 2, Seq: uint64(want)}) {
+			t.Errorf("partition %d: applied %s after a restart, want 2.%d", p, got, want)
+		}
 	}
 }

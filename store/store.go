@@ -32,6 +32,11 @@ type Options struct {
 	Database string
 	// DataDir holds the embedded store's SQLite files.
 	DataDir string
+	// SyncNormal makes the embedded store flush its log to disk at
+	// checkpoints rather than at every commit (SQLite synchronous=NORMAL
+	// in WAL mode): a crash of the process loses nothing, a power failure
+	// may lose the last commits. Default: every commit (FULL).
+	SyncNormal bool
 	// Logger receives the store's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Observe, if set, is called after every store operation with its name
@@ -76,7 +81,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	slots := 16
 	if o.URI == "" {
-		uri, err := s.startEmbedded(o.DataDir)
+		uri, err := s.startEmbedded(o.DataDir, o.SyncNormal)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +105,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) startEmbedded(dir string) (string, error) {
+func (s *Store) startEmbedded(dir string, syncNormal bool) (string, error) {
 	dir = filepath.Join(dir, "store")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", fmt.Errorf("store: creating %s: %w", dir, err)
@@ -109,10 +114,14 @@ func (s *Store) startEmbedded(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	sqliteURL := "file:" + abs + "/"
+	if syncNormal {
+		sqliteURL += "?_pragma=synchronous(NORMAL)"
+	}
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + abs + "/",
+		SQLiteURL: sqliteURL,
 		// FerretDB logs every command it does not know at warn level
 		// (the driver's endSessions, for one); only its errors matter here.
 		Logger: slog.New(errorsOnly{s.log.With("component", "ferretdb").Handler()}),

@@ -279,3 +279,28 @@ func TestPauseHoldsAPartitionStill(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 }
+
+// STORE_SYNC=normal opens the embedded store with checkpoint syncs, and it
+// keeps what it committed across a reopen.
+func TestSyncNormalStoreKeepsItsCommits(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, Options{Database: "shoal", DataDir: dir, SyncNormal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(s, 1, WriterOptions{})
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "a", Mutate: put(map[string]any{"n": int64(1)})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	w.Close(ctx)
+	s.Close(ctx)
+	s2, err := Open(ctx, Options{Database: "shoal", DataDir: dir, SyncNormal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close(ctx)
+	if d, err := s2.Get(ctx, 0, DocKey("u", "c", "a")); err != nil || d.Body["n"] != int64(1) {
+		t.Fatalf("after a reopen: %+v %v", d, err)
+	}
+}

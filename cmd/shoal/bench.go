@@ -51,7 +51,8 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	clusterMode := fs.Bool("cluster", false, "measure a running cluster: writes to the master and forwarded, 1 and majority, and replication lag")
 	urls := fs.String("urls", "", "with --cluster: the nodes' URLs, comma separated (default: those of the shoal dev directory --dir)")
 	dir := fs.String("dir", ".shoal-dev", "with --cluster: a shoal dev directory for the default --urls and --token")
-	lagWrites := fs.Int("lag-writes", 500, "with --cluster: how many writes measure the replication lag")
+	lagWrites := fs.Int("lag-writes", 2000, "with --cluster: how many writes measure the replication lag")
+	lagRate := fs.Int("lag-rate", 500, "with --cluster: writes per second while the replication lag is measured")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: shoal bench [--url URL --token TOKEN] [flags]")
 		fmt.Fprintln(stderr, "Drives REST writes (POST) then point reads (GET) and prints ops/s and latency percentiles.")
@@ -77,7 +78,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		o.token = tok
-		return clusterBench(o, list, max(*lagWrites, 1), stdout, stderr)
+		return clusterBench(o, list, max(*lagWrites, 1), max(*lagRate, 1), stdout, stderr)
 	}
 	if (o.url == "") != (o.token == "") {
 		fmt.Fprintln(stderr, "shoal bench: --url and --token go together")

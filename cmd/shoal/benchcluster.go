@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shoal-db/shoal/cluster"
@@ -19,7 +20,7 @@ import (
 // master and to another node (forwarded), with write concern 1 and
 // majority, and the replication lag from a write's acknowledgement to its
 // visibility on the replica.
-func clusterBench(o benchOptions, urls []string, lagWrites int, stdout, stderr io.Writer) int {
+func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout, stderr io.Writer) int {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2}, Timeout: 30 * time.Second}
 	get := func(url string, v any, headers ...string) (int, http.Header, error) {
 		req, _ := http.NewRequest("GET", url, nil)
@@ -100,45 +101,21 @@ func clusterBench(o benchOptions, urls []string, lagWrites int, stdout, stderr i
 	report(stdout, "writes majority", majority)
 	fmt.Fprintf(stdout, "\nforwarded/direct %.2fx, majority/1 %.2fx\n\n", forwarded.rate()/direct.rate(), majority.rate()/direct.rate())
 
-	// Replication lag: one write at a time to the master, then a local read
-	// on the replica with the write's token until the replica has it.
-	var lags []time.Duration
-	start := time.Now()
-	for i := 0; i < lagWrites; i++ {
-		req, _ := http.NewRequest("POST", fmt.Sprintf("%s/v1/users/%s/collections/lag/documents", master, user), strings.NewReader(`{"i":1}`))
-		req.Header.Set("Authorization", "Bearer "+o.token)
-		resp, err := client.Do(req)
-		if err != nil {
-			fmt.Fprintf(stderr, "shoal bench: lag write: %v\n", err)
-			return 1
-		}
-		var created struct {
-			ID string `json:"_id"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&created)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != 201 {
-			fmt.Fprintf(stderr, "shoal bench: lag write: status %d %v\n", resp.StatusCode, err)
-			return 1
-		}
-		acked, token := time.Now(), resp.Header.Get("X-Consistency-Token")
-		path := fmt.Sprintf("%s/v1/users/%s/collections/lag/documents/%s", replica, user, created.ID)
-		for {
-			code, _, err := get(path, nil, "X-Read-Preference", "local", "X-Consistency-Token", token)
-			if err == nil && code == 200 {
-				break
-			}
-			if time.Since(acked) > 10*time.Second {
-				fmt.Fprintf(stderr, "shoal bench: write %d not visible on the replica after 10s (last %d %v)\n", i, code, err)
-				return 1
-			}
-		}
-		lags = append(lags, time.Since(acked))
+	// Replication lag: writes to the master at a steady rate (each in its
+	// own request, so the rate does not depend on their latency), while
+	// one watcher asks the replica, as fast as it answers, how far it holds
+	// the partition. A write's lag is from its acknowledgement to the first
+	// answer of the replica that covers it (0 if the replica had it before
+	// the master's answer arrived).
+	lags, rate, err := measureLag(client, o.token, master, replica, user, lagWrites, lagRate)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal bench: %v\n", err)
+		return 1
 	}
 	slices.Sort(lags)
 	pct := func(p float64) time.Duration { return lags[min(len(lags)-1, int(p*float64(len(lags))))] }
-	fmt.Fprintf(stdout, "replication lag, ack on the master to visible on the replica (%d writes, %.0f/s): p50 %s  p99 %s  max %s\n",
-		len(lags), float64(len(lags))/time.Since(start).Seconds(), roundDur(pct(0.5)), roundDur(pct(0.99)), roundDur(lags[len(lags)-1]))
+	fmt.Fprintf(stdout, "replication lag, ack on the master to visible on the replica (%d writes at %.0f/s): p50 %s  p99 %s  max %s\n",
+		len(lags), rate, roundDur(pct(0.5)), roundDur(pct(0.99)), roundDur(lags[len(lags)-1]))
 	return exitFor(direct, forwarded, majority)
 }
 
@@ -172,4 +149,112 @@ func clusterTargets(urls, token, dir string) ([]string, string, error) {
 		token = strings.TrimSpace(string(data))
 	}
 	return list, token, nil
+}
+
+// position is a partition position as the API shows it.
+type position struct {
+	Epoch uint64 `json:"epoch"`
+	Seq   uint64 `json:"seq"`
+}
+
+func (p position) covers(q position) bool {
+	return p.Epoch > q.Epoch || p.Epoch == q.Epoch && p.Seq >= q.Seq
+}
+
+// measureLag writes n documents for user to master at rate per second and
+// returns each one's replication lag to replica, and the rate achieved.
+func measureLag(client *http.Client, token, master, replica, user string, n, rate int) ([]time.Duration, float64, error) {
+	type write struct {
+		pos   position
+		acked time.Time
+	}
+	var mu sync.Mutex
+	var written []write
+	var failed error
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		tick := time.NewTicker(time.Second / time.Duration(max(rate, 1)))
+		defer tick.Stop()
+		for i := 0; i < n; i++ {
+			<-tick.C
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequest("POST", fmt.Sprintf("%s/v1/users/%s/collections/lag/documents", master, user), strings.NewReader(`{"i":1}`))
+				req.Header.Set("Authorization", "Bearer "+token)
+				resp, err := client.Do(req)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 201 {
+						err = fmt.Errorf("lag write: status %d", resp.StatusCode)
+					}
+				}
+				acked := time.Now()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed = err
+					return
+				}
+				// The token is "partition:epoch.seq".
+				var p int
+				var w write
+				if _, err := fmt.Sscanf(resp.Header.Get("X-Consistency-Token"), "%d:%d.%d", &p, &w.pos.Epoch, &w.pos.Seq); err != nil {
+					failed = fmt.Errorf("lag write: unreadable X-Consistency-Token %q", resp.Header.Get("X-Consistency-Token"))
+					return
+				}
+				w.acked = acked
+				written = append(written, w)
+			}()
+		}
+		wg.Wait()
+	}()
+	var lags []time.Duration
+	finished := false
+	for !finished || len(written) > 0 {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		var pl struct {
+			Position position `json:"position"`
+		}
+		req, _ := http.NewRequest("GET", replica+"/v1/users/"+user+"/placement", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, 0, fmt.Errorf("asking the replica how far it is: %w", err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&pl)
+		resp.Body.Close()
+		if err != nil {
+			return nil, 0, fmt.Errorf("the replica's placement: %w", err)
+		}
+		seen := time.Now()
+		mu.Lock()
+		if failed != nil {
+			mu.Unlock()
+			return nil, 0, failed
+		}
+		kept := written[:0]
+		for _, w := range written {
+			switch {
+			case pl.Position.covers(w.pos):
+				lags = append(lags, max(seen.Sub(w.acked), 0))
+			case seen.Sub(w.acked) > 10*time.Second:
+				mu.Unlock()
+				return nil, 0, fmt.Errorf("a write at %d.%d is not on the replica after 10s (it holds %d.%d)", w.pos.Epoch, w.pos.Seq, pl.Position.Epoch, pl.Position.Seq)
+			default:
+				kept = append(kept, w)
+			}
+		}
+		written = kept
+		mu.Unlock()
+	}
+	return lags, float64(len(lags)) / time.Since(start).Seconds(), nil
 }

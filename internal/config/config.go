@@ -47,6 +47,7 @@ type Config struct {
 	ReplicationFactor    int
 	ReplicaReplaceAfter  time.Duration
 	MaxConcurrentMoves   int
+	StoreSync            string
 	TombstoneRetention   time.Duration
 }
 
@@ -86,6 +87,8 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.GossipSuspectTimeout, v) }},
 	{Key: "DATA_DIR", Default: "./data", Help: "directory for the embedded store's files (used when MONGO_URI is unset)",
 		set: func(c *Config, v string) error { c.DataDir = v; return nil }},
+	{Key: "STORE_SYNC", Default: "full", Help: "embedded store only: full flushes every commit to disk; normal flushes at checkpoints (a process crash loses nothing, a power failure may lose the last commits; much faster)",
+		set: func(c *Config, v string) error { c.StoreSync = v; return nil }},
 	{Key: "MONGO_URI", Default: "", Help: "MongoDB to store documents in; unset: an embedded store (FerretDB on SQLite) under DATA_DIR", Secret: true,
 		set: func(c *Config, v string) error { c.MongoURI = v; return nil }},
 	{Key: "MONGO_DB", Default: "shoal", Help: "database name inside that MongoDB",
@@ -270,6 +273,8 @@ func (c Config) Validate() error {
 		return errors.New("READ_TRY_TIMEOUT must be positive")
 	case c.ReplicaReplaceAfter <= 0:
 		return errors.New("REPLICA_REPLACE_AFTER must be positive")
+	case c.StoreSync != "full" && c.StoreSync != "normal":
+		return fmt.Errorf("STORE_SYNC %q: use full or normal", c.StoreSync)
 	case c.MaxConcurrentMoves < 1:
 		return fmt.Errorf("MAX_CONCURRENT_MOVES %d must be at least 1 (default 4)", c.MaxConcurrentMoves)
 	case c.TombstoneRetention <= 0:

@@ -77,7 +77,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		log.Warn("running with --insecure: every request is treated as admin, no token is checked; never do this outside development")
 	}
 	metrics := api.NewMetrics()
-	st, err := store.Open(ctx, store.Options{URI: cfg.MongoURI, Database: cfg.MongoDB, DataDir: cfg.DataDir,
+	st, err := store.Open(ctx, store.Options{URI: cfg.MongoURI, Database: cfg.MongoDB, DataDir: cfg.DataDir, SyncNormal: cfg.StoreSync == "normal",
 		Logger: log, Observe: metrics.ObserveStore})
 	if err != nil {
 		return nil, err
