@@ -471,31 +471,35 @@ func (c *Cluster) apply(e event) {
 }
 
 // resync rebuilds liveness from memberlist, in case events were dropped.
+// Only the names are read: memberlist keeps updating the nodes it returns
+// (addresses, metadata) under its own lock, so their other fields come
+// from the events, which carry copies.
 func (c *Cluster) resync() {
-	live := map[string]memberlist.Node{}
+	live := map[string]bool{}
 	for _, n := range c.ml.Members() {
-		live[n.Name] = *n
+		live[n.Name] = true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.cfg.Now()
-	for name, n := range live {
+	for name := range live {
 		if name == c.cfg.NodeID {
 			continue
 		}
 		m := c.members[name]
 		if m == nil {
+			// Its join event was dropped: it is alive, its address and
+			// metadata arrive with its next update.
 			m = &memberInfo{lastHeard: now}
 			c.members[name] = m
 		}
 		if !m.alive {
 			m.lastHeard = now
 		}
-		m.node, m.alive = n, true
-		_ = json.Unmarshal(n.Meta, &m.meta)
+		m.alive = true
 	}
 	for name, m := range c.members {
-		if _, ok := live[name]; !ok {
+		if !live[name] {
 			m.alive = false
 		}
 	}
@@ -824,7 +828,10 @@ func (c *Cluster) View() View {
 		if listed[name] || !m.alive {
 			continue
 		}
-		ms := MemberStatus{ID: name, Gossip: m.node.Address()}
+		ms := MemberStatus{ID: name}
+		if m.node.Addr != nil {
+			ms.Gossip = m.node.Address()
+		}
 		c.fillFromGossip(&ms, m, now)
 		unknown = append(unknown, ms)
 	}
