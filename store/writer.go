@@ -214,9 +214,23 @@ func (w *Writer) DoAll(ctx context.Context, ops []Op) []Result {
 // submit queues req on its partition's writer (started on first use) and
 // waits until it has been handled, or ctx ends (then it may still be).
 func (w *Writer) submit(ctx context.Context, p *partition, req *request) error {
+	if err := w.enqueue(ctx, p, req); err != nil {
+		return err
+	}
+	select {
+	case <-req.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// enqueue hands req to the partition's writer goroutine (started on first
+// use) without waiting for it to be handled.
+func (w *Writer) enqueue(ctx context.Context, p *partition, req *request) error {
 	w.closeMu.RLock()
+	defer w.closeMu.RUnlock()
 	if w.closed {
-		w.closeMu.RUnlock()
 		return ErrClosed
 	}
 	p.start.Do(func() {
@@ -225,13 +239,6 @@ func (w *Writer) submit(ctx context.Context, p *partition, req *request) error {
 	})
 	select {
 	case p.queue <- req:
-	case <-ctx.Done():
-		w.closeMu.RUnlock()
-		return ctx.Err()
-	}
-	w.closeMu.RUnlock()
-	select {
-	case <-req.done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -369,24 +376,9 @@ func (w *Writer) handleAlone(p *partition, r *request) {
 // in the queue. resume must be called (it is idempotent).
 func (w *Writer) Pause(ctx context.Context, partition int) (resume func(), err error) {
 	pz := &pause{paused: make(chan struct{}), resume: make(chan struct{})}
-	req := &request{pause: pz, done: make(chan struct{})}
-	w.closeMu.RLock()
-	if w.closed {
-		w.closeMu.RUnlock()
-		return nil, ErrClosed
+	if err := w.enqueue(ctx, w.parts[partition], &request{pause: pz, done: make(chan struct{})}); err != nil {
+		return nil, err
 	}
-	p := w.parts[partition]
-	p.start.Do(func() {
-		w.wg.Add(1)
-		go w.run(p)
-	})
-	select {
-	case p.queue <- req:
-	case <-ctx.Done():
-		w.closeMu.RUnlock()
-		return nil, ctx.Err()
-	}
-	w.closeMu.RUnlock()
 	var once sync.Once
 	resume = func() { once.Do(func() { close(pz.resume) }) }
 	select {

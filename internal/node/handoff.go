@@ -1,11 +1,8 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -193,27 +190,11 @@ func (h *handoffs) handOff(ctx context.Context, p int, to string) error {
 
 // requestTakeOver asks to to take p's lease now.
 func (h *handoffs) requestTakeOver(ctx context.Context, to string, p int, from store.Position) (shard.Assignment, error) {
-	body, _ := json.Marshal(api.TakeOverRequest{Partition: p, From: from})
 	ctx, cancel := context.WithTimeout(ctx, h.n.cfg.LeaseTTL)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v1/takeover", bytes.NewReader(body))
-	if err != nil {
-		return shard.Assignment{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := h.n.cluster.Send(to, req, true)
-	if err != nil {
-		return shard.Assignment{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return shard.Assignment{}, fmt.Errorf("%s answered %s", to, resp.Status)
-	}
 	var a shard.Assignment
-	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
-		return shard.Assignment{}, fmt.Errorf("%s: unreadable answer: %w", to, err)
-	}
-	return a, nil
+	err := callPeer(ctx, h.n.cluster, "node", to, "/internal/v1/takeover", api.TakeOverRequest{Partition: p, From: from}, &a)
+	return a, err
 }
 
 // TakeOver is the receiving side of a handoff: campaign for p now.

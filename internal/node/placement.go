@@ -78,58 +78,46 @@ func (g tableGossip) Merge(data []byte) {
 	}
 }
 
+// callPeer posts in as JSON to a signed internal endpoint of peer and
+// decodes the answer into out. role names the peer in errors.
+func callPeer(ctx context.Context, c *cluster.Cluster, role, peer, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer"+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Send(peer, req, true)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s answered %s", role, peer, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: unreadable answer: %w", role, peer, err)
+	}
+	return nil
+}
+
 // leaseTransport carries lease batches to voters over signed internal HTTP.
 type leaseTransport struct{ c *cluster.Cluster }
 
 func (t leaseTransport) Vote(ctx context.Context, voter string, b lease.Batch) ([]lease.Decision, error) {
-	body, err := json.Marshal(b)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://voter/internal/v1/lease", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := t.c.Send(voter, req, true)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("voter %s answered %s", voter, resp.Status)
-	}
 	var ds []lease.Decision
-	if err := json.NewDecoder(resp.Body).Decode(&ds); err != nil {
-		return nil, fmt.Errorf("voter %s: unreadable answer: %w", voter, err)
-	}
-	return ds, nil
+	err := callPeer(ctx, t.c, "voter", voter, "/internal/v1/lease", b, &ds)
+	return ds, err
 }
 
 // replicaTransport carries replication requests over signed internal HTTP.
 type replicaTransport struct{ c *cluster.Cluster }
 
 func (t replicaTransport) Send(ctx context.Context, replica string, r replicate.Request) (replicate.Response, error) {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return replicate.Response{}, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://replica/internal/v1/replicate", bytes.NewReader(body))
-	if err != nil {
-		return replicate.Response{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := t.c.Send(replica, req, true)
-	if err != nil {
-		return replicate.Response{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return replicate.Response{}, fmt.Errorf("replica %s answered %s", replica, resp.Status)
-	}
 	var out replicate.Response
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return replicate.Response{}, fmt.Errorf("replica %s: unreadable answer: %w", replica, err)
-	}
-	return out, nil
+	err := callPeer(ctx, t.c, "replica", replica, "/internal/v1/replicate", r, &out)
+	return out, err
 }

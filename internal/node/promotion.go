@@ -1,11 +1,7 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -146,23 +142,7 @@ func (pr *promotion) ask(ctx context.Context) {
 
 // positionsOf asks member how far it holds partitions ps.
 func (pr *promotion) positionsOf(ctx context.Context, member string, ps []int) (map[int]store.Position, error) {
-	body, _ := json.Marshal(api.PositionsRequest{Partitions: ps})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v1/positions", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := pr.n.cluster.Send(member, req, true)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s", member, resp.Status)
-	}
 	var out map[int]store.Position
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return nil, fmt.Errorf("%s: unreadable answer: %w", member, err)
-	}
-	return out, nil
+	err := callPeer(ctx, pr.n.cluster, "member", member, "/internal/v1/positions", api.PositionsRequest{Partitions: ps}, &out)
+	return out, err
 }
