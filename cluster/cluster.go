@@ -80,6 +80,14 @@ type Cluster struct {
 	members  map[string]*memberInfo // by node name (id), as gossip knows them
 	meta     NodeMeta               // this node's metadata
 
+	// gossiped is the latest node each memberlist event reported, copied
+	// in the callback (where memberlist holds its lock), alive unless the
+	// last was a leave. resync rebuilds liveness from it in case events
+	// were dropped: the nodes Members() returns are memberlist's own, which
+	// it rewrites while they are read.
+	gossipMu sync.Mutex
+	gossiped map[string]gossipedNode
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -100,6 +108,11 @@ type NodeMeta struct {
 	Flags       string `json:"flags,omitempty"` // S sharding, R replica, V voter
 	Version     string `json:"ver,omitempty"`
 	Incarnation int64  `json:"inc"` // start time of the process, ms
+}
+
+type gossipedNode struct {
+	node  memberlist.Node
+	alive bool
 }
 
 type memberInfo struct {
@@ -147,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, events: make(chan event, 4096), reload: make(chan struct{}, 1),
-		join: make(chan struct{}, 1), members: map[string]*memberInfo{}, start: cfg.Now()}
+		join: make(chan struct{}, 1), members: map[string]*memberInfo{}, gossiped: map[string]gossipedNode{}, start: cfg.Now()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute},
 		// Never follow a redirect: it would carry signatures and client
@@ -470,36 +483,37 @@ func (c *Cluster) apply(e event) {
 	}
 }
 
-// resync rebuilds liveness from memberlist, in case events were dropped.
-// Only the names are read: memberlist keeps updating the nodes it returns
-// (addresses, metadata) under its own lock, so their other fields come
-// from the events, which carry copies.
+// resync rebuilds liveness from what memberlist reported, in case events
+// were dropped.
 func (c *Cluster) resync() {
-	live := map[string]bool{}
-	for _, n := range c.ml.Members() {
-		live[n.Name] = true
+	live := map[string]memberlist.Node{}
+	c.gossipMu.Lock()
+	for name, g := range c.gossiped {
+		if g.alive {
+			live[name] = g.node
+		}
 	}
+	c.gossipMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.cfg.Now()
-	for name := range live {
+	for name, n := range live {
 		if name == c.cfg.NodeID {
 			continue
 		}
 		m := c.members[name]
 		if m == nil {
-			// Its join event was dropped: it is alive, its address and
-			// metadata arrive with its next update.
 			m = &memberInfo{lastHeard: now}
 			c.members[name] = m
 		}
 		if !m.alive {
 			m.lastHeard = now
 		}
-		m.alive = true
+		m.node, m.alive = n, true
+		_ = json.Unmarshal(n.Meta, &m.meta)
 	}
 	for name, m := range c.members {
-		if !live[name] {
+		if _, ok := live[name]; !ok {
 			m.alive = false
 		}
 	}
@@ -714,14 +728,17 @@ func (d delegate) MergeRemoteState(buf []byte, join bool) {
 
 type eventDelegate struct{ c *Cluster }
 
-func (e eventDelegate) NotifyJoin(n *memberlist.Node) {
-	e.c.push(event{kind: evJoin, node: *n, at: e.c.cfg.Now()})
-}
-func (e eventDelegate) NotifyLeave(n *memberlist.Node) {
-	e.c.push(event{kind: evLeave, node: *n, at: e.c.cfg.Now()})
-}
-func (e eventDelegate) NotifyUpdate(n *memberlist.Node) {
-	e.c.push(event{kind: evUpdate, node: *n, at: e.c.cfg.Now()})
+func (e eventDelegate) NotifyJoin(n *memberlist.Node)   { e.c.notify(evJoin, *n) }
+func (e eventDelegate) NotifyLeave(n *memberlist.Node)  { e.c.notify(evLeave, *n) }
+func (e eventDelegate) NotifyUpdate(n *memberlist.Node) { e.c.notify(evUpdate, *n) }
+
+// notify records n, copied while memberlist holds its lock, for resync,
+// and hands the event on. gossipMu is held only for a map write.
+func (c *Cluster) notify(kind eventKind, n memberlist.Node) {
+	c.gossipMu.Lock()
+	c.gossiped[n.Name] = gossipedNode{node: n, alive: kind != evLeave}
+	c.gossipMu.Unlock()
+	c.push(event{kind: kind, node: n, at: c.cfg.Now()})
 }
 
 // slogWriter carries memberlist's log lines into slog at debug level

@@ -42,11 +42,17 @@ const (
 	devWatchInterval = time.Second
 	devTailLines     = 20
 	devMaxLineBytes  = 64 << 10
+	devDrainLogEvery = 10 * time.Second
 )
 
 func dev(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "add-node" {
-		return devAddNode(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "add-node":
+			return devAddNode(args[1:], stdout, stderr)
+		case "remove-node":
+			return devRemoveNode(args[1:], stdout, stderr)
+		}
 	}
 	fset := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fset.SetOutput(stderr)
@@ -57,9 +63,12 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	fset.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: shoal dev [--nodes 3] [--dir .shoal-dev] [--http-port 8081] [--gossip-port 7947]")
 		fmt.Fprintln(stderr, "       shoal dev add-node [--dir .shoal-dev]")
+		fmt.Fprintln(stderr, "       shoal dev remove-node ID [--dir .shoal-dev]")
 		fmt.Fprintln(stderr, "Runs a local cluster of nodes on loopback as child processes until Ctrl-C, printing their logs")
 		fmt.Fprintln(stderr, "prefixed with the node id. It starts a node for every loopback peer added to DIR/peers.json")
-		fmt.Fprintln(stderr, "while it runs; `shoal dev add-node` adds one.")
+		fmt.Fprintln(stderr, "while it runs; `shoal dev add-node` adds one. `shoal dev remove-node ID` takes one out of the list:")
+		fmt.Fprintln(stderr, "the node keeps running while it drains (hands its partitions and copies over) and is stopped once")
+		fmt.Fprintln(stderr, "it holds nothing. Its data stays in DIR/ID; it does not start again unless it is listed again.")
 		fset.PrintDefaults()
 	}
 	if err := fset.Parse(args); err != nil {
@@ -69,7 +78,7 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fset.NArg() > 0 {
-		fmt.Fprintf(stderr, "shoal dev: unexpected argument %q (did you mean `shoal dev add-node`?)\n", fset.Arg(0))
+		fmt.Fprintf(stderr, "shoal dev: unexpected argument %q (did you mean `shoal dev add-node` or `shoal dev remove-node ID`?)\n", fset.Arg(0))
 		return 2
 	}
 	set := map[string]bool{}
@@ -548,39 +557,154 @@ func devAddNode(args []string, stdout, stderr io.Writer) int {
 // addDevNode appends the next node to DIR/peers.json, replacing the file
 // atomically, and returns the new peer and the file's path.
 func addDevNode(dir string) (cluster.Peer, string, error) {
-	abs, err := filepath.Abs(dir)
+	list, path, mode, err := readDevPeerList(dir)
 	if err != nil {
 		return cluster.Peer{}, "", err
-	}
-	path := filepath.Join(abs, "peers.json")
-	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return cluster.Peer{}, "", fmt.Errorf("there is no peer list at %s: start `shoal dev --dir %s` first", path, shellQuote(abs))
-	}
-	if err != nil {
-		return cluster.Peer{}, "", err
-	}
-	data, err := cluster.FetchPeerList(context.Background(), path, http.DefaultClient)
-	if err != nil {
-		return cluster.Peer{}, "", err
-	}
-	list, err := cluster.ParsePeerList(data, "")
-	if err != nil {
-		return cluster.Peer{}, "", fmt.Errorf("%s is not a valid peer list (%v): fix it first", path, err)
 	}
 	p, err := nextDevPeer(list)
 	if err != nil {
 		return cluster.Peer{}, "", err
 	}
 	list.Peers = append(list.Peers, p)
+	return p, path, writeDevPeerList(path, list, mode)
+}
+
+// readDevPeerList reads DIR/peers.json, and returns it with its path and
+// file mode.
+func readDevPeerList(dir string) (cluster.PeerList, string, os.FileMode, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return cluster.PeerList{}, "", 0, err
+	}
+	path := filepath.Join(abs, "peers.json")
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cluster.PeerList{}, path, 0, fmt.Errorf("there is no peer list at %s: start `shoal dev --dir %s` first", path, shellQuote(abs))
+	}
+	if err != nil {
+		return cluster.PeerList{}, path, 0, err
+	}
+	data, err := cluster.FetchPeerList(context.Background(), path, http.DefaultClient)
+	if err != nil {
+		return cluster.PeerList{}, path, 0, err
+	}
+	list, err := cluster.ParsePeerList(data, "")
+	if err != nil {
+		return cluster.PeerList{}, path, 0, fmt.Errorf("%s is not a valid peer list (%v): fix it first", path, err)
+	}
+	return list, path, fi.Mode().Perm(), nil
+}
+
+// writeDevPeerList replaces the file path with list, atomically, once the
+// node's loader accepts it.
+func writeDevPeerList(path string, list cluster.PeerList, mode os.FileMode) error {
 	out := formatPeerList(list)
 	if _, err := cluster.ParsePeerList(out, ""); err != nil {
-		return cluster.Peer{}, "", fmt.Errorf("the new peer list would not be valid: %v", err)
+		return fmt.Errorf("the new peer list would not be valid: %v", err)
 	}
-	if err := writeFileAtomic(path, out, fi.Mode().Perm()); err != nil {
-		return cluster.Peer{}, "", fmt.Errorf("writing %s: %w", path, err)
+	if err := writeFileAtomic(path, out, mode); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func devRemoveNode(args []string, stdout, stderr io.Writer) int {
+	fset := flag.NewFlagSet("dev remove-node", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	dir := fset.String("dir", devDefaultDir, "directory of the shoal dev cluster")
+	fset.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: shoal dev remove-node ID [--dir .shoal-dev]")
+		fmt.Fprintln(stderr, "Removes the peer ID from DIR/peers.json. The node keeps running and drains: it hands the")
+		fmt.Fprintln(stderr, "partitions it masters to their new masters and its copies are made again elsewhere; a running")
+		fmt.Fprintln(stderr, "`shoal dev --dir DIR` stops it once it holds nothing. Its data stays in DIR/ID, and it does not")
+		fmt.Fprintln(stderr, "start again while it is not in the peer list. Refuses the last sharding peer and the last voter.")
+		fset.PrintDefaults()
+	}
+	// Flags may come before or after the id.
+	var ids []string
+	rest := args
+	for {
+		if err := fset.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		if fset.NArg() == 0 {
+			break
+		}
+		ids = append(ids, fset.Arg(0))
+		rest = fset.Args()[1:]
+	}
+	switch {
+	case len(ids) == 0:
+		fmt.Fprintln(stderr, "shoal dev remove-node: name the node to remove: shoal dev remove-node ID [--dir DIR] (`shoal status` lists the ids)")
+		return 2
+	case len(ids) > 1:
+		fmt.Fprintf(stderr, "shoal dev remove-node: unexpected argument %q: remove one node at a time\n", ids[1])
+		return 2
+	}
+	p, path, err := removeDevNode(*dir, ids[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal dev remove-node: %v\n", err)
+		return 1
+	}
+	abs := filepath.Dir(path)
+	if p.Voter {
+		fmt.Fprintf(stderr, "warning: %s was a lease voter: the voter set changes one member at a time; wait until `shoal status` "+
+			"no longer shows \"Voter change in progress\" before you add or remove another voter\n", p.ID)
+	}
+	fmt.Fprintf(stdout, "removed %s from %s\n", p.ID, path)
+	fmt.Fprintf(stdout, "a running `shoal dev --dir %s` keeps %s running while it hands its partitions and copies over, and stops it\n"+
+		"once it holds nothing; follow it with `shoal status --dir %s`\n", shellQuote(abs), p.ID, shellQuote(abs))
+	fmt.Fprintf(stdout, "its data stays in %s; it does not start again unless its entry is back in the peer list\n", filepath.Join(abs, p.ID))
+	return 0
+}
+
+// removeDevNode removes the peer id from DIR/peers.json, replacing the file
+// atomically, and returns the removed peer and the file's path. It refuses
+// an unknown id, the last sharding peer and the last voter.
+func removeDevNode(dir, id string) (cluster.Peer, string, error) {
+	list, path, mode, err := readDevPeerList(dir)
+	if err != nil {
+		return cluster.Peer{}, "", err
+	}
+	p, ok := list.Get(id)
+	if !ok {
+		return cluster.Peer{}, "", fmt.Errorf("%s has no peer %q; its peers are %s", path, id, strings.Join(devIDs(list), ", "))
+	}
+	var rest cluster.PeerList
+	sharding, voters := 0, 0
+	for _, o := range list.Peers {
+		if o.ID == id {
+			continue
+		}
+		rest.Peers = append(rest.Peers, o)
+		if o.Sharding {
+			sharding++
+		}
+		if o.Voter {
+			voters++
+		}
+	}
+	switch {
+	case p.Sharding && sharding == 0:
+		return cluster.Peer{}, "", fmt.Errorf("%s is the last sharding peer: its partitions would have nowhere to go; add a node first (`shoal dev add-node`)", id)
+	case p.Voter && voters == 0:
+		return cluster.Peer{}, "", fmt.Errorf("%s is the last lease voter: without one no master can be elected; make another peer a voter first "+
+			"(\"voter\": true in %s) and wait until `shoal status` shows the voter change done", id, path)
+	}
+	if err := writeDevPeerList(path, rest, mode); err != nil {
+		return cluster.Peer{}, "", err
 	}
 	return p, path, nil
+}
+
+// devIDs lists a peer list's ids in natural order.
+func devIDs(l cluster.PeerList) []string {
+	ids := l.IDs()
+	slices.SortStableFunc(ids, naturalCmp)
+	return ids
 }
 
 // devChildEnv is the environment of a node: the parent's, without any key
@@ -710,6 +834,10 @@ type devChild struct {
 	tail           *tailLines
 	stdout, stderr *prefixWriter
 	done           chan struct{} // closed once the process has exited and its output is written
+
+	// Touched only by run's goroutine:
+	stopDrain func() // ends the watch of its drain, while it is out of the peer list
+	drained   bool   // it drained and was sent SIGTERM
 }
 
 // exitStatus says how the child ended ("exit status 0", "signal: killed").
@@ -733,6 +861,7 @@ type supervisor struct {
 	width    int // of the prefix's id column; fixed, so every goroutine may read it
 	spawns   chan spawnRequest
 	exits    chan *devChild
+	drained  chan *devChild       // a node out of the peer list that holds nothing
 	children map[string]*devChild // the latest process of each node id; touched only by run's goroutine
 	all      []*devChild          // every process started, in order
 	live     int                  // processes whose exit run has not seen yet
@@ -754,6 +883,7 @@ func newSupervisor(setup devSetup, exe string, stdout io.Writer) *supervisor {
 		client:    &http.Client{Timeout: 2 * time.Second},
 		spawns:    make(chan spawnRequest),
 		exits:     make(chan *devChild),
+		drained:   make(chan *devChild),
 		children:  map[string]*devChild{},
 		peersData: setup.peersData, peersList: setup.list,
 		readyTimeout: devReadyTimeout, stopTimeout: devStopTimeout, watchInterval: devWatchInterval,
@@ -820,8 +950,11 @@ func (s *supervisor) run(nodes []devNode) int {
 				return s.stop(sigs, 1)
 			}
 			s.out.write(s.banner(first))
+		case c := <-s.drained:
+			s.stopDrained(ctx, c, &waiters)
 		case <-ticker.C:
-			for _, c := range s.watchPeerList() {
+			started, removed := s.watchPeerList()
+			for _, c := range started {
 				waiters.Go(func() {
 					err := s.waitReady(ctx, []*devChild{c})
 					switch {
@@ -832,8 +965,129 @@ func (s *supervisor) run(nodes []devNode) int {
 					}
 				})
 			}
+			for _, c := range removed {
+				dctx, stop := context.WithCancel(ctx)
+				c.stopDrain = stop
+				others := s.listedURLs()
+				waiters.Go(func() { s.watchDrain(dctx, c, others) })
+			}
 		}
 	}
+}
+
+// listedURLs are the urls of the peers in the peer list, in id order.
+func (s *supervisor) listedURLs() []string {
+	var urls []string
+	for _, p := range s.peersList.Peers {
+		urls = append(urls, p.URL)
+	}
+	return urls
+}
+
+// watchDrain polls GET /v1/cluster of c, a node out of the peer list, until
+// it holds nothing, and then hands it to run's goroutine. When c does not
+// answer, the nodes at others are asked about it. Progress is logged every
+// devDrainLogEvery.
+func (s *supervisor) watchDrain(ctx context.Context, c *devChild, others []string) {
+	var logged time.Time
+	for {
+		done, progress := s.drainState(ctx, c, others)
+		if done {
+			select {
+			case s.drained <- c:
+			case <-ctx.Done():
+			}
+			return
+		}
+		if now := time.Now(); now.Sub(logged) >= devDrainLogEvery && ctx.Err() == nil {
+			logged = now
+			s.logf("%s drains: %s", c.ID, progress)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.done:
+			return
+		case <-time.After(s.watchInterval): // polling another process: nothing to wait on
+		}
+	}
+}
+
+// drainState asks c, then (when c does not answer) the nodes at others,
+// whether c holds nothing any more, and says how far it is otherwise.
+func (s *supervisor) drainState(ctx context.Context, c *devChild, others []string) (bool, string) {
+	st, err := s.askCluster(ctx, c.URL)
+	if err == nil {
+		return drainedIn(st, c.ID)
+	}
+	progress := fmt.Sprintf("cannot ask it how far it is (%s)", shortFetchError(err, s.client.Timeout))
+	for _, u := range others {
+		if st, err := s.askCluster(ctx, u); err == nil {
+			done, p := drainedIn(st, c.ID)
+			if done {
+				return true, p
+			}
+			progress += "; " + st.Node + " says it " + p
+		}
+	}
+	return false, progress
+}
+
+func (s *supervisor) askCluster(ctx context.Context, base string) (clusterStatus, error) {
+	return fetchClusterStatus(ctx, s.client, base, s.setup.adminToken)
+}
+
+// drainedIn reports whether the answer st of GET /v1/cluster shows the node
+// id holding nothing: st's partition table gives every partition a master
+// (a partition without one may yet need the copy id holds), and in it id
+// masters none and holds no copy; when st is id's own answer, nothing moves
+// from it either. Otherwise it says what id still holds.
+func drainedIn(st clusterStatus, id string) (bool, string) {
+	ps := st.Partitions
+	if ps == nil {
+		return false, orDash(st.Node) + " gives no partition counts"
+	}
+	masters, held := ps.Masters[id], ps.Copies[id]
+	moving := 0
+	if st.Node == id {
+		moving = len(st.Moves)
+	}
+	if masters == 0 && held == 0 && moving == 0 && ps.WithoutMaster == 0 && ps.Count > 0 {
+		return true, "holds nothing"
+	}
+	progress := fmt.Sprintf("masters %s, holds %s", plural(masters, "partition"), copies(held))
+	if moving > 0 {
+		progress += fmt.Sprintf(", %s moving from it", plural(moving, "partition"))
+	}
+	if ps.WithoutMaster > 0 {
+		progress += fmt.Sprintf(" (%d partitions without a master in %s's table)", ps.WithoutMaster, orDash(st.Node))
+	}
+	return false, progress
+}
+
+// stopDrained stops c, out of the peer list and holding nothing, with
+// SIGTERM, and SIGKILLs it if it does not stop within the stop timeout.
+func (s *supervisor) stopDrained(ctx context.Context, c *devChild, waiters *sync.WaitGroup) {
+	if c.stopDrain != nil {
+		c.stopDrain()
+		c.stopDrain = nil
+	}
+	if _, listed := s.peersList.Get(c.ID); listed || isDone(c) || s.children[c.ID] != c {
+		return
+	}
+	c.drained = true
+	s.logf("%s drained: it masters no partition and holds no copy; stopping it (SIGTERM to pid %d); its data stays in %s",
+		c.ID, c.cmd.Process.Pid, filepath.Join(s.setup.dir, c.ID))
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	waiters.Go(func() {
+		select {
+		case <-c.done:
+		case <-ctx.Done(): // stop() takes over
+		case <-time.After(s.stopTimeout):
+			s.logf("%s did not stop within %s: killing it (SIGKILL)", c.ID, s.stopTimeout)
+			c.cmd.Process.Kill()
+		}
+	})
 }
 
 // start runs node n as a child process.
@@ -892,6 +1146,14 @@ func (s *supervisor) start(n devNode) (*devChild, error) {
 // exited handles a child that ended while the cluster runs.
 func (s *supervisor) exited(c *devChild) {
 	s.live--
+	if c.stopDrain != nil {
+		c.stopDrain()
+		c.stopDrain = nil
+	}
+	if c.drained {
+		s.logf("%s drained and was stopped (%s); it does not start again unless it is back in the peer list", c.ID, c.exitStatus())
+		return
+	}
 	s.logf("%s exited unexpectedly (%s); the other nodes keep running and it is not restarted", c.ID, c.exitStatus())
 	if s.running() == 0 {
 		s.logf("no node is running any more: press Ctrl-C to quit")
@@ -985,8 +1247,10 @@ func (s *supervisor) reportNotReady(err error) {
 }
 
 // watchPeerList re-reads the peer list; it starts a child for each new
-// loopback peer and returns them.
-func (s *supervisor) watchPeerList() []*devChild {
+// loopback peer and returns them, and returns the running children that
+// left the list (they drain: run watches them and stops them once they
+// hold nothing).
+func (s *supervisor) watchPeerList() (started, removed []*devChild) {
 	path := s.setup.peersPath
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -994,34 +1258,47 @@ func (s *supervisor) watchPeerList() []*devChild {
 			s.peersErr = msg
 			s.logf("cannot read the peer list: %v; the nodes keep the last good one", err)
 		}
-		return nil
+		return nil, nil
 	}
 	s.peersErr = ""
 	if bytes.Equal(data, s.peersData) {
-		return nil
+		return nil, nil
 	}
 	s.peersData = data // an invalid content is reported once, not every second
 	list, err := cluster.ParsePeerList(data, "")
 	if err != nil {
 		s.logf("%s changed but is not a valid peer list: %v; the nodes keep the last good one", path, err)
-		return nil
+		return nil, nil
 	}
 	d := diffPeerLists(s.peersList, list)
 	s.peersList = list
 	for _, p := range d.Removed {
-		if c := s.children[p.ID]; c != nil && !isDone(c) {
-			s.logf("%s left the peer list; its process keeps running: stop it with Ctrl-C (which stops every node) until draining a single node exists", p.ID)
-		} else {
+		c := s.children[p.ID]
+		switch {
+		case c != nil && !isDone(c) && !c.drained && c.stopDrain == nil:
+			s.logf("%s left the peer list: it keeps running while it hands its partitions and copies over, and is stopped once it holds nothing", p.ID)
+			removed = append(removed, c)
+		case c != nil && !isDone(c):
 			s.logf("%s left the peer list", p.ID)
+		default:
+			s.logf("%s left the peer list; it does not run here", p.ID)
 		}
 	}
 	for _, p := range d.Changed {
 		s.logf("%s's entry changed in the peer list (url %s, gossip %s); its process keeps running as it started: restart `shoal dev` to apply it", p.ID, p.URL, p.Gossip)
 	}
-	var started []*devChild
 	for _, p := range d.Added {
 		if c := s.children[p.ID]; c != nil && !isDone(c) {
-			s.logf("%s is in the peer list again; its process is still running", p.ID)
+			switch {
+			case c.drained:
+				s.logf("%s is in the peer list again, but it had drained and is stopping: restart `shoal dev` to run it again", p.ID)
+			case c.stopDrain != nil:
+				c.stopDrain()
+				c.stopDrain = nil
+				s.logf("%s is in the peer list again; its process is still running and stays", p.ID)
+			default:
+				s.logf("%s is in the peer list again; its process is still running", p.ID)
+			}
 			continue
 		}
 		n, err := devNodeFor(p)
@@ -1041,7 +1318,7 @@ func (s *supervisor) watchPeerList() []*devChild {
 		}
 		started = append(started, c)
 	}
-	return started
+	return started, removed
 }
 
 func isDone(c *devChild) bool {

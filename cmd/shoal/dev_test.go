@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
 )
 
@@ -811,4 +814,330 @@ func TestDevKeepsOthersWhenAChildDies(t *testing.T) {
 		t.Fatalf("shoal dev exited with %v; want exit status 1 since node2 did not exit 0", err)
 	}
 	d.checkAllGone(2, false, 10*time.Second)
+}
+
+func TestRemoveNode(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	run := func(args ...string) int {
+		out.Reset()
+		errb.Reset()
+		return dev(append([]string{"remove-node"}, args...), &out, &errb)
+	}
+	if code := run("node1", "--dir", dir); code != 1 || !strings.Contains(errb.String(), "there is no peer list at "+filepath.Join(dir, "peers.json")) {
+		t.Fatalf("without peers.json: exit %d: %s", code, errb.String())
+	}
+	path := filepath.Join(dir, "peers.json")
+	l := devPeerList(4, 8081, 7947) // node1..3 vote
+	l.Peers[1].Sharding = false     // node2 holds no partitions of its own
+	if err := os.WriteFile(path, formatPeerList(l), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	peers := func() []string {
+		t.Helper()
+		l, err := cluster.ParsePeerList(devReadFile(t, path), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return devIDs(l)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no id", []string{"--dir", dir}, 2, "name the node to remove"},
+		{"two ids", []string{"node3", "node4", "--dir", dir}, 2, `unexpected argument "node4": remove one node at a time`},
+		{"unknown id", []string{"node9", "--dir", dir}, 1, `has no peer "node9"; its peers are node1, node2, node3, node4`},
+		{"bad flag", []string{"node4", "--nodes", "3"}, 2, "flag provided but not defined: -nodes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if code := run(tc.args...); code != tc.code || !strings.Contains(errb.String(), tc.want) || out.Len() != 0 {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, out.String(), errb.String(), tc.code, tc.want)
+			}
+			if got := peers(); len(got) != 4 {
+				t.Fatalf("the peer list changed: %v", got)
+			}
+		})
+	}
+
+	// A non-voter, with --dir before the id: removed without a warning.
+	if code := run("--dir", dir, "node4"); code != 0 || errb.Len() != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, w := range []string{"removed node4 from " + path, "keeps node4 running while it hands its partitions and copies over",
+		"its data stays in " + filepath.Join(dir, "node4"), "does not start again unless"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+	if got := strings.Join(peers(), ","); got != "node1,node2,node3" {
+		t.Fatalf("peers after removing node4: %s", got)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("the file's mode was not kept: %v %v", fi, err)
+	}
+
+	// A voter: removed, with a warning.
+	if code := run("node3", "--dir", dir); code != 0 || !strings.Contains(errb.String(), "warning: node3 was a lease voter: the voter set changes one member at a time") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	// node1 is the last sharding peer now.
+	if code := run("node1", "--dir", dir); code != 1 || !strings.Contains(errb.String(), "node1 is the last sharding peer") {
+		t.Fatalf("last sharding peer: exit %d: %s", code, errb.String())
+	}
+	// The last voter is refused even when another peer shards.
+	l = cluster.PeerList{Peers: []cluster.Peer{
+		{ID: "node1", URL: "http://127.0.0.1:8081", Gossip: "127.0.0.1:7947", Sharding: true, Voter: true},
+		{ID: "node2", URL: "http://127.0.0.1:8082", Gossip: "127.0.0.1:7948", Sharding: true},
+	}}
+	if err := os.WriteFile(path, formatPeerList(l), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := run("node1", "--dir", dir); code != 1 || !strings.Contains(errb.String(), "node1 is the last lease voter") {
+		t.Fatalf("last voter: exit %d: %s", code, errb.String())
+	}
+	if code := run("node2", "--dir", dir); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if got := strings.Join(peers(), ","); got != "node1" {
+		t.Fatalf("peers: %s", got)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("temporary files left: %v", entries)
+	}
+	os.WriteFile(path, []byte(`{"peers":[{"id":"a"}]}`), 0o644)
+	if code := run("a", "--dir", dir); code != 1 || !strings.Contains(errb.String(), "not a valid peer list") {
+		t.Fatalf("broken list: exit %d: %s", code, errb.String())
+	}
+}
+
+func TestDrainedIn(t *testing.T) {
+	summary := func(without int, masters, copies map[string]int) *api.PartitionSummary {
+		return &api.PartitionSummary{Count: 8, WithoutMaster: without, Masters: masters, Copies: copies}
+	}
+	for _, tc := range []struct {
+		name string
+		st   clusterStatus
+		done bool
+		want string
+	}{
+		{"its own answer: nothing", clusterStatus{Node: "x", Partitions: summary(0, map[string]int{"a": 8}, map[string]int{"a": 0})}, true, "holds nothing"},
+		{"another's answer: nothing", clusterStatus{Node: "a", Partitions: summary(0, map[string]int{"a": 8}, nil), Moves: []api.MoveStatus{{Partition: 1}}}, true, "holds nothing"},
+		{"masters some", clusterStatus{Node: "x", Partitions: summary(0, map[string]int{"a": 6, "x": 2}, map[string]int{"x": 1})}, false, "masters 2 partitions, holds 1 copy"},
+		{"copies only", clusterStatus{Node: "a", Partitions: summary(0, map[string]int{"a": 8}, map[string]int{"x": 3})}, false, "masters 0 partitions, holds 3 copies"},
+		{"moves still listed", clusterStatus{Node: "x", Partitions: summary(0, map[string]int{"a": 8}, nil), Moves: []api.MoveStatus{{Partition: 1}}},
+			false, "masters 0 partitions, holds 0 copies, 1 partition moving from it"},
+		{"partitions without a master", clusterStatus{Node: "x", Partitions: summary(8, nil, nil)}, false, "(8 partitions without a master in x's table)"},
+		{"no partition counts", clusterStatus{Node: "x"}, false, "x gives no partition counts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done, got := drainedIn(tc.st, "x")
+			if done != tc.done || !strings.Contains(got, tc.want) {
+				t.Fatalf("drainedIn = %v, %q; want %v, %q", done, got, tc.done, tc.want)
+			}
+		})
+	}
+}
+
+// drainAnswers serves GET /v1/cluster answers in turn (the last one again
+// and again), counting the requests.
+type drainAnswers struct {
+	mu      sync.Mutex
+	answers []string
+	asked   int
+}
+
+func (d *drainAnswers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	body := d.answers[min(d.asked, len(d.answers)-1)]
+	d.asked++
+	d.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(body))
+}
+
+func (d *drainAnswers) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.asked
+}
+
+func TestWatchDrain(t *testing.T) {
+	const (
+		holding = `{"node":"x","partitions":{"count":4,"masters":{"a":3,"x":1},"without_master":0,"copies":{"x":2}}}`
+		empty   = `{"node":"x","partitions":{"count":4,"masters":{"a":4},"without_master":0}}`
+		other   = `{"node":"a","partitions":{"count":4,"masters":{"a":4},"without_master":0}}`
+	)
+	newSup := func() (*supervisor, *devOutput) {
+		out := &devOutput{}
+		s := newSupervisor(devSetup{adminToken: "tok"}, "", out)
+		s.watchInterval = time.Millisecond
+		return s, out
+	}
+	watch := func(t *testing.T, s *supervisor, c *devChild, others []string) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go s.watchDrain(ctx, c, others)
+		select {
+		case got := <-s.drained:
+			if got != c {
+				t.Fatalf("drained %v, want %v", got.ID, c.ID)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the drain was not seen")
+		}
+	}
+
+	t.Run("its own answer", func(t *testing.T) {
+		answers := &drainAnswers{answers: []string{holding, holding, holding, empty}}
+		srv := httptest.NewServer(answers)
+		t.Cleanup(srv.Close)
+		s, out := newSup()
+		c := &devChild{devNode: devNode{Peer: cluster.Peer{ID: "x", URL: srv.URL}}, done: make(chan struct{})}
+		watch(t, s, c, nil)
+		if n := answers.count(); n != 4 {
+			t.Errorf("asked %d times, want 4", n)
+		}
+		if !strings.Contains(out.String(), "x drains: masters 1 partition, holds 2 copies") {
+			t.Errorf("no progress logged:\n%s", out.String())
+		}
+	})
+
+	t.Run("another node's answer when it does not answer", func(t *testing.T) {
+		closed := httptest.NewServer(http.NotFoundHandler())
+		closed.Close()
+		stale := httptest.NewServer(&drainAnswers{answers: []string{holding}}) // says x still holds copies
+		t.Cleanup(stale.Close)
+		answers := &drainAnswers{answers: []string{`{"node":"a","partitions":{"count":4,"masters":{"a":4},"copies":{"x":1},"without_master":0}}`, other}}
+		srv := httptest.NewServer(answers)
+		t.Cleanup(srv.Close)
+		s, out := newSup()
+		c := &devChild{devNode: devNode{Peer: cluster.Peer{ID: "x", URL: closed.URL}}, done: make(chan struct{})}
+		watch(t, s, c, []string{stale.URL, srv.URL})
+		if n := answers.count(); n != 2 {
+			t.Errorf("asked the other node %d times, want 2", n)
+		}
+		if !strings.Contains(out.String(), "x drains: cannot ask it how far it is (connection refused); x says it masters 1 partition, holds 2 copies; a says it masters 0 partitions, holds 1 copy") {
+			t.Errorf("progress:\n%s", out.String())
+		}
+	})
+
+	t.Run("ends when the node exits", func(t *testing.T) {
+		srv := httptest.NewServer(&drainAnswers{answers: []string{holding}})
+		t.Cleanup(srv.Close)
+		s, _ := newSup()
+		c := &devChild{devNode: devNode{Peer: cluster.Peer{ID: "x", URL: srv.URL}}, done: make(chan struct{})}
+		ended := make(chan struct{})
+		go func() { s.watchDrain(context.Background(), c, nil); close(ended) }()
+		close(c.done)
+		select {
+		case <-ended:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the watch did not end with its node")
+		}
+	})
+}
+
+func TestDevStopsRemovedNodeOnceDrained(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster and drains a node")
+	}
+	d := startDev(t, 3, 0)
+	d.waitReady(3, 90*time.Second)
+	d.waitOutput(devBannerEnd, 30*time.Second)
+	if !d.waitCluster(3, 90*time.Second) {
+		t.Skip("the cluster package has no GET /v1/cluster yet (404)")
+	}
+	token := devReadTrim(t, filepath.Join(d.dir, "admin.token"))
+	d.waitPartitions(token, 90*time.Second, "every partition with a master, some on node3", func(ps *api.PartitionSummary) bool {
+		return ps.WithoutMaster == 0 && ps.Masters["node3"] > 0
+	})
+	const users = 20
+	for i := range users {
+		if code := devPost(t, d.url(1)+fmt.Sprintf("/v1/users/u%d/collections/notes/documents", i), token, `{"n":1}`); code != http.StatusCreated {
+			t.Fatalf("writing u%d's document: status %d", i, code)
+		}
+	}
+	d.recordPIDs()
+	pid := d.pids["node3"]
+
+	var out, errb bytes.Buffer
+	if code := dev([]string{"remove-node", "node3", "--dir", d.dir}, &out, &errb); code != 0 {
+		t.Fatalf("remove-node: exit %d: %s", code, errb.String())
+	}
+	d.waitOutput("node3 left the peer list: it keeps running while it hands its partitions and copies over", 10*time.Second)
+	d.waitOutput("node3 drained and was stopped (exit status 0)", 120*time.Second)
+	logs := d.out.String()
+	if strings.Index(logs, "node3 drained: it masters no partition and holds no copy") < strings.Index(logs, "node3 left the peer list") {
+		t.Fatalf("node3 was stopped before it drained")
+	}
+	if !devProcessGone(pid, false) {
+		t.Fatalf("node3 (pid %d) still runs", pid)
+	}
+	if _, err := os.Stat(filepath.Join(d.dir, "node3.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("node3.pid left behind: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(d.dir, "node3", "store")); err != nil {
+		t.Errorf("node3's data is gone: %v", err)
+	}
+	d.waitPartitions(token, 30*time.Second, "node3 holding nothing in node1's table", func(ps *api.PartitionSummary) bool {
+		return ps.WithoutMaster == 0 && ps.Masters["node3"] == 0 && ps.Copies["node3"] == 0
+	})
+	for i := range users {
+		req, _ := http.NewRequest(http.MethodGet, d.url(2)+fmt.Sprintf("/v1/users/u%d/collections", i), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `{"name":"notes","count":1}`) {
+			t.Errorf("u%d's collections after the drain: status %d, %s", i, resp.StatusCode, body)
+		}
+	}
+	if err := d.signalAndWait(syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatalf("shoal dev exited with %v after SIGTERM, want 0", err)
+	}
+	d.checkAllGone(3, false, 10*time.Second)
+}
+
+// waitPartitions waits until node1's partition summary satisfies ok.
+func (d *devProcess) waitPartitions(token string, timeout time.Duration, what string, ok func(*api.PartitionSummary) bool) {
+	d.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		st, code, err := devGetCluster(d.url(1), token)
+		if err == nil && code == http.StatusOK && st.Partitions != nil {
+			if ok(st.Partitions) {
+				return
+			}
+			last = fmt.Sprintf("%+v", *st.Partitions)
+		} else {
+			last = fmt.Sprintf("status %d, %v", code, err)
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("node1 did not show %s within %s; last: %s", what, timeout, last)
+		}
+		time.Sleep(200 * time.Millisecond) // polling other processes: nothing to wait on
+	}
+}
+
+func devPost(t *testing.T, url, token, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

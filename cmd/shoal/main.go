@@ -16,7 +16,7 @@ Usage:
   shoal serve [flags]     run a node (shoal serve --help lists every setting)
   shoal token [flags]     print a client token signed with AUTH_SECRET
   shoal bench [flags]     measure REST throughput and latency against the raw store
-  shoal dev [flags]       run a local cluster of N nodes on loopback (shoal dev add-node adds one)
+  shoal dev [flags]       run a local cluster of N nodes on loopback (add-node, remove-node ID)
   shoal status [flags]    show the cluster as one node sees it
   shoal health [flags]    exit 0 when a node answers /readyz (for container health checks)
   shoal version           print the build version

@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -33,6 +35,9 @@ type clusterStatus struct {
 	Members    []clusterMember       `json:"members"`
 	Partitions *api.PartitionSummary `json:"partitions"`
 	Voters     *api.VoterStatus      `json:"voters"`
+	// Moves are the partitions moving from the answering node (it is their
+	// master) to their preferred master.
+	Moves []api.MoveStatus `json:"moves"`
 }
 
 type peerListStatus struct {
@@ -58,7 +63,7 @@ type clusterMember struct {
 	Replica   bool   `json:"replica"`
 	Voter     bool   `json:"voter"`
 	// InPeerList is nil when the node does not say; only an explicit false
-	// marks a member as unknown.
+	// marks a member as out of the peer list.
 	InPeerList     *bool      `json:"in_peer_list"`
 	FreeBytes      *int64     `json:"free_bytes"`
 	Version        string     `json:"version"`
@@ -67,7 +72,30 @@ type clusterMember struct {
 	LastHeardMsAgo *int64     `json:"last_heard_ms_ago"`
 }
 
-func (m clusterMember) unknown() bool { return m.InPeerList != nil && !*m.InPeerList }
+func (m clusterMember) unlisted() bool { return m.InPeerList != nil && !*m.InPeerList }
+
+// Where a member stands towards the peer list, for a member out of it.
+const (
+	inList      = ""
+	outUnknown  = "unknown"  // not in the list, and the node gives no partition counts
+	outDraining = "draining" // removed from the list, still masters or holds copies
+	outRemoved  = "removed"  // removed from the list and holds nothing: safe to stop
+)
+
+// listing says where m stands towards the peer list, by the partitions
+// the answering node's table gives it.
+func (m clusterMember) listing(ps *api.PartitionSummary) string {
+	switch {
+	case !m.unlisted():
+		return inList
+	case ps == nil:
+		return outUnknown
+	case ps.Masters[m.ID] > 0 || ps.Copies[m.ID] > 0:
+		return outDraining
+	default:
+		return outRemoved
+	}
+}
 
 func status(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
@@ -77,7 +105,8 @@ func status(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", ".shoal-dev", "directory of a shoal dev cluster, for the defaults of --url and --token")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: shoal status [--url URL] [--token TOKEN] [--dir .shoal-dev]")
-		fmt.Fprintln(stderr, "Shows the cluster as one node sees it: its peer list and every member's state (GET /v1/cluster).")
+		fmt.Fprintln(stderr, "Shows the cluster as one node sees it: its peer list, every member's state and partitions")
+		fmt.Fprintln(stderr, "(GET /v1/cluster), and the partitions moving, asked of every member that is UP.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseArgs(fs, args, stderr, 2); done {
@@ -92,8 +121,72 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal status: %s\n", explainStatusError(err, target, tokenFrom))
 		return 1
 	}
-	fmt.Fprint(stdout, renderStatus(st, target.url, time.Now()))
+	others := fetchMoves(ctx, http.DefaultClient, st, token, movesTimeout)
+	fmt.Fprint(stdout, renderStatus(st, others, target.url, time.Now()))
 	return 0
+}
+
+// movesTimeout bounds the question to each other member about its moves.
+const movesTimeout = 2 * time.Second
+
+// memberMoves is what one member said of the partitions moving from it,
+// or why it could not be asked.
+type memberMoves struct {
+	ID    string
+	URL   string
+	Moves []api.MoveStatus
+	Err   error
+}
+
+// fetchMoves asks every other member that is UP (at its public url, else
+// its url) for its moves: a node lists only the partitions moving from
+// itself. A member that does not answer within timeout is reported, never
+// fatal. The answers come in member order.
+func fetchMoves(ctx context.Context, client *http.Client, st clusterStatus, token string, timeout time.Duration) []memberMoves {
+	var out []memberMoves
+	for _, m := range st.Members {
+		if m.Self || m.State != "UP" || m.ID == st.Node {
+			continue
+		}
+		u := m.PublicURL
+		if u == "" {
+			u = m.URL
+		}
+		out = append(out, memberMoves{ID: m.ID, URL: strings.TrimRight(u, "/")})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return naturalLess(out[i].ID, out[j].ID) })
+	var wg sync.WaitGroup
+	for i := range out {
+		a := &out[i]
+		if a.URL == "" {
+			a.Err = errors.New("no url known")
+			continue
+		}
+		wg.Go(func() {
+			actx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			other, err := fetchClusterStatus(actx, client, a.URL, token)
+			a.Moves, a.Err = other.Moves, err
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// shortFetchError says in a few words why a member did not answer.
+func shortFetchError(err error, timeout time.Duration) string {
+	var he *statusHTTPError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return fmt.Sprintf("no answer within %s", timeout)
+	case errors.As(err, &he):
+		return "GET /v1/cluster answered " + he.Error()
+	default:
+		return err.Error()
+	}
 }
 
 // statusTarget is the node `shoal status` asks, with what helps when it
@@ -272,9 +365,13 @@ func explainStatusError(err error, t statusTarget, tokenFrom string) string {
 	}
 }
 
+// statusWidth is the width the output keeps to (but for long urls).
+const statusWidth = 100
+
 // renderStatus renders the cluster status for a person: a header saying
-// which node answered and about its peer list, then one row per member.
-func renderStatus(st clusterStatus, from string, now time.Time) string {
+// which node answered and about its peer list, one row per member, then
+// the partitions moving, from the answering node's answer and others'.
+func renderStatus(st clusterStatus, others []memberMoves, from string, now time.Time) string {
 	var b strings.Builder
 	version := ""
 	if st.Version != "" {
@@ -294,12 +391,10 @@ func renderStatus(st clusterStatus, from string, now time.Time) string {
 	members := append([]clusterMember(nil), st.Members...)
 	sort.SliceStable(members, func(i, j int) bool { return naturalLess(members[i].ID, members[j].ID) })
 	counts := map[string]int{}
-	var unknown int
+	listings := map[string]int{}
 	for _, m := range members {
 		counts[m.State]++
-		if m.unknown() {
-			unknown++
-		}
+		listings[m.listing(st.Partitions)]++
 	}
 	var states []string
 	for _, s := range []string{"UP", "SUSPECT", "DOWN"} {
@@ -315,8 +410,17 @@ func renderStatus(st clusterStatus, from string, now time.Time) string {
 	if len(states) > 0 {
 		summary += ": " + strings.Join(states, ", ")
 	}
-	if unknown > 0 {
-		summary += fmt.Sprintf("; %d unknown (gossiping but not in the peer list)", unknown)
+	var out []string
+	for _, l := range []string{outDraining, outRemoved} {
+		if n := listings[l]; n > 0 {
+			out = append(out, fmt.Sprintf("%d %s", n, l))
+		}
+	}
+	if n := listings[outUnknown]; n > 0 {
+		out = append(out, fmt.Sprintf("%d unknown (gossiping but not in the peer list)", n))
+	}
+	if len(out) > 0 {
+		summary += "; " + strings.Join(out, ", ")
 	}
 	fmt.Fprintf(&b, "%s\n", summary)
 	if ps := st.Partitions; ps != nil {
@@ -334,12 +438,22 @@ func renderStatus(st clusterStatus, from string, now time.Time) string {
 			fmt.Fprintf(&b, "Voter change in progress, one member at a time: heading for %s\n", strings.Join(v.Target, ", "))
 		}
 	}
+	for _, m := range members {
+		ps := st.Partitions
+		switch m.listing(ps) {
+		case outDraining:
+			fmt.Fprintf(&b, "%s drains (out of the peer list): masters %s, holds %s; do not stop it yet\n",
+				m.ID, plural(ps.Masters[m.ID], "partition"), copies(ps.Copies[m.ID]))
+		case outRemoved:
+			fmt.Fprintf(&b, "%s is out of the peer list and holds nothing: safe to stop (its data stays on disk)\n", m.ID)
+		}
+	}
 	fmt.Fprintln(&b)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	header := "  ID\tSTATE\tURL\tGOSSIP\tFREE\tLAST HEARD\tROLES"
+	header := "  ID\tSTATE\tURL\tFREE\tLAST HEARD\tROLES"
 	if st.Partitions != nil {
-		header += "\tMASTERS"
+		header += "\tMASTERS\tCOPIES"
 	}
 	fmt.Fprintln(tw, header)
 	for _, m := range members {
@@ -347,8 +461,8 @@ func renderStatus(st clusterStatus, from string, now time.Time) string {
 		if m.Self {
 			id = "* " + m.ID
 		}
-		if m.unknown() {
-			id += " (unknown)"
+		if l := m.listing(st.Partitions); l != inList {
+			id += " (" + l + ")"
 		}
 		u := m.URL
 		if m.PublicURL != "" && m.PublicURL != m.URL {
@@ -362,24 +476,98 @@ func renderStatus(st clusterStatus, from string, now time.Time) string {
 		if m.FreeBytes != nil {
 			free = humanBytes(*m.FreeBytes)
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", id, orDash(m.State), orDash(u), orDash(m.Gossip), free,
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", id, orDash(m.State), orDash(u), free,
 			lastHeard(m, now), roles(m.Sharding, m.Replica, m.Voter))
-		if st.Partitions != nil {
-			row += fmt.Sprintf("\t%d", st.Partitions.Masters[m.ID])
+		if ps := st.Partitions; ps != nil {
+			row += fmt.Sprintf("\t%d\t%d", ps.Masters[m.ID], ps.Copies[m.ID])
 		}
 		fmt.Fprintln(tw, row)
 	}
 	tw.Flush()
 	fmt.Fprintln(&b)
-	legend := "* this node; ROLES: S sharding, R replica, V voter"
+	legend := []string{"* this node", "ROLES: S sharding, R replica, V voter"}
 	if st.Partitions != nil {
-		legend += "; MASTERS: partitions it masters"
+		legend = append(legend, "MASTERS: partitions it masters", "COPIES: partitions it holds a copy of as a replica")
 	}
-	if unknown > 0 {
-		legend += "; unknown: gossips with the cluster but is not in the peer list"
+	if listings[outDraining] > 0 {
+		legend = append(legend, "draining: out of the peer list, hands over what it holds")
 	}
-	fmt.Fprintln(&b, legend)
+	if listings[outRemoved] > 0 {
+		legend = append(legend, "removed: out of the peer list, holds nothing")
+	}
+	if listings[outUnknown] > 0 {
+		legend = append(legend, "unknown: gossips with the cluster but is not in the peer list")
+	}
+	for _, line := range wrapItems(legend, "; ", statusWidth) {
+		fmt.Fprintln(&b, line)
+	}
+	fmt.Fprintln(&b)
+	renderMoves(&b, st, others)
 	return b.String()
+}
+
+// renderMoves lists the partitions moving, as the answering node and the
+// other members said, and the members that could not be asked.
+func renderMoves(b *strings.Builder, st clusterStatus, others []memberMoves) {
+	moves := slices.Clone(st.Moves)
+	var failed []memberMoves
+	for _, o := range others {
+		if o.Err != nil {
+			failed = append(failed, o)
+			continue
+		}
+		moves = append(moves, o.Moves...)
+	}
+	sort.SliceStable(moves, func(i, j int) bool {
+		if moves[i].Partition != moves[j].Partition {
+			return moves[i].Partition < moves[j].Partition
+		}
+		return naturalLess(moves[i].From, moves[j].From)
+	})
+	switch {
+	case len(moves) == 0 && len(failed) == 0:
+		fmt.Fprintln(b, "No partition is moving.")
+	case len(moves) == 0:
+		fmt.Fprintln(b, "No partition is moving, as far as the members that answered say.")
+	default:
+		fmt.Fprintf(b, "Moves in progress (%s):\n", plural(len(moves), "partition"))
+		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  PARTITION\tFROM\tTO\tPHASE\tCOPIED\tBEHIND")
+		for _, m := range moves {
+			copied := strconv.FormatInt(m.DocumentsCopied, 10)
+			if m.DocumentsTotal > 0 {
+				copied += "/" + strconv.FormatInt(m.DocumentsTotal, 10)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\n", m.Partition, orDash(m.From), orDash(m.To), orDash(m.Phase), copied, m.Behind)
+		}
+		tw.Flush()
+		fmt.Fprintln(b, "COPIED: documents copied to the new master (of all to copy); BEHIND: changes it still lacks")
+	}
+	for _, f := range failed {
+		fmt.Fprintf(b, "! could not ask %s at %s for its moves: %s\n", f.ID, orDash(f.URL), shortFetchError(f.Err, movesTimeout))
+	}
+}
+
+// wrapItems joins items with sep into lines of at most width characters
+// (an item longer than width gets a line of its own).
+func wrapItems(items []string, sep string, width int) []string {
+	var lines []string
+	line := ""
+	for _, it := range items {
+		switch {
+		case line == "":
+			line = it
+		case len(line)+len(sep)+len(it) <= width:
+			line += sep + it
+		default:
+			lines = append(lines, line+strings.TrimRight(sep, " "))
+			line = it
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 func lastHeard(m clusterMember, now time.Time) string {
@@ -450,11 +638,29 @@ func orDash(s string) string {
 	return s
 }
 
+func copies(n int) string {
+	if n == 1 {
+		return "1 copy"
+	}
+	return strconv.Itoa(n) + " copies"
+}
+
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// naturalCmp is naturalLess as a comparison for slices.SortFunc.
+func naturalCmp(a, b string) int {
+	switch {
+	case naturalLess(a, b):
+		return -1
+	case naturalLess(b, a):
+		return 1
+	}
+	return 0
 }
 
 // naturalLess orders ids so that node2 comes before node10.

@@ -2,20 +2,26 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shoal-db/shoal/api"
 )
 
 // sampleClusterJSON is the /v1/cluster answer of the contract, with one more
-// member never heard from, one unknown to the peer list, the partition
-// summary, and a field added by a later version.
+// member never heard from, one removed from the peer list that drains, one
+// removed that holds nothing, the partition summary, the answering node's
+// moves, and a field added by a later version.
 const sampleClusterJSON = `{
   "node": "node1",
   "version": "dev",
@@ -25,9 +31,15 @@ const sampleClusterJSON = `{
     "peers": 3,
     "refusal": {"at": "2026-11-29T19:01:00Z", "reason": "peer id \"node2\" appears twice"}
   },
-  "partitions": {"count": 271, "masters": {"node1": 90, "node2": 91, "node10": 88}, "without_master": 2},
+  "partitions": {"count": 271, "masters": {"node1": 90, "node2": 89, "node10": 88, "node4": 2}, "without_master": 2,
+    "copies": {"node1": 180, "node2": 179, "node10": 176, "node4": 7}},
   "voters": {"current": ["node1", "node10", "node2"], "target": ["node1", "node2"], "changing": true},
-  "moves": [{"partition": 1}],
+  "moves": [
+    {"partition": 12, "from": "node1", "to": "node2", "phase": "copying", "documents_copied": 120, "documents_total": 1000, "behind": 0},
+    {"partition": 3, "from": "node1", "to": "node2", "phase": "catching-up", "documents_copied": 40, "documents_total": 0, "behind": 42, "eta_ms": 5}
+  ],
+  "replication": [{"replica": "node2", "partition": 3, "behind": 42}],
+  "later_field": {"x": 1},
   "members": [
     {"id": "node10", "state": "DOWN", "self": false, "in_peer_list": true,
      "url": "http://127.0.0.1:8090", "public_url": "http://127.0.0.1:8090", "gossip": "127.0.0.1:7956",
@@ -42,8 +54,12 @@ const sampleClusterJSON = `{
      "sharding": true, "replica": true, "voter": true,
      "free_bytes": 41015634329, "version": "dev", "incarnation": 3,
      "last_heard": "2026-11-29T19:00:00Z", "last_heard_ms_ago": 5400},
+    {"id": "node4", "state": "UP", "self": false, "in_peer_list": false,
+     "url": "http://127.0.0.1:8084", "public_url": "http://127.0.0.1:8084", "gossip": "127.0.0.1:7950",
+     "sharding": false, "replica": false, "voter": false,
+     "free_bytes": 2048, "last_heard": "2026-11-29T19:00:04Z", "last_heard_ms_ago": 300},
     {"id": "stray", "state": "UP", "self": false, "in_peer_list": false,
-     "url": "http://127.0.0.1:9999", "public_url": "http://127.0.0.1:9999", "gossip": "127.0.0.1:9998",
+     "url": "http://127.0.0.1:1", "public_url": "http://127.0.0.1:1", "gossip": "127.0.0.1:9998",
      "sharding": false, "replica": false, "voter": false,
      "free_bytes": 512, "last_heard": "2026-11-29T19:00:04Z", "last_heard_ms_ago": 1200}
   ]
@@ -60,23 +76,45 @@ func statusSample(t *testing.T) clusterStatus {
 
 func TestRenderStatus(t *testing.T) {
 	now := time.Date(2026, 11, 29, 19, 2, 0, 0, time.UTC)
-	got := renderStatus(statusSample(t), "http://127.0.0.1:8081", now)
+	others := []memberMoves{
+		{ID: "node4", URL: "http://127.0.0.1:8084", Moves: []api.MoveStatus{
+			{Partition: 5, From: "node4", To: "node1", Phase: "handing-over", DocumentsCopied: 300, DocumentsTotal: 300, Behind: 3},
+			{Partition: 250, From: "node4", To: "node10", Phase: "copying"},
+		}},
+		{ID: "stray", URL: "http://127.0.0.1:1", Err: fmt.Errorf("dial: %w", syscall.ECONNREFUSED)},
+	}
+	got := renderStatus(statusSample(t), others, "http://127.0.0.1:8081", now)
 	want := `Cluster as node1 sees it (version dev), asked at http://127.0.0.1:8081
 Peer list: /abs/path/peers.json, 3 peers, loaded 2026-11-29T19:00:00Z (2m00s ago)
 !!! PEER LIST REFUSED at 2026-11-29T19:01:00Z (1m00s ago): peer id "node2" appears twice
 !!! node1 keeps the list it loaded before; fix /abs/path/peers.json and it is read again at the next refresh
-4 members: 2 UP, 1 SUSPECT, 1 DOWN; 1 unknown (gossiping but not in the peer list)
+5 members: 3 UP, 1 SUSPECT, 1 DOWN; 1 draining, 1 removed
 271 partitions, 2 WITHOUT A MASTER (writes to them get 503 until one is elected)
 Lease voters: node1, node10, node2
 Voter change in progress, one member at a time: heading for node1, node2
+node4 drains (out of the peer list): masters 2 partitions, holds 7 copies; do not stop it yet
+stray is out of the peer list and holds nothing: safe to stop (its data stays on disk)
 
-  ID               STATE    URL                    GOSSIP          FREE       LAST HEARD  ROLES  MASTERS
-* node1            UP       http://127.0.0.1:8081  127.0.0.1:7947  117.7 MiB  0.1s ago    S R V  90
-  node2            SUSPECT  http://127.0.0.1:8082  127.0.0.1:7948  38.2 GiB   5.4s ago    S R V  91
-  node10           DOWN     http://127.0.0.1:8090  127.0.0.1:7956  -          never       S - -  88
-  stray (unknown)  UP       http://127.0.0.1:9999  127.0.0.1:9998  512 B      1.2s ago    -      0
+  ID                STATE    URL                    FREE       LAST HEARD  ROLES  MASTERS  COPIES
+* node1             UP       http://127.0.0.1:8081  117.7 MiB  0.1s ago    S R V  90       180
+  node2             SUSPECT  http://127.0.0.1:8082  38.2 GiB   5.4s ago    S R V  89       179
+  node4 (draining)  UP       http://127.0.0.1:8084  2.0 KiB    0.3s ago    -      2        7
+  node10            DOWN     http://127.0.0.1:8090  -          never       S - -  88       176
+  stray (removed)   UP       http://127.0.0.1:1     512 B      1.2s ago    -      0        0
 
-* this node; ROLES: S sharding, R replica, V voter; MASTERS: partitions it masters; unknown: gossips with the cluster but is not in the peer list
+* this node; ROLES: S sharding, R replica, V voter; MASTERS: partitions it masters;
+COPIES: partitions it holds a copy of as a replica;
+draining: out of the peer list, hands over what it holds;
+removed: out of the peer list, holds nothing
+
+Moves in progress (4 partitions):
+  PARTITION  FROM   TO      PHASE         COPIED    BEHIND
+  3          node1  node2   catching-up   40        42
+  5          node4  node1   handing-over  300/300   3
+  12         node1  node2   copying       120/1000  0
+  250        node4  node10  copying       0         0
+COPIED: documents copied to the new master (of all to copy); BEHIND: changes it still lacks
+! could not ask stray at http://127.0.0.1:1 for its moves: connection refused
 `
 	if got != want {
 		t.Errorf("rendered:\n%s\nwant:\n%s", got, want)
@@ -86,9 +124,11 @@ Voter change in progress, one member at a time: heading for node1, node2
 func TestRenderStatusVariants(t *testing.T) {
 	now := time.Date(2026, 11, 29, 19, 2, 0, 0, time.UTC)
 	heard := now.Add(-90 * time.Second)
+	yes, no := true, false
 	for _, tc := range []struct {
 		name    string
 		st      clusterStatus
+		others  []memberMoves
 		want    []string
 		notWant []string
 	}{
@@ -112,11 +152,57 @@ func TestRenderStatusVariants(t *testing.T) {
 		{
 			name: "in_peer_list absent is not unknown",
 			st:   clusterStatus{Node: "a", Members: []clusterMember{{ID: "b", State: "UP"}}},
-			want: []string{"  b  ", "never"}, notWant: []string{"unknown"},
+			want: []string{"  b  ", "never"}, notWant: []string{"unknown", "draining", "removed", "MASTERS", "COPIES"},
+		},
+		{
+			name:    "out of the list, no partition counts: unknown",
+			st:      clusterStatus{Node: "a", Members: []clusterMember{{ID: "b", State: "UP", InPeerList: &no}}},
+			want:    []string{"  b (unknown)  ", "1 member: 1 UP; 1 unknown (gossiping but not in the peer list)\n", "unknown: gossips with the cluster"},
+			notWant: []string{"draining", "removed", "safe to stop"},
+		},
+		{
+			name: "draining by copies alone; removed self",
+			st: clusterStatus{Node: "d", Partitions: &api.PartitionSummary{Count: 4, Masters: map[string]int{"a": 4}, Copies: map[string]int{"a": 0, "c": 3}},
+				Members: []clusterMember{
+					{ID: "a", State: "UP", InPeerList: &yes},
+					{ID: "c", State: "UP", InPeerList: &no},
+					{ID: "d", State: "UP", InPeerList: &no, Self: true},
+				}},
+			want: []string{
+				"3 members: 3 UP; 1 draining, 1 removed\n",
+				"c drains (out of the peer list): masters 0 partitions, holds 3 copies; do not stop it yet\n",
+				"d is out of the peer list and holds nothing: safe to stop",
+				"  c (draining)  ", "* d (removed)  ", "MASTERS  COPIES\n",
+				"draining: out of the peer list, hands over what it holds", "removed: out of the peer list, holds nothing",
+				"No partition is moving.\n",
+			},
+			notWant: []string{"unknown", "c is out of the peer list", "d drains"},
+		},
+		{
+			name: "one copy",
+			st: clusterStatus{Node: "a", Partitions: &api.PartitionSummary{Count: 1, Masters: map[string]int{"a": 1}, Copies: map[string]int{"b": 1}},
+				Members: []clusterMember{{ID: "b", State: "UP", InPeerList: &no}}},
+			want: []string{"masters 0 partitions, holds 1 copy;"},
+		},
+		{
+			name:    "a member not asked: no claim that nothing moves",
+			st:      clusterStatus{Node: "a"},
+			others:  []memberMoves{{ID: "b", URL: "http://b:1", Err: &statusHTTPError{Code: 401, Detail: "bad token"}}},
+			want:    []string{"No partition is moving, as far as the members that answered say.\n", "! could not ask b at http://b:1 for its moves: GET /v1/cluster answered status 401: bad token\n"},
+			notWant: []string{"No partition is moving.\n", "Moves in progress"},
+		},
+		{
+			name: "moves only from another member; total unknown",
+			st:   clusterStatus{Node: "a"},
+			others: []memberMoves{{ID: "b", URL: "http://b:1", Moves: []api.MoveStatus{
+				{Partition: 9, From: "b", To: "a", Phase: "catching-up", DocumentsCopied: 17, Behind: 250},
+			}}},
+			want:    []string{"Moves in progress (1 partition):\n", "  PARTITION  FROM  TO  PHASE        COPIED  BEHIND\n", "  9          b     a   catching-up  17      250\n"},
+			notWant: []string{"No partition is moving", "could not ask", "17/"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := renderStatus(tc.st, "u", now)
+			got := renderStatus(tc.st, tc.others, "u", now)
 			for _, w := range tc.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("lacks %q:\n%s", w, got)
@@ -188,9 +274,9 @@ func TestNaturalLess(t *testing.T) {
 	}
 }
 
-// statusTestServer serves the sample answer to requests with the token.
-func statusTestServer(t *testing.T, token string) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// tokenHandler answers GET /v1/cluster with body to requests with the token.
+func tokenHandler(token, body string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/cluster" {
 			http.NotFound(w, r)
 			return
@@ -202,8 +288,18 @@ func statusTestServer(t *testing.T, token string) *httptest.Server {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(sampleClusterJSON))
-	}))
+		w.Write([]byte(body))
+	})
+}
+
+// statusTestServer serves the sample answer to requests with the token;
+// the draining member node4 is served too, at the url the sample gives it,
+// with one partition moving from it.
+func statusTestServer(t *testing.T, token string) *httptest.Server {
+	node4 := httptest.NewServer(tokenHandler(token, `{"node":"node4","members":[],
+		"moves":[{"partition":77,"from":"node4","to":"node2","phase":"copying","documents_copied":5,"documents_total":9,"behind":0}]}`))
+	t.Cleanup(node4.Close)
+	srv := httptest.NewServer(tokenHandler(token, strings.ReplaceAll(sampleClusterJSON, "http://127.0.0.1:8084", node4.URL)))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -217,7 +313,9 @@ func TestStatusAgainstServer(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	for _, w := range []string{"Cluster as node1 sees it", "asked at " + srv.URL + "\n", "PEER LIST REFUSED",
-		"* node1", "117.7 MiB", "0.1s ago", "S R V", "stray (unknown)", "never"} {
+		"* node1", "117.7 MiB", "0.1s ago", "S R V", "stray (removed)", "never", "Moves in progress (3 partitions)",
+		"  77         node4  node2  copying      5/9       0\n",
+		"! could not ask stray at http://127.0.0.1:1 for its moves: connection refused\n"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("output lacks %q:\n%s", w, out.String())
 		}
@@ -312,5 +410,46 @@ func TestStatusErrors(t *testing.T) {
 				t.Fatalf("not one clear line: stdout %q stderr %q", out.String(), msg)
 			}
 		})
+	}
+}
+
+func TestFetchMovesAsksEveryOtherMemberUp(t *testing.T) {
+	answering := httptest.NewServer(tokenHandler("tok", `{"node":"b","moves":[{"partition":4,"from":"b","to":"a","phase":"copying"}]}`))
+	t.Cleanup(answering.Close)
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(hanging.Close)
+	otherToken := httptest.NewServer(tokenHandler("other", `{"node":"f"}`))
+	t.Cleanup(otherToken.Close)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	st := clusterStatus{Node: "a", Members: []clusterMember{
+		{ID: "a", State: "UP", Self: true, URL: closed.URL},
+		{ID: "f", State: "UP", URL: otherToken.URL},
+		{ID: "b", State: "UP", URL: closed.URL, PublicURL: answering.URL + "/"}, // the public url wins
+		{ID: "c", State: "UP", URL: hanging.URL},
+		{ID: "d", State: "SUSPECT", URL: closed.URL},
+		{ID: "e", State: "UP"},
+		{ID: "g", State: "DOWN", URL: closed.URL},
+		{ID: "h", State: "UP", URL: closed.URL},
+	}}
+	got := fetchMoves(context.Background(), http.DefaultClient, st, "tok", 300*time.Millisecond)
+	var ids []string
+	for _, g := range got {
+		ids = append(ids, g.ID)
+	}
+	if strings.Join(ids, ",") != "b,c,e,f,h" {
+		t.Fatalf("asked %v; want every other member UP, in order: b,c,e,f,h", ids)
+	}
+	if got[0].Err != nil || len(got[0].Moves) != 1 || got[0].Moves[0].Partition != 4 || got[0].URL != answering.URL {
+		t.Errorf("b: %+v", got[0])
+	}
+	for i, want := range map[int]string{1: "no answer within 300ms", 2: "no url known", 3: "GET /v1/cluster answered status 401: bad token", 4: "connection refused"} {
+		if got[i].Err == nil {
+			t.Errorf("%s: no error: %+v", got[i].ID, got[i])
+			continue
+		}
+		if msg := shortFetchError(got[i].Err, 300*time.Millisecond); msg != want {
+			t.Errorf("%s: %q, want %q", got[i].ID, msg, want)
+		}
 	}
 }
