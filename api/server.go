@@ -487,8 +487,8 @@ type PartitionSummary struct {
 
 // MoveStatus is one partition moving from this node, its master, to its
 // preferred master: the receiver is copied the partition (phase copying),
-// catches up with live changes (catching-up), then is handed the lease
-// (handing-over).
+// catches up with live changes (catching-up), waits for a free handoff slot
+// (ready), then is handed the lease (handing-over).
 type MoveStatus struct {
 	Partition int    `json:"partition"`
 	From      string `json:"from"`

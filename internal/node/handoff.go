@@ -274,6 +274,8 @@ func (h *handoffs) Moves() []api.MoveStatus {
 			m.Phase = "handing-over"
 		case !known || l.Copying || l.CatchUp:
 			m.Phase = "copying"
+		case n.caughtUp(p, []string{owner}):
+			m.Phase = "ready" // waits for a free handoff slot (MAX_CONCURRENT_MOVES)
 		}
 		m.DocumentsCopied, m.DocumentsTotal, m.Behind = l.Copied, l.ToCopy, l.Behind
 		out = append(out, m)
