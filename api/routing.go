@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -135,6 +136,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 				// the write may have been applied.
 				writeProblem(w, problem(http.StatusGatewayTimeout, TypeTimeout, "Timeout",
 					fmt.Sprintf("the master %s did not answer within %s; the write may or may not have been applied: read the document to find out", master, forwardTimeout)))
+				return
+			case err != nil && !errors.Is(err, cluster.ErrNotSent):
+				// The master may have got it: retrying could apply it twice.
+				writeProblem(w, problem(http.StatusGatewayTimeout, TypeTimeout, "Outcome unknown",
+					fmt.Sprintf("forwarding to the master %s failed (%v); the write may or may not have been applied: read the document to find out", master, err)))
 				return
 			case err != nil:
 				s.log.Debug("forwarding failed", "partition", partition, "master", master, "err", err)

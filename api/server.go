@@ -611,11 +611,15 @@ func (s *Server) awaitWriteConcern(r *http.Request, partition int, pos store.Pos
 			return nil
 		}
 		if a := s.cfg.Table.Get(partition); a.Master == s.cfg.NodeID && len(a.Responsible) > 1 {
-			listed = a.Responsible[1:]
+			// Only the regular replicas count (the first total-1): an
+			// incoming copy or a draining replica listed after them is not
+			// among the copies a promotion asks.
+			listed = a.Responsible[1:min(len(a.Responsible), total)]
 			return listed
 		}
 		return nil
 	}
+	replicas() // learn the list now, while this node should still be master
 	if s.cfg.Replication == nil {
 		return problem(http.StatusGatewayTimeout, TypeTimeout, "Write concern not met",
 			fmt.Sprintf("the write is applied on the master only (1 of %d copies): this node replicates to no one", total))

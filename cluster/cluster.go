@@ -326,6 +326,11 @@ func (c *Cluster) PeerURL(id string) (string, bool) {
 	return "", false
 }
 
+// ErrNotSent marks a Send that failed before the request could reach the
+// peer (unknown peer, link cut, connection refused): retrying it cannot
+// apply it twice. Any other error may come after the peer got it.
+var ErrNotSent = errors.New("not sent")
+
 // Removed reports whether the peer list in force no longer names this
 // node: it drains (hands over what it holds) and then holds nothing.
 func (c *Cluster) Removed() bool {
@@ -342,10 +347,10 @@ func (c *Cluster) Removed() bool {
 func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Response, error) {
 	base, ok := c.PeerURL(peer)
 	if !ok {
-		return nil, fmt.Errorf("node %q is not in the peer list", peer)
+		return nil, fmt.Errorf("%w: node %q is not in the peer list", ErrNotSent, peer)
 	}
 	if c.cfg.Faults.IsCut(c.cfg.NodeID, peer) {
-		return nil, fmt.Errorf("sending to %s: %w", peer, ErrLinkCut)
+		return nil, fmt.Errorf("%w: sending to %s: %w", ErrNotSent, peer, ErrLinkCut)
 	}
 	u, err := url.Parse(base)
 	if err != nil {
@@ -369,6 +374,10 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
+		}
 		return nil, err
 	}
 	if c.cfg.Faults.IsCut(c.cfg.NodeID, peer) {

@@ -182,6 +182,16 @@ func (m *Manager) Holds(partition int) (uint64, bool) {
 	return m.holder.Epoch(partition), true
 }
 
+// LearnedHolder is the holder of the highest epoch of partition this node
+// has heard of from the voters ("" if none is known): another node's id
+// means this node's own tenure was superseded.
+func (m *Manager) LearnedHolder(partition int) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, h := m.holder.Learned(partition)
+	return h
+}
+
 // VotedHolder is the holder of a live grant in this node's own voter
 // record of partition ("" if none): a good guess of its master.
 func (m *Manager) VotedHolder(partition int) string {

@@ -77,14 +77,19 @@ func (w *Writer) noteLoaded(rec appliedDoc) {
 
 // SyncApplied makes every record changed so far durable, in one insert
 // shared by all the callers waiting at the same time (group commit). A
-// replica answers a replication request only after it.
+// replica answers a replication request only after it. The write runs on
+// the writer's own context: it is shared, and one caller giving up must
+// not fail it for the others; ctx is checked before waiting.
 func (w *Writer) SyncApplied(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	w.recs.mu.Lock()
 	want := w.recs.gen
 	w.recs.mu.Unlock()
 	w.recs.sync.Lock()
 	defer w.recs.sync.Unlock()
-	if err := w.loadSeq(ctx); err != nil {
+	if err := w.loadSeq(w.ctx); err != nil {
 		return err
 	}
 	w.recs.mu.Lock()
@@ -104,8 +109,11 @@ func (w *Writer) SyncApplied(ctx context.Context) error {
 	w.recs.dirty = map[int]bool{}
 	w.recs.mu.Unlock()
 	coll := w.store.db.Collection(appliedCollection)
+	// The write is shared by every caller waiting: it runs on the writer's
+	// context, not on one caller's (a cancelled request must not fail the
+	// others, nor leave an insert half-known).
 	err := w.store.timed("applied_save", func() error {
-		if _, err := coll.InsertOne(ctx, entry); err != nil {
+		if _, err := coll.InsertOne(w.ctx, entry); err != nil {
 			return fmt.Errorf("%w: recording the applied positions: %v", ErrUnavailable, err)
 		}
 		return nil
@@ -116,6 +124,9 @@ func (w *Writer) SyncApplied(ctx context.Context) error {
 			w.recs.dirty[id] = true // not recorded: the next entry carries them
 		}
 		w.recs.mu.Unlock()
+		// The insert may have landed after all: learn the log's last _id
+		// again rather than collide with it for ever.
+		w.recs.seq = 0
 		return err
 	}
 	w.recs.seq++
@@ -126,7 +137,7 @@ func (w *Writer) SyncApplied(ctx context.Context) error {
 		// start.
 		w.recs.since = 0
 		_ = w.store.timed("applied_compact", func() error {
-			_, err := coll.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$lt", Value: entry.Seq}}}})
+			_, err := coll.DeleteMany(w.ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$lt", Value: entry.Seq}}}})
 			return err
 		})
 	}

@@ -36,10 +36,11 @@ type handoffs struct {
 	active   map[int]chan struct{}  // closed when the handoff of the partition ends
 	incoming map[int]int            // partitions being handed to this node (TakeOver calls in progress)
 	handed   map[int]store.Position // partitions this node handed over, and up to where
+	retryAt  map[int]time.Time      // an abandoned handoff is not tried again before
 }
 
 func newHandoffs(n *Node) *handoffs {
-	return &handoffs{n: n, active: map[int]chan struct{}{}, incoming: map[int]int{}, handed: map[int]store.Position{}}
+	return &handoffs{n: n, active: map[int]chan struct{}{}, incoming: map[int]int{}, handed: map[int]store.Position{}, retryAt: map[int]time.Time{}}
 }
 
 // receiving reports whether a handoff of p to this node is in progress.
@@ -74,7 +75,7 @@ func (h *handoffs) Wait(ctx context.Context, p int) {
 func (h *handoffs) start(p int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.active[p] != nil || len(h.active) >= h.n.cfg.MaxConcurrentMoves {
+	if h.active[p] != nil || len(h.active) >= h.n.cfg.MaxConcurrentMoves || time.Now().Before(h.retryAt[p]) {
 		return false
 	}
 	h.active[p] = make(chan struct{})
@@ -138,6 +139,10 @@ func (h *handoffs) run(ctx context.Context) {
 				defer wg.Done()
 				defer h.finish(p)
 				if err := h.handOff(ctx, p, to); err != nil {
+					// Each try pauses the partition's writes: back off.
+					h.mu.Lock()
+					h.retryAt[p] = time.Now().Add(2 * h.n.cfg.LeaseTTL)
+					h.mu.Unlock()
 					h.n.metrics.ObserveHandoff(0, false)
 					h.n.log.Warn("handoff abandoned; writes resume here and it is tried again", "partition", p, "to", to, "err", err)
 				}

@@ -213,18 +213,22 @@ func listenURL(ln net.Listener) string {
 func (n *Node) leasePlan() lease.Plan {
 	ring, voters := n.place.current()
 	states := n.cluster.States()
+	copies := n.copies()
 	return lease.Plan{Voters: voters, Settle: n.cfg.LeaseTTL + n.cfg.PeersRefresh,
 		Want: func(p int) bool {
 			// A node is passed over when gossip does not see it UP, or when
 			// this node, as a voter, saw its lease of p run out unrenewed.
 			lapsed, _ := n.leases.Lapsed(p)
 			_, holding := n.leases.Holds(p)
+			a := n.table.Get(p)
+			learned := n.leases.LearnedHolder(p)
 			return wantsPartition(wantInput{
-				self: n.cfg.NodeID, a: n.table.Get(p), succession: shard.Succession(ring, p),
+				self: n.cfg.NodeID, a: a, regular: regularCopies(a, copies), succession: shard.Succession(ring, p),
 				holding: holding, handingOff: n.handoff.inProgress(p), receiving: n.handoff.receiving(p),
-				up: func(id string) bool { return states[id] == cluster.Up && id != lapsed },
-				promote: func(a shard.Assignment, up func(string) bool) bool {
-					return n.promote.mayCampaign(p, a.Responsible, up)
+				superseded: learned != "" && learned != n.cfg.NodeID,
+				up:         func(id string) bool { return states[id] == cluster.Up && id != lapsed },
+				promote: func(regular []string, up func(string) bool) bool {
+					return n.promote.mayCampaign(p, regular, up)
 				},
 			})
 		}}
@@ -233,27 +237,39 @@ func (n *Node) leasePlan() lease.Plan {
 // wantInput is what one node knows of one partition when deciding whether
 // to campaign for its lease.
 type wantInput struct {
-	self       string
-	a          shard.Assignment // the partition table's entry
-	succession []string         // ring order: the preferred master first
-	holding    bool             // this node holds the lease now
-	handingOff bool             // this node is handing it to another
-	receiving  bool             // another node is handing it to this one
+	self string
+	a    shard.Assignment // the partition table's entry
+	// regular is the part of the responsible list that write concerns
+	// count: the master and the first copies-1 replicas (an incoming copy
+	// or a draining replica kept meanwhile come after them).
+	regular    []string
+	succession []string // ring order: the preferred master first
+	holding    bool     // this node holds the lease now
+	handingOff bool     // this node is handing it to another
+	receiving  bool     // another node is handing it to this one
+	superseded bool     // the voters know of a later holder than this node
 	up         func(id string) bool
-	// promote is the promotion rule among the copies, asked only when the
-	// master is gone and this node holds a copy.
-	promote func(a shard.Assignment, up func(string) bool) bool
+	// promote is the promotion rule among the regular copies, asked only
+	// when the master is gone and this node is one of them.
+	promote func(regular []string, up func(string) bool) bool
+}
+
+// regularCopies is the master and the first copies-1 replicas of a
+// responsible list: the members a write concern counts, and so the only
+// ones that can be sure to hold a majority write.
+func regularCopies(a shard.Assignment, copies int) []string {
+	return a.Responsible[:min(len(a.Responsible), max(copies, 1))]
 }
 
 // wantsPartition is the campaign rule. Only one of these moves a
 // partition's lease while its master lives: an orderly handoff (the master
 // keeps its lease until it hands it over). Otherwise:
 //   - a master keeps what it holds, and takes back a lease of its own that
-//     lapsed (the voters refuse if someone else took it meanwhile);
+//     lapsed, unless the voters told it of a later holder;
 //   - a partition nobody ever mastered goes to the first available node of
 //     its succession (the preferred master first);
-//   - when the master is gone, the copies (the responsible list) decide by
-//     the promotion rule: the most current one campaigns;
+//   - when the master is gone, the regular copies (those write concerns
+//     count) decide by the promotion rule: the most current one campaigns;
 //   - only when no copy is available does a node without one campaign, in
 //     succession order (the partition starts again empty on it).
 func wantsPartition(in wantInput) bool {
@@ -264,14 +280,14 @@ func wantsPartition(in wantInput) bool {
 		return false
 	case in.receiving:
 		return true
-	case in.a.Master == in.self:
+	case in.a.Master == in.self && !in.superseded:
 		return true
 	case in.a.Master == "":
 		return shard.FirstAvailable(in.succession, in.self, in.up)
-	case in.up(in.a.Master):
+	case in.a.Master != in.self && in.up(in.a.Master):
 		return in.receiving
-	case slices.Contains(in.a.Responsible, in.self):
-		return in.promote(in.a, in.up)
+	case slices.Contains(in.regular, in.self):
+		return in.promote(in.regular, in.up)
 	}
 	return shard.FirstAvailable(shard.TakeoverOrder(in.a.Responsible, in.succession), in.self, in.up)
 }

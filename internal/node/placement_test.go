@@ -11,8 +11,8 @@ func TestWantsPartitionMovesALiveMasterOnlyByHandoff(t *testing.T) {
 	up := func(ids ...string) func(string) bool {
 		return func(id string) bool { return slices.Contains(ids, id) }
 	}
-	promoted := func(shard.Assignment, func(string) bool) bool { return true }
-	notPromoted := func(shard.Assignment, func(string) bool) bool { return false }
+	promoted := func([]string, func(string) bool) bool { return true }
+	notPromoted := func([]string, func(string) bool) bool { return false }
 	succession := []string{"o", "x", "y"} // o is the preferred master
 	cases := []struct {
 		name string
@@ -22,6 +22,9 @@ func TestWantsPartitionMovesALiveMasterOnlyByHandoff(t *testing.T) {
 		{"holding keeps it", wantInput{self: "x", holding: true, a: shard.Assignment{Master: "x"}}, true},
 		{"handing it off", wantInput{self: "x", handingOff: true, a: shard.Assignment{Master: "x"}}, false},
 		{"own lease lapsed", wantInput{self: "x", a: shard.Assignment{Master: "x"}, up: up("o", "x")}, true},
+		{"own lease superseded: the copies decide", wantInput{self: "x", superseded: true, promote: notPromoted, a: shard.Assignment{Master: "x", Responsible: []string{"x", "r"}}, up: up("o", "x", "r")}, false},
+		{"own lease superseded, most current", wantInput{self: "x", superseded: true, promote: promoted, a: shard.Assignment{Master: "x", Responsible: []string{"x", "r"}}, up: up("o", "x", "r")}, true},
+		{"master gone, an extra copy waits for the regular ones", wantInput{self: "o", promote: promoted, a: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "o"}}, up: up("o", "r")}, false},
 		{"new cluster: the preferred master", wantInput{self: "o", up: up("o", "x")}, true},
 		{"new cluster: not before the preferred master", wantInput{self: "x", up: up("o", "x")}, false},
 		{"new cluster: preferred master down", wantInput{self: "x", up: up("x")}, true},
@@ -36,6 +39,7 @@ func TestWantsPartitionMovesALiveMasterOnlyByHandoff(t *testing.T) {
 	}
 	for _, c := range cases {
 		c.in.succession = succession
+		c.in.regular = regularCopies(c.in.a, 2)
 		if c.in.up == nil {
 			c.in.up = up()
 		}

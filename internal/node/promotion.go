@@ -45,10 +45,10 @@ func newPromotion(n *Node) *promotion {
 // responsible list it has heard from since, it holds the most history
 // (ties to the lowest id), and it has heard from enough of them that a
 // write acknowledged by a majority of the copies is among them.
-func (pr *promotion) mayCampaign(p int, responsible []string, up func(string) bool) bool {
+func (pr *promotion) mayCampaign(p int, regular []string, up func(string) bool) bool {
 	self := pr.n.cfg.NodeID
 	var others []string
-	for _, id := range responsible {
+	for _, id := range regular {
 		if id != self && up(id) {
 			others = append(others, id)
 		}

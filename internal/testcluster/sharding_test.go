@@ -107,7 +107,10 @@ func TestMasterCutOffStopsBeforeAnotherStarts(t *testing.T) {
 				if err == nil && r.Status == 201 {
 					acked.Add(1)
 				}
-				if err == nil && r.Status >= 500 && r.Status != http.StatusServiceUnavailable {
+				// 503: no master reachable; 504 "outcome unknown": the link
+				// was cut after the master got the write. Nothing else.
+				unknown := r != nil && r.Status == http.StatusGatewayTimeout && strings.Contains(string(r.Body), "may or may not have been applied")
+				if err == nil && r.Status >= 500 && r.Status != http.StatusServiceUnavailable && !unknown {
 					t.Errorf("write via %s: %d %s", n.ID, r.Status, r.Body)
 				}
 			}
