@@ -68,7 +68,8 @@ type Result struct {
 	Partition int            `json:"p"`
 	Applied   store.Position `json:"applied"`
 	Epoch     uint64         `json:"epoch"`
-	// Code is "ok", "gap" (catch up from Applied), "diverged" (the replica
+	// Code is "ok", "gap" (catch up from Applied), "full-copy" (send a full
+	// copy: the replica's copy cannot be trusted), "diverged" (the replica
 	// kept changes this master never had in its rollback collection:
 	// restore Diverged, then catch up), "stale-epoch" (this master is
 	// behind: Epoch is the newest the replica has seen), "is-master", or
@@ -147,6 +148,8 @@ func result(partition int, r store.ApplyResult) Result {
 		res.Code = "stale-epoch"
 	case errors.Is(r.Err, store.ErrIsMaster):
 		res.Code = "is-master"
+	case errors.Is(r.Err, store.ErrNeedsFullCopy):
+		res.Code = "full-copy"
 	default:
 		res.Code, res.Error = "error", r.Err.Error()
 	}
@@ -211,6 +214,7 @@ type progress struct {
 	// many (0: not counted).
 	copying        bool
 	copied, toCopy int64
+	forceFull      bool // the replica asked for a full copy
 }
 
 // Shipper replicates every partition this node masters: one sender
@@ -627,6 +631,9 @@ func (s *Shipper) send(d *dest, req Request) error {
 			}
 		case "gap":
 			pr.acked, pr.known, pr.catchUp = r.Applied, true, true
+		case "full-copy":
+			pr.acked, pr.known, pr.catchUp, pr.forceFull = r.Applied, true, true, true
+			pr.queue, pr.queued = nil, 0
 		case "diverged":
 			pr.acked, pr.known, pr.catchUp = r.Applied, true, true
 			pr.queue, pr.queued = nil, 0
@@ -711,7 +718,9 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		return s.send(d, Request{Batches: []WireBatch{{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p, epoch)}}})
 	}
 	target := s.cfg.Last(p)
-	full := behindHorizon(acked, s.horizon(p))
+	s.mu.Lock()
+	full := pr.forceFull || behindHorizon(acked, s.horizon(p))
+	s.mu.Unlock()
 	var toCopy int64
 	if s.cfg.Count != nil && acked.Compare(target) < 0 {
 		from := acked
@@ -834,6 +843,9 @@ func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, ta
 		}
 		if last {
 			s.log.Info("full copy done", "replica", d.id, "partition", p, "at", target)
+			s.mu.Lock()
+			pr.forceFull = false
+			s.mu.Unlock()
 			return nil
 		}
 		if err := s.flushLive(d); err != nil {

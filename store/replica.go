@@ -26,12 +26,15 @@ type appliedDoc struct {
 	// The horizon: the highest position of any tombstone purged here.
 	HorizonEpoch uint64 `bson:"he"`
 	HorizonSeq   uint64 `bson:"hs"`
+	// Recopy: this node's copy must be replaced by a full copy before it
+	// counts as holding anything (see startRecopy).
+	Recopy bool `bson:"rc,omitempty"`
 }
 
 // record builds a partition's record.
-func record(partition int, applied Position, seen uint64, horizon Position) appliedDoc {
+func record(partition int, applied Position, seen uint64, horizon Position, recopy bool) appliedDoc {
 	return appliedDoc{Partition: partition, Epoch: applied.Epoch, Seq: applied.Seq, Seen: seen,
-		HorizonEpoch: horizon.Epoch, HorizonSeq: horizon.Seq}
+		HorizonEpoch: horizon.Epoch, HorizonSeq: horizon.Seq, Recopy: recopy}
 }
 
 // Applied returns the position up to which this node holds a partition's
@@ -221,10 +224,18 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	if b.Restore {
 		return w.restore(p, b)
 	}
-	if b.Epoch > newest && held.Compare(b.EpochStart) > 0 && held.Epoch < b.Epoch {
-		if r := w.rollBack(p, b, newest); !errors.Is(r.Err, errNothingDiverged) {
+	if b.Epoch > newest && held.Compare(b.EpochStart) > 0 && held.Epoch < b.Epoch && !p.recopy {
+		purged := p.horizon.Compare(b.EpochStart) > 0 && p.horizon.Epoch < b.Epoch
+		r := w.rollBack(p, b, newest)
+		if purged && (r.Err == nil || errors.Is(r.Err, ErrDiverged) || errors.Is(r.Err, errNothingDiverged)) {
+			return w.startRecopy(p, b)
+		}
+		if !errors.Is(r.Err, errNothingDiverged) {
 			return r
 		}
+	}
+	if p.recopy && !b.Full {
+		return ApplyResult{Epoch: max(newest, b.Epoch), Err: ErrNeedsFullCopy}
 	}
 	if applied.Compare(b.From) < 0 {
 		return res(ErrGap)
@@ -249,9 +260,13 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 		newLast = maxPosition(newLast, horizon)
 	}
 	next := maxPosition(applied, b.UpTo)
-	if next != applied || p.epochSeen != seenBefore || horizon != p.horizon {
+	recopyDone := p.recopy && b.Full && b.KeyTo == ""
+	if recopyDone {
+		p.recopy = false // the last chunk of the full copy: the copy is whole again
+	}
+	if next != applied || p.epochSeen != seenBefore || horizon != p.horizon || recopyDone {
 		// Durable at the caller's SyncApplied, before it answers.
-		w.setRecord(record(p.id, next, p.epochSeen, horizon))
+		w.setRecord(record(p.id, next, p.epochSeen, horizon, p.recopy))
 	}
 	p.mu.Lock()
 	p.applied, p.last, p.horizon = next, newLast, horizon
@@ -331,6 +346,32 @@ func (w *Writer) commitApplied(p *partition, writes []write) error {
 	return err
 }
 
+// ErrNeedsFullCopy: this node's copy of the partition must be replaced by a
+// full copy from the master before it takes anything else (see
+// startRecopy).
+var ErrNeedsFullCopy = errors.New("this node needs a full copy of the partition")
+
+// startRecopy is the answer of a node that returns as a replica after
+// having purged tombstones of changes its new master never had (it was a
+// master cut off, and stayed away longer than TOMBSTONE_RETENTION): the
+// documents those deletes removed may exist on the master but not here, and
+// no rollback can find them. Its changes after the epoch start were kept
+// in the rollback collection; now it holds nothing for sure, asks for a
+// full copy (which also replaces every document of the abandoned history),
+// and takes nothing else until the copy's last chunk. The horizon is capped
+// at the epoch start: what it purged beyond it belongs to the abandoned
+// history.
+func (w *Writer) startRecopy(p *partition, b *Batch) ApplyResult {
+	seen := max(p.epochSeen, b.Epoch)
+	p.mu.Lock()
+	p.applied, p.horizon, p.epochSeen, p.startEpoch, p.recopy = Position{}, b.EpochStart, seen, 0, true
+	p.mu.Unlock()
+	w.setRecord(record(p.id, Position{}, seen, b.EpochStart, true))
+	w.log.Warn("this node purged deletes its new master never had; asking for a full copy of the partition",
+		"partition", p.id, "new_epoch", b.Epoch, "epoch_start", b.EpochStart)
+	return ApplyResult{Epoch: seen, Err: ErrNeedsFullCopy}
+}
+
 // errNothingDiverged: rollBack found no change to keep; the batch applies
 // as usual.
 var errNothingDiverged = errors.New("nothing diverged")
@@ -395,7 +436,7 @@ func (w *Writer) restore(p *partition, b *Batch) ApplyResult {
 		return ApplyResult{Err: err}
 	}
 	seen := max(p.epochSeen, b.Epoch)
-	w.setRecord(record(p.id, b.UpTo, seen, p.horizon))
+	w.setRecord(record(p.id, b.UpTo, seen, p.horizon, p.recopy))
 	if err := w.SyncApplied(w.ctx); err != nil {
 		return ApplyResult{Err: err}
 	}

@@ -158,7 +158,7 @@ func TestAppliedLogSurvivesRestartsAndCompactions(t *testing.T) {
 	s := openTestStore(t)
 	w := NewWriter(s, 8, WriterOptions{})
 	for i := 1; i <= appliedCompactEvery+100; i++ {
-		w.setRecord(record(i%8, Position{Epoch: 2, Seq: uint64(i)}, 2, Position{}))
+		w.setRecord(record(i%8, Position{Epoch: 2, Seq: uint64(i)}, 2, Position{}, false))
 		if err := w.SyncApplied(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -180,5 +180,50 @@ func TestAppliedLogSurvivesRestartsAndCompactions(t *testing.T) {
 		if got := w2.Applied(p); got != (Position{Epoch: 2, Seq: uint64(want)}) {
 			t.Errorf("partition %d: applied %s after a restart, want 2.%d", p, got, want)
 		}
+	}
+}
+
+// A master cut off deletes a document (write concern 1, never
+// replicated), stays away longer than the tombstone retention and purges
+// the tombstone; back as a replica of the new master, which still has the
+// document, it must not keep lacking it: it asks for a full copy, takes
+// nothing else until the copy's last chunk, and ends with the document.
+func TestPurgedDeletesOfAnAbandonedHistoryAskForAFullCopy(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	w := NewWriter(s, 1, WriterOptions{Epoch: 2, CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	put1 := put(map[string]any{"n": int64(1)})
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "d", Mutate: put1}); r.Err != nil || r.Doc.Pos != (Position{Epoch: 2, Seq: 1}) {
+		t.Fatalf("create: %+v", r)
+	}
+	del := func(*Doc) (Next, error) { return Next{Delete: true}, nil }
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "d", Mutate: del}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if n, err := w.PurgeTombstones(ctx, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("purge: %d %v", n, err)
+	}
+	// The new master took over at epoch 3 from 2.1: it has d.
+	d := doc("d", 2, 1, 1, false)
+	x := doc("x", 3, 2, 1, false)
+	start := Position{Epoch: 2, Seq: 1}
+	live := Batch{Partition: 0, Epoch: 3, EpochStart: start, From: start, UpTo: Position{Epoch: 3, Seq: 2}, Docs: []*Doc{x}}
+	if r := w.Apply(ctx, live); !errors.Is(r.Err, ErrNeedsFullCopy) || r.Applied != (Position{}) {
+		t.Fatalf("first batch of the new master: %+v, want a request for a full copy", r)
+	}
+	if r := w.Apply(ctx, live); !errors.Is(r.Err, ErrNeedsFullCopy) {
+		t.Fatalf("a live batch before the full copy: %+v", r)
+	}
+	full := Batch{Partition: 0, Epoch: 3, EpochStart: start, UpTo: Position{Epoch: 3, Seq: 2}, Docs: []*Doc{d, x}, Full: true}
+	if r := w.Apply(ctx, full); r.Err != nil || r.Applied != (Position{Epoch: 3, Seq: 2}) {
+		t.Fatalf("full copy: %+v", r)
+	}
+	if got, err := w.Get(ctx, 0, DocKey("u", "c", "d")); err != nil || got.Deleted || got.Pos != d.Pos {
+		t.Fatalf("after the full copy d is %+v %v; the master has it", got, err)
+	}
+	next := Batch{Partition: 0, Epoch: 3, EpochStart: start, From: Position{Epoch: 3, Seq: 2}, UpTo: Position{Epoch: 3, Seq: 3}, Docs: []*Doc{doc("y", 3, 3, 1, false)}}
+	if r := w.Apply(ctx, next); r.Err != nil {
+		t.Fatalf("live batches follow the full copy: %+v", r)
 	}
 }

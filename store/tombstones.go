@@ -92,7 +92,7 @@ func (w *Writer) processPurge(p *partition, before time.Time) (int, error) {
 	plan := planPurge(tombs, before, p.horizon)
 	if len(plan.keys) > 0 {
 		if plan.horizon != p.horizon {
-			w.setRecord(record(p.id, p.applied, p.epochSeen, plan.horizon))
+			w.setRecord(record(p.id, p.applied, p.epochSeen, plan.horizon, p.recopy))
 			if err := w.SyncApplied(w.ctx); err != nil {
 				return 0, err
 			}
@@ -202,9 +202,15 @@ func inKeyRange(key, after, upTo string) bool {
 // given what it holds in the chunk's key range: the keys to remove (held,
 // but not in the chunk), and the chunk's documents newer than the copies
 // held (insert marks those not held at all).
-func planFullChunk(held []*Doc, chunk []*Doc) (gone []string, writes []write) {
+func planFullChunk(held []*Doc, chunk []*Doc, epoch uint64, epochStart Position) (gone []string, writes []write) {
 	have := make(map[string]Position, len(held))
 	for _, d := range held {
+		if d.Pos.Compare(epochStart) > 0 && d.Pos.Epoch < epoch {
+			// A change the master never had (an abandoned history, kept in
+			// the rollback collection): the master's state replaces it.
+			have[d.Key] = Position{}
+			continue
+		}
 		have[d.Key] = d.Pos
 	}
 	for _, d := range chunk {
@@ -229,7 +235,7 @@ func (w *Writer) applyFull(p *partition, b *Batch, last Position) (Position, err
 	if err != nil {
 		return last, err
 	}
-	gone, writes := planFullChunk(held, b.Docs)
+	gone, writes := planFullChunk(held, b.Docs, b.Epoch, b.EpochStart)
 	if len(gone) > 0 {
 		p.commits.Add(1)
 		err := w.store.remove(w.ctx, p.id, gone)

@@ -276,7 +276,7 @@ func TestFullCopyChunksReplaceTheirKeyRange(t *testing.T) {
 func TestPlanFullChunk(t *testing.T) {
 	held := []*Doc{doc("a", 1, 1, 1, false), doc("b", 1, 5, 1, false), doc("c", 1, 3, 1, true)}
 	chunk := []*Doc{doc("a", 1, 2, 2, false), doc("b", 1, 4, 1, false), doc("n", 1, 6, 1, false)}
-	gone, writes := planFullChunk(held, chunk)
+	gone, writes := planFullChunk(held, chunk, 0, Position{})
 	if !slices.Equal(gone, []string{DocKey("u", "c", "c")}) {
 		t.Fatalf("gone %v", gone)
 	}

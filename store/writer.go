@@ -127,6 +127,8 @@ type partition struct {
 	// replica behind it cannot be caught up in position order (deletes
 	// are missing from the log) and gets a full copy instead.
 	horizon Position
+	// recopy: this node waits for a full copy (see startRecopy).
+	recopy bool
 	// tombstones is false only when the partition is known to hold no
 	// tombstone, so the purge can skip it; set by every committed or
 	// applied delete, cleared by a purge that leaves none.
@@ -602,7 +604,7 @@ func (p *partition) setLoaded(last Position, rec appliedDoc) {
 	defer p.mu.Unlock()
 	p.last = maxPosition(last, horizon)
 	p.applied = Position{Epoch: rec.Epoch, Seq: rec.Seq}
-	p.epochSeen, p.horizon, p.loaded = rec.Seen, horizon, true
+	p.epochSeen, p.horizon, p.recopy, p.loaded = rec.Seen, horizon, rec.Recopy, true
 }
 
 func maxPosition(a, b Position) Position {
