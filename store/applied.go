@@ -15,16 +15,18 @@ import (
 // The records of the partitions (applied position, newest epoch seen,
 // horizon) are kept as a log: every SyncApplied inserts one document
 // holding the records changed since the previous one, and every
-// appliedCompactEvery entries a full snapshot replaces the log. A replica
+// appliedCompactEvery entries a full snapshot starts the log again in the
+// other of two collections, and the first is dropped (dropping a table is
+// cheap; deleting hundreds of documents stalled replication for ~50 ms). A replica
 // applying a request that spans many partitions so records them all in one
 // insert (on the embedded store an insert costs about a millisecond, while
 // replacing a document costs a scan). Older data directories hold one
 // document per partition in the partitions collection; they are read
 // first, and the log overrides them.
-const (
-	appliedCollection   = "applied_log"
-	appliedCompactEvery = 512
-)
+const appliedCompactEvery = 512
+
+// appliedCollections are the two collections the log alternates between.
+var appliedCollections = [2]string{"applied_log_0", "applied_log_1"}
 
 type appliedEntry struct {
 	Seq   int64        `bson:"_id"`
@@ -42,6 +44,7 @@ type records struct {
 	sync  sync.Mutex   // one SyncApplied writes at a time
 	seq   int64        // the last entry's _id
 	since int          // entries since the last snapshot
+	cur   int          // the collection the log is written to
 }
 
 // setRecord changes a partition's record in memory; SyncApplied makes it
@@ -108,7 +111,11 @@ func (w *Writer) SyncApplied(ctx context.Context) error {
 	dirty := w.recs.dirty
 	w.recs.dirty = map[int]bool{}
 	w.recs.mu.Unlock()
-	coll := w.store.db.Collection(appliedCollection)
+	into := w.recs.cur
+	if snapshot {
+		into = 1 - into
+	}
+	coll := w.store.db.Collection(appliedCollections[into])
 	// The write is shared by every caller waiting: it runs on the writer's
 	// context, not on one caller's (a cancelled request must not fail the
 	// others, nor leave an insert half-known).
@@ -132,13 +139,12 @@ func (w *Writer) SyncApplied(ctx context.Context) error {
 	w.recs.seq++
 	w.recs.since++
 	if snapshot {
-		// The snapshot holds every record: older entries can go. If this
-		// fails they are merely read again (and overridden) at the next
-		// start.
-		w.recs.since = 0
+		// The snapshot holds every record: the other collection can go. If
+		// dropping it fails, it is merely read again (and overridden by
+		// the snapshot's higher _id) at the next start.
+		w.recs.since, w.recs.cur = 0, into
 		_ = w.store.timed("applied_compact", func() error {
-			_, err := coll.DeleteMany(w.ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$lt", Value: entry.Seq}}}})
-			return err
+			return w.store.db.Collection(appliedCollections[1-into]).Drop(w.ctx)
 		})
 	}
 	w.recs.mu.Lock()
@@ -153,13 +159,17 @@ func (w *Writer) loadSeq(ctx context.Context) error {
 	if w.recs.seq != 0 {
 		return nil
 	}
-	var last appliedEntry
-	err := w.store.db.Collection(appliedCollection).FindOne(ctx, bson.D{},
-		options.FindOne().SetSort(bson.D{{Key: "_id", Value: -1}}).SetProjection(bson.D{{Key: "_id", Value: 1}})).Decode(&last)
-	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return fmt.Errorf("%w: reading the applied log: %v", ErrUnavailable, err)
+	for i, name := range appliedCollections {
+		var last appliedEntry
+		err := w.store.db.Collection(name).FindOne(ctx, bson.D{},
+			options.FindOne().SetSort(bson.D{{Key: "_id", Value: -1}}).SetProjection(bson.D{{Key: "_id", Value: 1}})).Decode(&last)
+		if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+			return fmt.Errorf("%w: reading the applied log: %v", ErrUnavailable, err)
+		}
+		if last.Seq > w.recs.seq {
+			w.recs.seq, w.recs.cur = last.Seq, i
+		}
 	}
-	w.recs.seq = last.Seq
 	// Unknown how many entries follow the last snapshot: write one soon.
 	w.recs.since = appliedCompactEvery
 	return nil
@@ -182,21 +192,23 @@ func (s *Store) loadRecords(ctx context.Context) (map[int]appliedDoc, error) {
 		out[d.Partition] = d
 	}
 	cur.Close(ctx)
-	cur, err = s.db.Collection(appliedCollection).Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
-	if err != nil {
-		return nil, fmt.Errorf("%w: reading the applied log: %v", ErrUnavailable, err)
-	}
 	var entries []appliedEntry
-	for cur.Next(ctx) {
-		var e appliedEntry
-		if err := cur.Decode(&e); err != nil {
-			cur.Close(ctx)
-			return nil, err
+	for _, name := range appliedCollections {
+		cur, err := s.db.Collection(name).Find(ctx, bson.D{})
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading the applied log: %v", ErrUnavailable, err)
 		}
-		entries = append(entries, e)
+		for cur.Next(ctx) {
+			var e appliedEntry
+			if err := cur.Decode(&e); err != nil {
+				cur.Close(ctx)
+				return nil, err
+			}
+			entries = append(entries, e)
+		}
+		cur.Close(ctx)
 	}
-	cur.Close(ctx)
-	// The embedded store's sort is not relied upon.
+	// Oldest first, across both collections.
 	slices.SortFunc(entries, func(a, b appliedEntry) int { return int(a.Seq - b.Seq) })
 	for _, e := range entries {
 		for _, d := range e.Parts {
