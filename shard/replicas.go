@@ -13,6 +13,11 @@ type Candidate struct {
 	FreeBytes   uint64 // free disk it last reported
 	DownTooLong bool   // DOWN for longer than the grace period
 	Listed      bool   // still in the peer list
+	// Tie orders candidates with about the same free disk (within ~1%),
+	// before their ids: a caller gives each partition its own order (a hash
+	// of partition and id), so that nodes with equal disks share the
+	// replicas instead of the first id taking them all.
+	Tie uint64
 }
 
 // ChooseReplicas returns the replicas of a partition whose master is
@@ -26,12 +31,14 @@ type Candidate struct {
 // (the replication factor went down) are the ones that are Up preferred,
 // then the earlier ones in current. The free slots are then filled greedily
 // with the candidates that have the most FreeBytes among those Up, Listed,
-// allowed to hold replicas and not already chosen or the master; equal
-// FreeBytes go to the lower id. With too few such candidates the result is
+// allowed to hold replicas and not already chosen or the master; about
+// equal FreeBytes (within ~1%) go by Tie, then to the lower id. With too few such candidates the result is
 // shorter; that is not an error.
 //
 // The result depends only on the arguments (candidates in any order give
 // the same answer; if an id is listed twice, its first entry counts).
+// Free disk is compared at about 1% resolution; candidates within it are
+// ordered by Tie, then id.
 func ChooseReplicas(master string, current []string, candidates []Candidate, rf int) []string {
 	slots := rf - 1
 	if slots <= 0 {
@@ -96,11 +103,28 @@ func ChooseReplicas(master string, current []string, candidates []Candidate, rf 
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	for _, c := range pool {
-		if len(result) == slots {
-			break
+	// Take the candidates with about the most free disk (within 1% of the
+	// most) as one group, in Tie order; then the next group, and so on.
+	for len(pool) > 0 && len(result) < slots {
+		floor := pool[0].FreeBytes - pool[0].FreeBytes/100
+		g := 1
+		for g < len(pool) && pool[g].FreeBytes >= floor {
+			g++
 		}
-		result = append(result, c.ID)
+		group := slices.Clone(pool[:g])
+		slices.SortFunc(group, func(a, b Candidate) int {
+			if a.Tie != b.Tie {
+				return cmp.Compare(a.Tie, b.Tie)
+			}
+			return cmp.Compare(a.ID, b.ID)
+		})
+		for _, c := range group {
+			if len(result) == slots {
+				break
+			}
+			result = append(result, c.ID)
+		}
+		pool = pool[g:]
 	}
 	return result
 }

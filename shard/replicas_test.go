@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"fmt"
+	"hash/fnv"
 	"slices"
 	"testing"
 )
@@ -229,5 +231,34 @@ func TestChooseReplicasIsStableOverTime(t *testing.T) {
 	cands[1].FreeBytes = 1000 // b now has the most free disk
 	if again := ChooseReplicas("a", first, cands, 3); !slices.Equal(again, first) {
 		t.Fatalf("replicas changed from %v to %v without a reason", first, again)
+	}
+}
+
+// Nodes with about the same free disk share the replicas when each
+// partition orders them its own way (Tie); exactly the same order without.
+func TestChooseReplicasSpreadsOverAboutEqualDisks(t *testing.T) {
+	const GB = 1 << 30
+	counts := map[string]int{}
+	for p := uint64(0); p < 300; p++ {
+		cands := []Candidate{up("a", 72*GB+3), up("b", 72*GB+5000), up("c", 72*GB-7000)}
+		for i := range cands {
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%d/%s", p, cands[i].ID)
+			cands[i].Tie = h.Sum64()
+		}
+		for _, r := range ChooseReplicas("m", nil, cands, 2) {
+			counts[r]++
+		}
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if counts[id] < 50 {
+			t.Errorf("about equal disks: %s holds %d of 300 replicas (%v)", id, counts[id], counts)
+		}
+	}
+	// A clearly larger disk still wins, whatever the Tie.
+	cands := []Candidate{up("a", 72*GB), up("b", 80*GB)}
+	cands[0].Tie, cands[1].Tie = 0, 999
+	if got := ChooseReplicas("m", nil, cands, 2); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("a disk 10%% larger lost to the tie-break: %v", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net"
 	"net/http"
@@ -434,7 +435,7 @@ func (n *Node) chooseReplicas() {
 		if len(a.Responsible) > 1 {
 			current = a.Responsible[1:]
 		}
-		ch := choice{a: a, replicas: shard.ChooseReplicas(n.cfg.NodeID, current, cands, n.cfg.ReplicationFactor)}
+		ch := choice{a: a, replicas: shard.ChooseReplicas(n.cfg.NodeID, current, tieBreak(cands, p), n.cfg.ReplicationFactor)}
 		// A partition whose preferred master is another node moves there:
 		// that node first becomes an extra copy (copied, then caught up),
 		// then the handoff gives it the lease. At most MAX_CONCURRENT_MOVES
@@ -483,6 +484,18 @@ func (n *Node) chooseReplicas() {
 		n.cluster.Broadcast(shard.EncodeAssignments(changed[:k]))
 		changed = changed[k:]
 	}
+}
+
+// tieBreak gives candidates a per-partition order among about equal disks,
+// so that the replicas of many partitions spread over them.
+func tieBreak(cands []shard.Candidate, partition int) []shard.Candidate {
+	out := slices.Clone(cands)
+	for i := range out {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d\x00%s", partition, out[i].ID)
+		out[i].Tie = h.Sum64()
+	}
+	return out
 }
 
 // caughtUp reports whether every one of replicas holds partition p's
