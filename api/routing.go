@@ -92,39 +92,29 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 			return
 		}
 	}
-	if _, ok := s.cfg.Leases.Holds(partition); ok {
-		rr := &reroute{partition: partition}
-		lr := r.WithContext(context.WithValue(r.Context(), rerouteKey{}, rr))
-		lr.Body = io.NopCloser(bytes.NewReader(body))
-		local(w, lr)
-		if !rr.notMaster {
-			return
-		}
-		// The lease moved while the write waited in this node's queue:
-		// nothing was written; send it to the new master.
-		s.waitHandoff(r.Context(), partition)
-	}
-	// Forward to the master the table names (or the best guess). A 421
-	// teaches the table the master that node believes in; a master that
-	// is unknown, was just tried or does not answer is waited out until
-	// the table learns a new one (gossip, a handoff, an election), for up
-	// to routeWait.
+	// Serve here while this node masters the partition; otherwise forward
+	// to the master the table names (or the best guess). A 421 teaches the
+	// table the master that node believes in; a master that is unknown,
+	// was just tried or does not answer is waited out until the table
+	// learns a new one (gossip, a handoff, an election), for up to
+	// routeWait.
 	deadline := time.Now().Add(routeWait)
 	tried := map[string]int{}
 	why := "no master is known"
 	for {
+		if _, ok := s.cfg.Leases.Holds(partition); ok {
+			if s.serveLocal(w, r, partition, body, local) {
+				return
+			}
+			// The lease moved while the write waited in this node's
+			// queue: nothing was written; send it to the new master.
+			s.waitHandoff(r.Context(), partition)
+		}
 		a := s.cfg.Table.Get(partition)
 		master := a.Master
 		if master == "" || master == s.cfg.NodeID {
 			// Unknown, or this node's own lapsed tenure: guess.
 			master = s.cfg.Leases.LikelyMaster(partition)
-		}
-		if _, ok := s.cfg.Leases.Holds(partition); ok {
-			// This node took the partition over meanwhile.
-			lr := r.Clone(r.Context())
-			lr.Body = io.NopCloser(bytes.NewReader(body))
-			local(w, lr)
-			return
 		}
 		usable := master != "" && master != s.cfg.NodeID && tried[master] < 2
 		if usable {
@@ -168,6 +158,17 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 		}
 	}
 	writeProblem(w, unavailable(fmt.Sprintf("partition %d has no reachable master right now (%s; a new one is chosen within LEASE_TTL); retry shortly", partition, why)))
+}
+
+// serveLocal serves a write here from its buffered body. It reports false,
+// having answered nothing, when the partition's lease was gone by the time
+// the change reached the writer (see storeError).
+func (s *Server) serveLocal(w http.ResponseWriter, r *http.Request, partition int, body []byte, local http.HandlerFunc) bool {
+	rr := &reroute{partition: partition}
+	lr := r.WithContext(context.WithValue(r.Context(), rerouteKey{}, rr))
+	lr.Body = io.NopCloser(bytes.NewReader(body))
+	local(w, lr)
+	return !rr.notMaster
 }
 
 // routeWait bounds how long a request waits for its partition's master to

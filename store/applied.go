@@ -37,6 +37,7 @@ type appliedEntry struct {
 // is durable.
 type records struct {
 	mu    sync.Mutex
+	read  bool // byID holds what the store held at the first read
 	byID  map[int]appliedDoc
 	dirty map[int]bool // changed since the last entry
 	gen   uint64       // grows at every change
@@ -76,6 +77,38 @@ func (w *Writer) noteLoaded(rec appliedDoc) {
 	if _, ok := w.recs.byID[rec.Partition]; !ok {
 		w.recs.byID[rec.Partition] = rec
 	}
+}
+
+// recordOf is a partition's record, the store's records being read once
+// (they are all in a few documents).
+func (w *Writer) recordOf(partition int) (appliedDoc, error) {
+	w.recs.mu.Lock()
+	read := w.recs.read
+	w.recs.mu.Unlock()
+	if !read {
+		recs, err := w.store.loadRecords(w.ctx)
+		if err != nil {
+			return appliedDoc{}, err
+		}
+		w.noteAllLoaded(recs)
+	}
+	w.recs.mu.Lock()
+	defer w.recs.mu.Unlock()
+	rec, ok := w.recs.byID[partition]
+	if !ok {
+		rec.Partition = partition
+	}
+	return rec, nil
+}
+
+// noteAllLoaded remembers every record read from the store.
+func (w *Writer) noteAllLoaded(recs map[int]appliedDoc) {
+	for _, rec := range recs {
+		w.noteLoaded(rec)
+	}
+	w.recs.mu.Lock()
+	w.recs.read = true
+	w.recs.mu.Unlock()
 }
 
 // SyncApplied makes every record changed so far durable, in one insert

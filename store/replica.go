@@ -468,9 +468,7 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, rec := range applied {
-		w.noteLoaded(rec)
-	}
+	w.noteAllLoaded(applied)
 	for _, p := range w.parts {
 		var last Position
 		if exists[CollectionName(p.id)] {

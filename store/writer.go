@@ -585,11 +585,10 @@ func (w *Writer) load(p *partition) error {
 	if err != nil {
 		return err
 	}
-	rec, err := w.store.partitionRecord(w.ctx, p.id)
+	rec, err := w.recordOf(p.id)
 	if err != nil {
 		return err
 	}
-	w.noteLoaded(rec)
 	p.setLoaded(last, rec)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -247,16 +248,29 @@ func TestPauseHoldsAPartitionStill(t *testing.T) {
 	}
 	held := w.Position(0)
 	done := make(chan Result, 1)
-	go func() {
-		done <- w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "during", Mutate: put(map[string]any{"a": int64(2)})})
-	}()
+	ran := make(chan struct{})
+	during := func(cur *Doc) (Next, error) {
+		close(ran)
+		return Next{Body: map[string]any{"a": int64(2)}}, nil
+	}
+	go func() { done <- w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "during", Mutate: during}) }()
 	// Another partition is not paused.
 	if r := w.Do(ctx, Op{Partition: 1, User: "v", Coll: "c", ID: "other", Mutate: put(map[string]any{"a": int64(3)})}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	// The write to the paused partition cannot have committed: the
-	// partition's position stands still until resume.
+	// Once the write sits in the paused partition's queue, it is neither
+	// applied nor committed until resume.
+	for len(w.parts[0].queue) == 0 {
+		select {
+		case <-ran:
+			t.Fatal("a write was applied while its partition was paused")
+		default:
+			runtime.Gosched()
+		}
+	}
 	select {
+	case <-ran:
+		t.Fatal("a write was applied while its partition was paused")
 	case r := <-done:
 		t.Fatalf("a write committed while its partition was paused: %+v", r)
 	default:
