@@ -281,15 +281,21 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 		out[i] = d
 	}
 	// A new grant is durable before it is announced, so a restarted voter
-	// never grants the same epoch to someone else.
+	// never grants the same epoch to someone else. If it cannot be
+	// recorded, only the new grants are refused: renewals and refusals
+	// record nothing new (expiries are not stored), so they stand.
 	if err := m.persist(ctx, votes); err != nil {
-		m.log.Error("could not record lease votes; refusing the batch", "votes", len(votes), "err", err)
+		m.log.Error("could not record new lease grants; refusing them, renewals stand", "grants", len(votes), "err", err)
+		unrecorded := map[int]bool{}
+		for _, v := range votes {
+			unrecorded[v.Partition] = true
+			delete(next, v.Partition)
+		}
 		for i, req := range b.Requests {
-			if req.Partition >= 0 && req.Partition < m.cfg.Partitions {
-				out[i] = Decision{Reason: ReasonInvalid, Record: m.records[req.Partition]}
+			if unrecorded[req.Partition] {
+				out[i] = Decision{Reason: ReasonNotRecorded, Record: m.records[req.Partition]}
 			}
 		}
-		return out
 	}
 	for p, r := range next {
 		m.records[p] = r

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-db/shoal/internal/storetest"
 	"github.com/shoal-db/shoal/store"
 )
 
@@ -120,5 +121,52 @@ func TestReleaseLetsTheNextHolderInAtOnce(t *testing.T) {
 	}
 	if a.Release(ctx, 0) {
 		t.Fatal("a released a lease it no longer holds")
+	}
+}
+
+// A voter whose store refuses to record a new grant refuses that grant, but
+// still renews the leases of the same batch: a renewal records nothing new
+// (the holder and epoch are stored already), so a slow store must not make
+// every master in the batch lose its lease. Before, one failed record
+// refused the whole batch, and under load masters lost their leases in
+// waves.
+func TestRenewalsSurviveAVoterThatCannotRecordANewGrant(t *testing.T) {
+	ctx := context.Background()
+	mongo := storetest.Start(t)
+	st, err := store.Open(ctx, store.Options{URI: mongo.URI, Database: "shoal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(ctx)
+	now := time.Unix(1_800_000_000, 0)
+	const ttl = 3 * time.Second
+	wanted := map[int]bool{0: true}
+	plan := func() Plan { return Plan{Voters: []string{"a"}, Want: func(p int) bool { return wanted[p] }} }
+	m, err := NewManager(ctx, ManagerConfig{Self: "a", Partitions: 2, TTL: ttl, Store: st, Transport: cutNetwork{},
+		Plan: plan, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Round(ctx)
+	if _, ok := m.Holds(0); !ok {
+		t.Fatal("a, the only voter, did not take partition 0")
+	}
+	// A renewal of 0 is due, and a campaign for 1 goes in the same batch,
+	// while the store refuses every write.
+	now = now.Add(ttl / 2)
+	wanted[1] = true
+	unlock := mongo.LockWrites(t, "shoal")
+	m.Round(ctx)
+	unlock()
+	if _, ok := m.Holds(1); ok {
+		t.Fatal("partition 1 was granted though its grant could not be recorded")
+	}
+	now = now.Add(ttl * 3 / 4)
+	if _, ok := m.Holds(0); !ok {
+		t.Fatal("partition 0's lease ran out: its renewal was refused with the grant the store could not record")
+	}
+	m.Round(ctx)
+	if _, ok := m.Holds(1); !ok {
+		t.Fatal("partition 1 was not granted once the store took writes again")
 	}
 }

@@ -54,6 +54,10 @@ const (
 	ReasonNotHolder Reason = "not-holder"
 	// ReasonInvalid: the request names no candidate or epoch 0.
 	ReasonInvalid Reason = "invalid-request"
+	// ReasonNotRecorded: the voter would grant, but could not record the
+	// grant in its store (a grant is durable before it is announced); the
+	// candidate may ask again.
+	ReasonNotRecorded Reason = "not-recorded"
 )
 
 // Sentinel errors, one per Reason, for errors.Is on [Decision.Err].
@@ -63,6 +67,7 @@ var (
 	ErrNewVoterWait = errors.New("lease: new voter waiting out one TTL")
 	ErrNotHolder    = errors.New("lease: not the holder")
 	ErrInvalid      = errors.New("lease: invalid request")
+	ErrNotRecorded  = errors.New("lease: the voter could not record the grant")
 )
 
 func (r Reason) sentinel() error {
@@ -75,6 +80,8 @@ func (r Reason) sentinel() error {
 		return ErrNewVoterWait
 	case ReasonNotHolder:
 		return ErrNotHolder
+	case ReasonNotRecorded:
+		return ErrNotRecorded
 	default:
 		return ErrInvalid
 	}

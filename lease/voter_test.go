@@ -153,7 +153,7 @@ func TestRefusalError(t *testing.T) {
 	}
 	for r, want := range map[Reason]error{
 		ReasonStaleEpoch: ErrStaleEpoch, ReasonNewVoterWait: ErrNewVoterWait,
-		ReasonNotHolder: ErrNotHolder, ReasonInvalid: ErrInvalid,
+		ReasonNotHolder: ErrNotHolder, ReasonInvalid: ErrInvalid, ReasonNotRecorded: ErrNotRecorded,
 	} {
 		if err := (Decision{Reason: r}).Err(); !errors.Is(err, want) {
 			t.Errorf("%s: %v is not %v", r, err, want)

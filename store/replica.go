@@ -296,6 +296,15 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 	if len(created) > 0 {
 		p.commits.Add(1)
 		dups, err := w.store.insertNew(w.ctx, p.id, created)
+		if err != nil {
+			// Some of them may be stored, some not: nothing is cached, so
+			// the retry looks each one up instead of taking it as held.
+			for _, d := range created {
+				w.cache.forget(d.Key)
+			}
+			p.commits.Add(1)
+			return newLast, err
+		}
 		for _, d := range created {
 			if !dups[d.Key] {
 				w.cache.put(d.Key, d)
@@ -303,9 +312,6 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 			}
 		}
 		p.commits.Add(1)
-		if err != nil {
-			return newLast, err
-		}
 		for _, d := range created {
 			if dups[d.Key] {
 				rest = append(rest, d)

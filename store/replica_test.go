@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/shoal-db/shoal/internal/storetest"
 )
 
 func doc(id string, epoch, seq uint64, version int64, deleted bool) *Doc {
@@ -230,5 +232,44 @@ func TestPurgedDeletesOfAnAbandonedHistoryAskForAFullCopy(t *testing.T) {
 	next := Batch{Partition: 0, Epoch: 3, EpochStart: start, From: Position{Epoch: 3, Seq: 2}, UpTo: Position{Epoch: 3, Seq: 3}, Docs: []*Doc{doc("y", 3, 3, 1, false)}}
 	if r := w.Apply(ctx, next); r.Err != nil {
 		t.Fatalf("live batches follow the full copy: %+v", r)
+	}
+}
+
+// A batch whose insert the store refused must not count as held: the
+// retry stores it (before, the failed insert's documents were cached as if
+// stored, the retry skipped them as already held and was acknowledged, and
+// the store lacked them).
+func TestARefusedInsertIsStoredByTheRetry(t *testing.T) {
+	ctx := context.Background()
+	mongo := storetest.Start(t)
+	s, err := Open(ctx, Options{URI: mongo.URI, Database: "shoal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	first := Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 1}, Docs: []*Doc{doc("a", 2, 1, 1, false)}}
+	if r := w.Apply(ctx, first); r.Err != nil {
+		t.Fatalf("first batch: %+v", r)
+	}
+	second := Batch{Partition: 0, Epoch: 2, From: Position{Epoch: 2, Seq: 1}, UpTo: Position{Epoch: 2, Seq: 3},
+		Docs: []*Doc{doc("b", 2, 2, 1, false), doc("c", 2, 3, 1, false)}}
+	unlock := mongo.LockWrites(t, "shoal")
+	r := w.Apply(ctx, second)
+	unlock()
+	if r.Err == nil {
+		t.Fatalf("the store was locked, yet the batch was applied: %+v", r)
+	}
+	if r.Applied != (Position{Epoch: 2, Seq: 1}) {
+		t.Fatalf("a refused batch moved the applied position to %s", r.Applied)
+	}
+	if r := w.Apply(ctx, second); r.Err != nil || r.Applied != (Position{Epoch: 2, Seq: 3}) {
+		t.Fatalf("retry: %+v", r)
+	}
+	for _, id := range []string{"b", "c"} {
+		if _, err := s.Get(ctx, 0, DocKey("u", "c", id)); err != nil {
+			t.Errorf("%s: acknowledged at 2.3 but the store answers %v", id, err)
+		}
 	}
 }

@@ -90,9 +90,12 @@ func (l *load) end() {
 
 // check reads every acknowledged write from its partition's master, and
 // checks every user's documents on the master are exactly those written.
-func (l *load) check(c *testcluster.Cluster, token string) {
+// It reports each acknowledged write missing or older on the master, and
+// returns how the writes fared, for the test's summary line.
+func (l *load) check(c *testcluster.Cluster, token string) (outcome string) {
 	t := l.t
 	t.Helper()
+	lost, older := 0, 0
 	byUser := map[string]map[string]float64{}
 	for _, m := range []map[string]float64{l.majority, l.one} {
 		for k, v := range m {
@@ -122,6 +125,7 @@ func (l *load) check(c *testcluster.Cluster, token string) {
 				id := doc["_id"].(string)
 				held[id] = true
 				if want, ok := byUser[user][id]; ok && doc["_version"].(float64) < want {
+					older++
 					t.Errorf("%s/%s: version %v on master %s, %v was acknowledged", user, id, doc["_version"], master, want)
 				}
 			}
@@ -133,10 +137,15 @@ func (l *load) check(c *testcluster.Cluster, token string) {
 		}
 		for id := range byUser[user] {
 			if !held[id] {
+				lost++
 				t.Errorf("acknowledged write %s/%s is not on the master %s of partition %d", user, id, master, p)
 			}
 		}
 	}
+	if lost == 0 && older == 0 {
+		return "none lost"
+	}
+	return fmt.Sprintf("%d LOST and %d older on the master", lost, older)
 }
 
 // waitMoved waits until every partition is mastered by its preferred master
@@ -203,13 +212,13 @@ func TestGrowingMovesAQuarterToTheNewNodeAndLosesNothing(t *testing.T) {
 	if now, target := c.Node("node1").Leases().VoterSets(); !slices.Equal(now, voters) || !slices.Equal(target, voters) {
 		t.Errorf("voters were %v, are %v heading for %v after adding a non-voter", voters, now, target)
 	}
-	l.check(c, token)
+	outcome := l.check(c, token)
 	if o := c.History.Overlaps(); len(o) > 0 {
 		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
 	}
-	t.Logf("3 -> 4 nodes: %d of %d partitions moved (%.0f%%) in %s, all to node4; %d majority and %d w=1 writes acknowledged, none lost; slowest %s; refused: %v; %s",
+	t.Logf("3 -> 4 nodes: %d of %d partitions moved (%.0f%%) in %s, all to node4; %d majority and %d w=1 writes acknowledged, %s; slowest %s; refused: %v; %s",
 		moved, testcluster.Partitions, 100*float64(moved)/testcluster.Partitions, took.Round(time.Millisecond), len(l.majority), len(l.one),
-		l.slowest.Round(time.Millisecond), l.failed, writePauses(t, c, token))
+		outcome, l.slowest.Round(time.Millisecond), l.failed, writePauses(t, c, token))
 	if moved == 0 {
 		t.Fatal("no partition moved to the new node")
 	}
@@ -261,12 +270,12 @@ func TestRemovedNodeDrainsAndLosesNothing(t *testing.T) {
 			t.Errorf("partition %d moved from %s to %s, between remaining members", p, before[p], after)
 		}
 	}
-	l.check(c, token)
+	outcome := l.check(c, token)
 	if o := c.History.Overlaps(); len(o) > 0 {
 		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
 	}
-	t.Logf("4 -> 3 nodes: node4's %d partitions moved to their new preferred masters, drained in %s; %d majority and %d w=1 writes acknowledged, none lost; slowest %s; refused: %v; %s",
-		had, drained.Round(time.Millisecond), len(l.majority), len(l.one), l.slowest.Round(time.Millisecond), l.failed, writePauses(t, c, token))
+	t.Logf("4 -> 3 nodes: node4's %d partitions moved to their new preferred masters, drained in %s; %d majority and %d w=1 writes acknowledged, %s; slowest %s; refused: %v; %s",
+		had, drained.Round(time.Millisecond), len(l.majority), len(l.one), outcome, l.slowest.Round(time.Millisecond), l.failed, writePauses(t, c, token))
 }
 
 // A move interrupted by stopping the receiving node in the middle of its
