@@ -207,22 +207,24 @@ func (m *Manager) VotedHolder(partition int) string {
 	return ""
 }
 
-// Lapsed reports the holder of partition whose lease this voter granted
-// and saw run out without renewal: the fastest sign that a master is gone,
-// faster than gossip declaring it dead. Records loaded at start (granted
-// before a restart) and leases released by a handoff never count as lapsed.
-func (m *Manager) Lapsed(partition int) (holder string, lapsed bool) {
+// Lapsed reports the holder and epoch of partition's lease that this voter
+// granted and saw end with nobody after it (Record.Ended): the fastest
+// sign that a master is gone, faster than gossip declaring it dead. Every
+// master at that epoch or before is gone too. Records loaded at start
+// (granted before a restart) never count, and a lease released by a
+// handoff counts only once its receiver had one TTL to take it.
+func (m *Manager) Lapsed(partition int) (holder string, epoch uint64, lapsed bool) {
 	if partition < 0 || partition >= m.cfg.Partitions {
-		return "", false
+		return "", 0, false
 	}
 	mu := &m.voterMu[partition]
 	mu.Lock()
 	defer mu.Unlock()
 	rec := m.records[partition]
-	if rec.Holder == "" || rec.Until.IsZero() || rec.Released || rec.Live(m.cfg.Now()) {
-		return "", false
+	if !rec.Ended(m.cfg.Now(), m.cfg.TTL) {
+		return "", 0, false
 	}
-	return rec.Holder, true
+	return rec.Holder, rec.Epoch, true
 }
 
 // Vote decides a batch as this node's voter. The partitions of the batch

@@ -26,6 +26,19 @@ func (r Record) Live(now time.Time) bool {
 	return r.Holder != "" && now.Before(r.Until)
 }
 
+// Ended reports whether the lease recorded here is over with nobody after
+// it, so that its holder counts as gone for the partition: it ran out
+// without a renewal, or it was released by a handoff more than one ttl ago
+// and nobody took it since (a handoff's receiver campaigns at once; if it
+// could not, the partition must not wait for its master to fail). A record
+// loaded at start (Until zero) says nothing of the present.
+func (r Record) Ended(now time.Time, ttl time.Duration) bool {
+	if r.Holder == "" || r.Until.IsZero() || r.Live(now) {
+		return false
+	}
+	return !r.Released || !now.Before(r.Until.Add(ttl))
+}
+
 // Request asks a voter to grant (or renew) the lease of Partition to
 // Candidate at Epoch.
 type Request struct {

@@ -280,3 +280,31 @@ func FuzzDecide(f *testing.F) {
 		}
 	})
 }
+
+// Ended: a lease that ran out unrenewed is over at once; one released by a
+// handoff gives its receiver one TTL to take it first (before, a released
+// lease never counted as over, so a handoff whose receiver could not
+// campaign left the partition without a master while its old master was
+// UP).
+func TestRecordEnded(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	const ttl = time.Second
+	for _, c := range []struct {
+		name string
+		rec  Record
+		at   time.Time
+		want bool
+	}{
+		{"never granted", Record{}, t0, false},
+		{"loaded at start (no expiry known)", Record{Holder: "a", Epoch: 3}, t0, false},
+		{"live", Record{Holder: "a", Epoch: 3, Until: t0.Add(time.Millisecond)}, t0, false},
+		{"ran out", Record{Holder: "a", Epoch: 3, Until: t0}, t0, true},
+		{"released just now", Record{Holder: "a", Epoch: 3, Until: t0, Released: true}, t0, false},
+		{"released almost a ttl ago", Record{Holder: "a", Epoch: 3, Until: t0, Released: true}, t0.Add(ttl - time.Millisecond), false},
+		{"released a ttl ago, nobody took it", Record{Holder: "a", Epoch: 3, Until: t0, Released: true}, t0.Add(ttl), true},
+	} {
+		if got := c.rec.Ended(c.at, ttl); got != c.want {
+			t.Errorf("%s: Ended = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -176,6 +176,10 @@ func (w *Writer) Apply(ctx context.Context, b Batch) ApplyResult {
 // replica, the position the last complete run or catch-up brought it to
 // (documents of a catch-up in progress may be newer, but until it ends some
 // intermediate states are missing, so they do not count).
+//
+// A node that was the partition's master in its current run (it stepped
+// down, handed the partition over, or lost the lease) holds its own
+// tenure's history up to its last position: it wrote all of it.
 func (w *Writer) Applied(partition int) Position {
 	p := w.parts[partition]
 	master := true
@@ -187,6 +191,17 @@ func (w *Writer) Applied(partition int) Position {
 	if master && p.last.Compare(p.applied) > 0 {
 		return p.last
 	}
+	return p.held()
+}
+
+// held is how far this node is sure to hold the partition's history as a
+// replica: its applied position, or, if it was the partition's master in
+// this run and nothing newer came since, its own last position. Call with
+// p.mu held.
+func (p *partition) held() Position {
+	if p.startEpoch != 0 && p.last.Epoch == p.startEpoch && p.last.Compare(p.applied) > 0 {
+		return p.last
+	}
 	return p.applied
 }
 
@@ -196,14 +211,10 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 		return ApplyResult{Err: err}
 	}
 	p.mu.Lock()
-	applied, last := p.applied, p.last
-	if p.startEpoch != 0 && last.Epoch == p.startEpoch && last.Compare(applied) > 0 {
-		// This node wrote everything up to last as the partition's master
-		// (it just stepped down or handed it over): its copy of the
-		// history is complete up to there, so the next master's batches
-		// follow on without a catch-up.
-		applied = last
-	}
+	// A node that just stepped down or handed the partition over wrote
+	// everything up to its last position itself: the next master's
+	// batches follow on without a catch-up.
+	applied, last := p.held(), p.last
 	p.mu.Unlock()
 	// Everything stored here, including this node's own writes from when it
 	// was master: what a new master's epoch start is compared with.

@@ -273,3 +273,36 @@ func TestARefusedInsertIsStoredByTheRetry(t *testing.T) {
 		}
 	}
 }
+
+// A node that was a partition's master and lost or handed over the lease
+// holds its own tenure's history up to its last write: the promotion rule
+// compares that position with the other copies'. Before, it answered the
+// position it had last applied as a replica (nothing, for a node that was
+// master from the start), so a former master with the complete history
+// could never be chosen, and a partition whose handoff failed had nobody
+// to campaign for it.
+func TestAFormerMasterHoldsItsOwnTenure(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	holding := true
+	w := NewWriter(s, 1, WriterOptions{Lease: func(int) (uint64, bool) { return 2, holding }})
+	defer w.Close(ctx)
+	for _, id := range []string{"a", "b", "c"} {
+		if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: id, Mutate: put(map[string]any{"n": int64(1)})}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	holding = false
+	if got, want := w.Applied(0), (Position{Epoch: 2, Seq: 3}); got != want {
+		t.Fatalf("after its lease ended the former master holds %s, want its last write %s", got, want)
+	}
+	// A later master's batch that follows on moves it on as a replica.
+	b := Batch{Partition: 0, Epoch: 3, EpochStart: Position{Epoch: 2, Seq: 3}, From: Position{Epoch: 2, Seq: 3},
+		UpTo: Position{Epoch: 3, Seq: 4}, Docs: []*Doc{doc("d", 3, 4, 1, false)}}
+	if r := w.Apply(ctx, b); r.Err != nil || r.Applied != (Position{Epoch: 3, Seq: 4}) {
+		t.Fatalf("the next master's first batch: %+v", r)
+	}
+	if got := w.Applied(0); got != (Position{Epoch: 3, Seq: 4}) {
+		t.Fatalf("as a replica it holds %s, want 3.4", got)
+	}
+}

@@ -139,7 +139,9 @@ func (h *handoffs) run(ctx context.Context) {
 				defer wg.Done()
 				defer h.finish(p)
 				if err := h.handOff(ctx, p, to); err != nil {
-					// Each try pauses the partition's writes: back off.
+					// Each try pauses the partition's writes (and one whose
+					// receiver failed leaves it without a master for a
+					// while): back off.
 					h.mu.Lock()
 					h.retryAt[p] = time.Now().Add(2 * h.n.cfg.LeaseTTL)
 					h.mu.Unlock()
@@ -181,13 +183,14 @@ func (h *handoffs) handOff(ctx context.Context, p int, to string) error {
 	// From here the partition has no master until to takes it: tell it.
 	a, err := h.requestTakeOver(ctx, to, p, last)
 	paused := time.Since(began)
-	n.metrics.ObserveHandoff(paused, true)
 	if err != nil {
-		// to will still campaign on its own (it wants the partition, and the
-		// lease is released), so the partition is not left masterless.
-		n.log.Warn("handoff receiver did not confirm; it campaigns on its own", "partition", p, "to", to, "err", err)
-		return nil
+		// to may still have taken the lease. If it did not, the partition
+		// has no master: once the release is a LEASE_TTL old, the voters
+		// count this node's tenure as over and the promotion rule has the
+		// most current copy (this node or a caught-up replica) campaign.
+		return fmt.Errorf("%s did not confirm it took the lease (if it did not, the most current copy campaigns after LEASE_TTL): %w", to, err)
 	}
+	n.metrics.ObserveHandoff(paused, true)
 	n.table.Merge(a)
 	n.log.Info("handed partition over", "partition", p, "to", to, "epoch", a.Epoch, "writes_paused", paused)
 	return nil

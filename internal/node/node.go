@@ -218,8 +218,12 @@ func (n *Node) leasePlan() lease.Plan {
 	return lease.Plan{Voters: voters, Settle: n.cfg.LeaseTTL + n.cfg.PeersRefresh,
 		Want: func(p int) bool {
 			// A node is passed over when gossip does not see it UP, or when
-			// this node, as a voter, saw its lease of p run out unrenewed.
-			lapsed, _ := n.leases.Lapsed(p)
+			// this node, as a voter, saw its lease of p end with nobody
+			// after it: the lapsed holder, and a master the table names at
+			// that epoch or before (its tenure is over even if a later
+			// campaign got a grant here and then lapsed).
+			var l lapse
+			l.holder, l.epoch, l.ended = n.leases.Lapsed(p)
 			_, holding := n.leases.Holds(p)
 			a := n.table.Get(p)
 			learned := n.leases.LearnedHolder(p)
@@ -227,12 +231,29 @@ func (n *Node) leasePlan() lease.Plan {
 				self: n.cfg.NodeID, a: a, regular: regularCopies(a, copies), succession: shard.Succession(ring, p),
 				holding: holding, handingOff: n.handoff.inProgress(p), receiving: n.handoff.receiving(p),
 				superseded: learned != "" && learned != n.cfg.NodeID,
-				up:         func(id string) bool { return states[id] == cluster.Up && id != lapsed },
+				up:         func(id string) bool { return states[id] == cluster.Up && !l.over(id, a) },
 				promote: func(regular []string, up func(string) bool) bool {
 					return n.promote.mayCampaign(p, regular, up)
 				},
 			})
 		}}
+}
+
+// lapse is what this node, as a lease voter, saw of a partition's last
+// lease: its holder and epoch, and whether it ended with nobody after it
+// (lease.Record.Ended).
+type lapse struct {
+	holder string
+	epoch  uint64
+	ended  bool
+}
+
+// over reports whether node id's tenure of the partition is over by this
+// voter's record: it is the holder whose lease ended, or the master the
+// table names at that epoch or before (a later campaign got a grant here
+// and lapsed too, so the table's master is not coming back either).
+func (l lapse) over(id string, a shard.Assignment) bool {
+	return l.ended && (id == l.holder || id == a.Master && a.Epoch <= l.epoch)
 }
 
 // wantInput is what one node knows of one partition when deciding whether

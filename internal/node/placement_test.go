@@ -48,3 +48,27 @@ func TestWantsPartitionMovesALiveMasterOnlyByHandoff(t *testing.T) {
 		}
 	}
 }
+
+// A voter's record of a lease that ended with nobody after it passes over
+// the holder, and the master the table names at that epoch or before.
+func TestLapseIsOverForTheHolderAndEarlierMasters(t *testing.T) {
+	table := shard.Assignment{Master: "m", Epoch: 4}
+	cases := []struct {
+		name string
+		l    lapse
+		id   string
+		want bool
+	}{
+		{"nothing ended", lapse{holder: "m", epoch: 4}, "m", false},
+		{"the master's own lease ended", lapse{holder: "m", epoch: 4, ended: true}, "m", true},
+		{"a later campaign's grant lapsed: the table's master is over too", lapse{holder: "r", epoch: 5, ended: true}, "m", true},
+		{"that campaigner is over", lapse{holder: "r", epoch: 5, ended: true}, "r", true},
+		{"an older lease ended: the table's master is newer", lapse{holder: "x", epoch: 3, ended: true}, "m", false},
+		{"someone else", lapse{holder: "m", epoch: 4, ended: true}, "r", false},
+	}
+	for _, c := range cases {
+		if got := c.l.over(c.id, table); got != c.want {
+			t.Errorf("%s: over(%s) = %v, want %v", c.name, c.id, got, c.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shoal-db/shoal/internal/testcluster"
 	"github.com/shoal-db/shoal/internal/testnode"
+	"github.com/shoal-db/shoal/shard"
 )
 
 // When the preferred master comes back after a failover (long enough to
@@ -209,5 +210,100 @@ func TestTheMostCurrentCopyIsPromoted(t *testing.T) {
 		if cm.Node == behind {
 			t.Fatalf("%s, which was behind, accepted writes at epoch %d", behind, cm.Epoch)
 		}
+	}
+}
+
+// A handoff whose receiver cannot take the lease (here: the new node is cut
+// from two of the three voters, so its campaign after the release reaches
+// no majority) must not leave the partition without a master. Before, the
+// old master had released the lease and went back to being a replica of a
+// master it still believed in (itself), the receiver stopped campaigning
+// when its takeover call ended, and nobody else campaigns for a partition
+// whose master is UP: the partition had no master until the old master
+// went down. Now the old master, whose copy is complete, takes it back,
+// and the handoff is tried again once the links heal; no acknowledged
+// write is lost on the way.
+func TestAHandoffTheReceiverCannotCompleteLeavesNoPartitionMasterless(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	token := testnode.AdminToken(t)
+	var members []shard.Member
+	for i := 1; i <= 4; i++ {
+		members = append(members, shard.Member{ID: fmt.Sprintf("node%d", i), Sharding: true, Replica: true})
+	}
+	ring, err := shard.NewRing(members, testcluster.Partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The partitions node1 masters that node4 will own: they move to node4
+	// through handoffs node4 cannot complete.
+	var moving []int
+	users := map[int]string{}
+	for i := 0; len(users) < testcluster.Partitions && i < 10000; i++ {
+		u := fmt.Sprintf("u%d", i)
+		p := shard.PartitionOf(u, testcluster.Partitions)
+		if _, ok := users[p]; !ok {
+			users[p] = u
+			if ring.Owner(p) == "node4" && c.MasterOf(p) == "node1" {
+				moving = append(moving, p)
+			}
+		}
+	}
+	if len(moving) == 0 {
+		t.Fatal("node1 masters no partition node4 will own; the test proves nothing")
+	}
+	acked := map[int][]string{}
+	write := func(via *testcluster.Node, p int, id string) bool {
+		r, err := via.Client(token).TryDo("PUT", "/v1/users/"+users[p]+"/collections/c/documents/"+id, `{"n":1}`,
+			"X-Write-Concern", "majority")
+		if err == nil && r.Status == 201 {
+			acked[p] = append(acked[p], id)
+			return true
+		}
+		return false
+	}
+	for _, p := range moving {
+		for i := range 5 {
+			if !write(c.Nodes[i%3], p, fmt.Sprintf("before-%d", i)) {
+				t.Fatalf("writing to partition %d before the move failed", p)
+			}
+		}
+	}
+	c.Faults.Cut("node4", "node2")
+	c.Faults.Cut("node4", "node3")
+	c.AddNode()
+	// node1 copies the partitions to node4, hands the first over and
+	// releases its lease; node4's takeover fails.
+	testnode.Eventually(t, 60*time.Second, "node1 releasing a partition to node4", func() (bool, string) {
+		for _, p := range moving {
+			if c.MasterOf(p) != "node1" {
+				return true, ""
+			}
+		}
+		return false, "node1 still masters every one"
+	})
+	// Each handoff is tried again and again while the links are cut, but
+	// between the tries every partition has a master.
+	for _, p := range moving {
+		testnode.Eventually(t, 10*time.Second, fmt.Sprintf("partition %d mastered", p), func() (bool, string) {
+			return c.MasterOf(p) != "", "no master"
+		})
+	}
+	c.Faults.HealAll()
+	waitMoved(t, c, 60*time.Second)
+	for _, p := range moving {
+		if !write(c.Nodes[0], p, "after") {
+			t.Errorf("writing to partition %d after the move failed", p)
+		}
+		master := c.MasterOf(p)
+		for _, id := range acked[p] {
+			r := c.Node(master).Client(token).Do("GET", "/v1/users/"+users[p]+"/collections/c/documents/"+id, nil,
+				"X-Read-Preference", "local")
+			if r.Status != 200 {
+				t.Errorf("acknowledged write %s/%s reads %d on the master %s of partition %d", users[p], id, r.Status, master, p)
+			}
+		}
+	}
+	if o := c.History.Overlaps(); len(o) > 0 {
+		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
 	}
 }
