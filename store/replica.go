@@ -29,12 +29,17 @@ type appliedDoc struct {
 	// Recopy: this node's copy must be replaced by a full copy before it
 	// counts as holding anything (see startRecopy).
 	Recopy bool `bson:"rc,omitempty"`
+	// Restoring: the epoch of a master this node answered "diverged": it
+	// holds changes that master never had, kept in the rollback
+	// collection, and until that master has restored every one of them
+	// each of its batches is checked for them again (see rollBack).
+	Restoring uint64 `bson:"rs,omitempty"`
 }
 
 // record builds a partition's record.
-func record(partition int, applied Position, seen uint64, horizon Position, recopy bool) appliedDoc {
+func record(partition int, applied Position, seen uint64, horizon Position, recopy bool, restoring uint64) appliedDoc {
 	return appliedDoc{Partition: partition, Epoch: applied.Epoch, Seq: applied.Seq, Seen: seen,
-		HorizonEpoch: horizon.Epoch, HorizonSeq: horizon.Seq, Recopy: recopy}
+		HorizonEpoch: horizon.Epoch, HorizonSeq: horizon.Seq, Recopy: recopy, Restoring: restoring}
 }
 
 // Applied returns the position up to which this node holds a partition's
@@ -235,24 +240,51 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	if b.Restore {
 		return w.restore(p, b)
 	}
-	if b.Epoch > newest && held.Compare(b.EpochStart) > 0 && held.Epoch < b.Epoch && !p.recopy {
+	// From here the batch's master is the newest this node has heard of:
+	// whatever the answer (gap, diverged, full copy), older masters' late
+	// batches are refused from now on, durably.
+	seenBefore := p.epochSeen
+	p.epochSeen = max(p.epochSeen, b.Epoch)
+	refuse := func(r ApplyResult) ApplyResult {
+		if p.epochSeen != seenBefore {
+			w.setRecord(record(p.id, p.applied, p.epochSeen, p.horizon, p.recopy, p.restoring))
+		}
+		r.Epoch = max(r.Epoch, p.epochSeen)
+		return r
+	}
+	// The first batch of a newer master is checked for changes this node
+	// holds that the master never had, and so is every batch of a master
+	// whose restore of them is not finished.
+	restoring := p.restoring != 0 && p.restoring == b.Epoch
+	if (restoring || b.Epoch > newest && held.Compare(b.EpochStart) > 0 && held.Epoch < b.Epoch) && !p.recopy {
 		purged := p.horizon.Compare(b.EpochStart) > 0 && p.horizon.Epoch < b.Epoch
 		r := w.rollBack(p, b, newest)
 		if purged && (r.Err == nil || errors.Is(r.Err, ErrDiverged) || errors.Is(r.Err, errNothingDiverged)) {
+			p.restoring = 0 // the full copy replaces every document
 			return w.startRecopy(p, b)
 		}
-		if !errors.Is(r.Err, errNothingDiverged) {
+		switch {
+		case errors.Is(r.Err, ErrDiverged):
+			// The divergence stands, durably, until the master has
+			// restored every document: a restore cut short is resumed by
+			// the next batch's check.
+			p.restoring = b.Epoch
+			w.setRecord(record(p.id, p.applied, p.epochSeen, p.horizon, p.recopy, p.restoring))
+			r.Epoch = p.epochSeen
 			return r
+		case !errors.Is(r.Err, errNothingDiverged):
+			return refuse(r)
+		case restoring:
+			p.restoring = 0 // restored: nothing diverged is left
+			w.setRecord(record(p.id, p.applied, p.epochSeen, p.horizon, p.recopy, p.restoring))
 		}
 	}
 	if p.recopy && !b.Full {
-		return ApplyResult{Epoch: max(newest, b.Epoch), Err: ErrNeedsFullCopy}
+		return refuse(ApplyResult{Err: ErrNeedsFullCopy})
 	}
 	if applied.Compare(b.From) < 0 {
-		return res(ErrGap)
+		return refuse(res(ErrGap))
 	}
-	seenBefore := p.epochSeen
-	p.epochSeen = max(p.epochSeen, b.Epoch)
 	var newLast Position
 	var err error
 	if b.Full {
@@ -261,7 +293,7 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 		newLast, err = w.applyRun(p, b.Docs, last)
 	}
 	if err != nil {
-		return res(err)
+		return refuse(res(err))
 	}
 	horizon := p.horizon
 	if b.Full {
@@ -277,7 +309,7 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	}
 	if next != applied || p.epochSeen != seenBefore || horizon != p.horizon || recopyDone {
 		// Durable at the caller's SyncApplied, before it answers.
-		w.setRecord(record(p.id, next, p.epochSeen, horizon, p.recopy))
+		w.setRecord(record(p.id, next, p.epochSeen, horizon, p.recopy, p.restoring))
 	}
 	p.mu.Lock()
 	p.applied, p.last, p.horizon = next, newLast, horizon
@@ -383,7 +415,7 @@ func (w *Writer) startRecopy(p *partition, b *Batch) ApplyResult {
 	p.mu.Lock()
 	p.applied, p.horizon, p.epochSeen, p.startEpoch, p.recopy = Position{}, b.EpochStart, seen, 0, true
 	p.mu.Unlock()
-	w.setRecord(record(p.id, Position{}, seen, b.EpochStart, true))
+	w.setRecord(record(p.id, Position{}, seen, b.EpochStart, true, p.restoring))
 	w.log.Warn("this node purged deletes its new master never had; asking for a full copy of the partition",
 		"partition", p.id, "new_epoch", b.Epoch, "epoch_start", b.EpochStart)
 	return ApplyResult{Epoch: seen, Err: ErrNeedsFullCopy}
@@ -453,7 +485,7 @@ func (w *Writer) restore(p *partition, b *Batch) ApplyResult {
 		return ApplyResult{Err: err}
 	}
 	seen := max(p.epochSeen, b.Epoch)
-	w.setRecord(record(p.id, b.UpTo, seen, p.horizon, p.recopy))
+	w.setRecord(record(p.id, b.UpTo, seen, p.horizon, p.recopy, p.restoring))
 	if err := w.SyncApplied(w.ctx); err != nil {
 		return ApplyResult{Err: err}
 	}

@@ -160,7 +160,7 @@ func TestAppliedLogSurvivesRestartsAndCompactions(t *testing.T) {
 	s := openTestStore(t)
 	w := NewWriter(s, 8, WriterOptions{})
 	for i := 1; i <= appliedCompactEvery+100; i++ {
-		w.setRecord(record(i%8, Position{Epoch: 2, Seq: uint64(i)}, 2, Position{}, false))
+		w.setRecord(record(i%8, Position{Epoch: 2, Seq: uint64(i)}, 2, Position{}, false, 0))
 		if err := w.SyncApplied(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -304,5 +304,104 @@ func TestAFormerMasterHoldsItsOwnTenure(t *testing.T) {
 	}
 	if got := w.Applied(0); got != (Position{Epoch: 3, Seq: 4}) {
 		t.Fatalf("as a replica it holds %s, want 3.4", got)
+	}
+}
+
+// Once a replica has answered a newer master "diverged" (or "gap"), that
+// master's epoch counts as seen: a late batch of the old master must be
+// refused, not land between the rollback and the restore as a change no
+// rollback lists.
+func TestAnOldMastersLateBatchIsRefusedAfterADivergenceAnswer(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 2},
+		Docs: []*Doc{doc("a", 2, 1, 1, false), doc("b", 2, 2, 1, false)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// The new master's epoch 3 started from 2.1: b is a change it never had.
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: Position{Epoch: 2, Seq: 1}}); !errors.Is(r.Err, ErrDiverged) {
+		t.Fatalf("probe of the new master: %+v", r)
+	}
+	late := Batch{Partition: 0, Epoch: 2, From: Position{Epoch: 2, Seq: 2}, UpTo: Position{Epoch: 2, Seq: 3},
+		Docs: []*Doc{doc("c", 2, 3, 1, false)}}
+	if r := w.Apply(ctx, late); !errors.Is(r.Err, ErrStaleEpoch) {
+		t.Fatalf("the old master's late batch after the divergence answer: %+v, want refused as stale", r)
+	}
+	if _, err := w.Get(ctx, 0, DocKey("u", "c", "c")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the old master's late document is here (%v) and in no rollback", err)
+	}
+	// A gap answer counts the epoch as seen too.
+	w2 := NewWriter(openTestStore(t), 1, WriterOptions{})
+	defer w2.Close(ctx)
+	if r := w2.Apply(ctx, Batch{Partition: 0, Epoch: 5, From: Position{Epoch: 4, Seq: 9}, UpTo: Position{Epoch: 5, Seq: 10}}); !errors.Is(r.Err, ErrGap) || r.Epoch != 5 {
+		t.Fatalf("a batch past what is held: %+v, want a gap answer at epoch 5", r)
+	}
+	if r := w2.Apply(ctx, Batch{Partition: 0, Epoch: 4, UpTo: Position{Epoch: 4, Seq: 1}, Docs: []*Doc{doc("x", 4, 1, 1, false)}}); !errors.Is(r.Err, ErrStaleEpoch) {
+		t.Fatalf("an older master after the gap answer: %+v, want refused as stale", r)
+	}
+}
+
+// A restore of diverged documents cut short (it goes in chunks) is
+// resumed: until every diverged document is restored, each batch of the
+// new master is answered "diverged" with what is left, and only then do
+// its batches apply. Before, the first restore chunk made the new epoch
+// "seen", the next catch-up no longer looked for divergence, and the rest
+// of the diverged documents stayed live.
+func TestAnInterruptedRestoreIsResumed(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	start := Position{Epoch: 2, Seq: 1}
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 4},
+		Docs: []*Doc{doc("a", 2, 1, 1, false), doc("x1", 2, 2, 1, false), doc("x2", 2, 3, 1, false), doc("x3", 2, 4, 1, false)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	r := w.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: start})
+	if !errors.Is(r.Err, ErrDiverged) || len(r.Diverged) != 3 {
+		t.Fatalf("probe of the new master: %+v", r)
+	}
+	key := func(id string) string { return DocKey("u", "c", id) }
+	// The first restore chunk only; the master never had x1.
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: start, From: start, UpTo: start, Restore: true,
+		Absent: []string{key("x1")}}); r.Err != nil {
+		t.Fatalf("restore chunk 1: %+v", r)
+	}
+	catchUp := Batch{Partition: 0, Epoch: 3, EpochStart: start, From: start, UpTo: Position{Epoch: 3, Seq: 5},
+		Docs: []*Doc{doc("y", 3, 5, 1, false)}}
+	r = w.Apply(ctx, catchUp)
+	if !errors.Is(r.Err, ErrDiverged) || len(r.Diverged) != 2 {
+		t.Fatalf("a catch-up before the restore is finished: %+v, want diverged with x2 and x3 left", r)
+	}
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: start, From: start, UpTo: start, Restore: true,
+		Absent: []string{key("x2"), key("x3")}}); r.Err != nil {
+		t.Fatalf("restore chunk 2: %+v", r)
+	}
+	if r := w.Apply(ctx, catchUp); r.Err != nil || r.Applied != (Position{Epoch: 3, Seq: 5}) {
+		t.Fatalf("catch-up after the restore: %+v", r)
+	}
+	for _, id := range []string{"x1", "x2", "x3"} {
+		if _, err := w.Get(ctx, 0, key(id)); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s, never on the master, is still live here (%v)", id, err)
+		}
+	}
+	if kept, _ := s.Rollbacks(ctx, 10); len(kept) != 3 {
+		t.Errorf("the rollback collection holds %d changes, want the 3 diverged ones", len(kept))
+	}
+	// Finished means finished: after a restart nothing is looked for again.
+	if err := w.SyncApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.Close(ctx)
+	w2 := NewWriter(s, 1, WriterOptions{})
+	defer w2.Close(ctx)
+	if err := w2.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := w2.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: start, From: Position{Epoch: 3, Seq: 5}, UpTo: Position{Epoch: 3, Seq: 6},
+		Docs: []*Doc{doc("z", 3, 6, 1, false)}}); r.Err != nil {
+		t.Fatalf("a live batch after a restart: %+v", r)
 	}
 }

@@ -129,6 +129,9 @@ type partition struct {
 	horizon Position
 	// recopy: this node waits for a full copy (see startRecopy).
 	recopy bool
+	// restoring: the epoch of the master whose restore of this node's
+	// diverged changes is not finished (see rollBack).
+	restoring uint64
 	// tombstones is false only when the partition is known to hold no
 	// tombstone, so the purge can skip it; set by every committed or
 	// applied delete, cleared by a purge that leaves none.
@@ -603,7 +606,7 @@ func (p *partition) setLoaded(last Position, rec appliedDoc) {
 	defer p.mu.Unlock()
 	p.last = maxPosition(last, horizon)
 	p.applied = Position{Epoch: rec.Epoch, Seq: rec.Seq}
-	p.epochSeen, p.horizon, p.recopy, p.loaded = rec.Seen, horizon, rec.Recopy, true
+	p.epochSeen, p.horizon, p.recopy, p.restoring, p.loaded = rec.Seen, horizon, rec.Recopy, rec.Restoring, true
 }
 
 func maxPosition(a, b Position) Position {

@@ -213,7 +213,19 @@ func listenURL(ln net.Listener) string {
 // wantsPartition).
 func (n *Node) leasePlan() lease.Plan {
 	ring, voters := n.place.current()
-	states := n.cluster.States()
+	view := n.cluster.View()
+	states := map[string]cluster.State{}
+	members := map[string]cluster.MemberStatus{}
+	for _, m := range view.Members {
+		states[m.ID], members[m.ID] = m.State, m
+	}
+	now := time.Now()
+	// A copy is lost when its node is DOWN past REPLICA_REPLACE_AFTER, or
+	// is neither in the peer list nor gossiping.
+	lost := func(id string) bool {
+		m, ok := members[id]
+		return !ok || n.downTooLong(m, now)
+	}
 	copies := n.copies()
 	return lease.Plan{Voters: voters, Settle: n.cfg.LeaseTTL + n.cfg.PeersRefresh,
 		Want: func(p int) bool {
@@ -232,6 +244,7 @@ func (n *Node) leasePlan() lease.Plan {
 				holding: holding, handingOff: n.handoff.inProgress(p), receiving: n.handoff.receiving(p),
 				superseded: learned != "" && learned != n.cfg.NodeID,
 				up:         func(id string) bool { return states[id] == cluster.Up && !l.over(id, a) },
+				lost:       lost,
 				promote: func(regular []string, up func(string) bool) bool {
 					return n.promote.mayCampaign(p, regular, up)
 				},
@@ -271,6 +284,10 @@ type wantInput struct {
 	receiving  bool     // another node is handing it to this one
 	superseded bool     // the voters know of a later holder than this node
 	up         func(id string) bool
+	// lost says a node's copy is gone for good (DOWN past
+	// REPLICA_REPLACE_AFTER, or out of the cluster), not merely
+	// unreachable now.
+	lost func(id string) bool
 	// promote is the promotion rule among the regular copies, asked only
 	// when the master is gone and this node is one of them.
 	promote func(regular []string, up func(string) bool) bool
@@ -292,8 +309,9 @@ func regularCopies(a shard.Assignment, copies int) []string {
 //     its succession (the preferred master first);
 //   - when the master is gone, the regular copies (those write concerns
 //     count) decide by the promotion rule: the most current one campaigns;
-//   - only when no copy is available does a node without one campaign, in
-//     succession order (the partition starts again empty on it).
+//   - only when every copy is lost (not merely unreachable, or its lease
+//     lapsed) does a node without a regular copy campaign, in succession
+//     order (the partition starts again without their history).
 func wantsPartition(in wantInput) bool {
 	switch {
 	case in.holding:
@@ -310,6 +328,11 @@ func wantsPartition(in wantInput) bool {
 		return in.receiving
 	case slices.Contains(in.regular, in.self):
 		return in.promote(in.regular, in.up)
+	}
+	for _, id := range in.a.Responsible {
+		if id != in.self && !in.lost(id) {
+			return false // a copy may still come back: wait for it
+		}
 	}
 	return shard.FirstAvailable(shard.TakeoverOrder(in.a.Responsible, in.succession), in.self, in.up)
 }
@@ -414,12 +437,7 @@ func (n *Node) chooseReplicas() {
 		// A replica DOWN for longer than REPLICA_REPLACE_AFTER (counted
 		// from when it was last heard, or from this node's start) is
 		// replaced; the new one is caught up from scratch.
-		heard := n.started
-		if m.LastHeard != nil && m.LastHeard.After(heard) {
-			heard = *m.LastHeard
-		}
-		downTooLong := m.State == cluster.Down && now.Sub(heard) > n.cfg.ReplicaReplaceAfter
-		c := shard.Candidate{ID: m.ID, Replica: m.Replica, Up: m.State == cluster.Up, Listed: true, DownTooLong: downTooLong}
+		c := shard.Candidate{ID: m.ID, Replica: m.Replica, Up: m.State == cluster.Up, Listed: true, DownTooLong: n.downTooLong(m, now)}
 		if m.FreeBytes != nil {
 			c.FreeBytes = *m.FreeBytes
 		}
@@ -505,6 +523,17 @@ func (n *Node) chooseReplicas() {
 		n.cluster.Broadcast(shard.EncodeAssignments(changed[:k]))
 		changed = changed[k:]
 	}
+}
+
+// downTooLong reports whether member m has been DOWN for longer than
+// REPLICA_REPLACE_AFTER, counted from when it was last heard, or from this
+// node's start: its copies count as lost.
+func (n *Node) downTooLong(m cluster.MemberStatus, now time.Time) bool {
+	heard := n.started
+	if m.LastHeard != nil && m.LastHeard.After(heard) {
+		heard = *m.LastHeard
+	}
+	return m.State == cluster.Down && now.Sub(heard) > n.cfg.ReplicaReplaceAfter
 }
 
 // tieBreak gives candidates a per-partition order among about equal disks,

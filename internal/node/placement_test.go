@@ -11,6 +11,9 @@ func TestWantsPartitionMovesALiveMasterOnlyByHandoff(t *testing.T) {
 	up := func(ids ...string) func(string) bool {
 		return func(id string) bool { return slices.Contains(ids, id) }
 	}
+	lost := func(ids ...string) func(string) bool {
+		return func(id string) bool { return slices.Contains(ids, id) }
+	}
 	promoted := func([]string, func(string) bool) bool { return true }
 	notPromoted := func([]string, func(string) bool) bool { return false }
 	succession := []string{"o", "x", "y"} // o is the preferred master
@@ -34,14 +37,20 @@ func TestWantsPartitionMovesALiveMasterOnlyByHandoff(t *testing.T) {
 		{"master gone, a copy promoted", wantInput{self: "r", promote: promoted, a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "r")}, true},
 		{"master gone, a copy not promoted", wantInput{self: "r", promote: notPromoted, a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "r")}, false},
 		{"master gone, preferred master without a copy", wantInput{self: "o", a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "r")}, false},
-		{"master gone, every copy gone", wantInput{self: "o", a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "x")}, true},
-		{"master gone, every copy gone, not first", wantInput{self: "x", a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "x")}, false},
+		{"master gone, every copy unreachable but not lost", wantInput{self: "o", a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "x")}, false},
+		{"master gone, the copy's lease lapsed but it is not lost", wantInput{self: "o", lost: lost("m"), a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "x")}, false},
+		{"master gone, an extra copy waits for a regular one that is not lost", wantInput{self: "o", lost: lost("m"), a: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "o"}}, up: up("o")}, false},
+		{"master gone, every copy lost", wantInput{self: "o", lost: lost("m", "r"), a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "x")}, true},
+		{"master gone, every copy lost, not first", wantInput{self: "x", lost: lost("m", "r"), a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "x")}, false},
 	}
 	for _, c := range cases {
 		c.in.succession = succession
 		c.in.regular = regularCopies(c.in.a, 2)
 		if c.in.up == nil {
 			c.in.up = up()
+		}
+		if c.in.lost == nil {
+			c.in.lost = lost()
 		}
 		if got := wantsPartition(c.in); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)

@@ -175,7 +175,7 @@ func TestGrowingMovesAQuarterToTheNewNodeAndLosesNothing(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	token := testnode.AdminToken(t)
 	l := startLoad(t, c, token, c.Nodes)
-	testnode.Eventually(t, 10*time.Second, "writes flowing", func() (bool, string) { return l.acked() > 200, fmt.Sprint(l.acked()) })
+	testnode.Eventually(t, 30*time.Second, "writes flowing", func() (bool, string) { return l.acked() > 200, fmt.Sprint(l.acked()) })
 	before := make([]string, testcluster.Partitions)
 	epochs := make([]uint64, testcluster.Partitions)
 	for p := range before {
@@ -186,7 +186,7 @@ func TestGrowingMovesAQuarterToTheNewNodeAndLosesNothing(t *testing.T) {
 	c.AddNode()
 	took := waitMoved(t, c, 90*time.Second)
 	atEnd := l.acked()
-	testnode.Eventually(t, 10*time.Second, "writes flowing after the moves", func() (bool, string) {
+	testnode.Eventually(t, 30*time.Second, "writes flowing after the moves", func() (bool, string) {
 		return l.acked() > atEnd+100, fmt.Sprint(l.acked() - atEnd)
 	})
 	l.end()
@@ -233,7 +233,7 @@ func TestRemovedNodeDrainsAndLosesNothing(t *testing.T) {
 	c := testcluster.Start(t, 4, testcluster.Voters(3))
 	token := testnode.AdminToken(t)
 	l := startLoad(t, c, token, c.Nodes[:3])
-	testnode.Eventually(t, 10*time.Second, "writes flowing", func() (bool, string) { return l.acked() > 200, fmt.Sprint(l.acked()) })
+	testnode.Eventually(t, 30*time.Second, "writes flowing", func() (bool, string) { return l.acked() > 200, fmt.Sprint(l.acked()) })
 	before := make([]string, testcluster.Partitions)
 	had := 0
 	for p := range before {
@@ -261,7 +261,7 @@ func TestRemovedNodeDrainsAndLosesNothing(t *testing.T) {
 	})
 	waitMoved(t, c, 30*time.Second)
 	atEnd := l.acked()
-	testnode.Eventually(t, 10*time.Second, "writes flowing after the drain", func() (bool, string) {
+	testnode.Eventually(t, 30*time.Second, "writes flowing after the drain", func() (bool, string) {
 		return l.acked() > atEnd+100, fmt.Sprint(l.acked() - atEnd)
 	})
 	l.end()
