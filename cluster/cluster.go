@@ -342,7 +342,8 @@ func (c *Cluster) Removed() bool {
 // Send sends req to the peer id: req's URL is resolved against the peer's
 // URL from the peer list (only peers of the list are ever sent to, so a
 // client's token never leaves the cluster). With sign, the request is
-// signed as a node-to-node call. A link cut by Faults fails like a dead
+// signed as a node-to-node call addressed to peer (no other node accepts
+// it). A link cut by Faults fails like a dead
 // network, in either direction.
 func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Response, error) {
 	base, ok := c.PeerURL(peer)
@@ -370,7 +371,7 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 			req.Body = io.NopCloser(bytes.NewReader(body))
 			req.ContentLength = int64(len(body))
 		}
-		c.signer.Sign(req, body)
+		c.signer.Sign(req, body, peer)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -79,7 +82,7 @@ func TestSignerAcceptsOnceAndRefusesTheRest(t *testing.T) {
 	other := NewSigner([]byte("secret-two-0123456789"), "x", clock)
 
 	req := httptest.NewRequest("POST", "/internal/v1/ping?x=1", nil)
-	a.Sign(req, []byte("body"))
+	a.Sign(req, []byte("body"), "b")
 	if node, err := b.Verify(req, []byte("body")); err != nil || node != "a" {
 		t.Fatalf("valid signature refused: %v", err)
 	}
@@ -87,7 +90,7 @@ func TestSignerAcceptsOnceAndRefusesTheRest(t *testing.T) {
 		t.Fatalf("replay: %v", err)
 	}
 	req2 := httptest.NewRequest("POST", "/internal/v1/ping?x=1", nil)
-	a.Sign(req2, []byte("body"))
+	a.Sign(req2, []byte("body"), "b")
 	if _, err := b.Verify(req2, []byte("other body")); !errors.Is(err, ErrBadSignature) {
 		t.Fatalf("altered body: %v", err)
 	}
@@ -97,7 +100,7 @@ func TestSignerAcceptsOnceAndRefusesTheRest(t *testing.T) {
 		t.Fatalf("altered query: %v", err)
 	}
 	req4 := httptest.NewRequest("GET", "/internal/v1/ping", nil)
-	other.Sign(req4, nil)
+	other.Sign(req4, nil, "b")
 	if _, err := b.Verify(req4, nil); !errors.Is(err, ErrBadSignature) {
 		t.Fatalf("another secret: %v", err)
 	}
@@ -105,9 +108,63 @@ func TestSignerAcceptsOnceAndRefusesTheRest(t *testing.T) {
 		t.Fatalf("unsigned: %v", err)
 	}
 	req5 := httptest.NewRequest("GET", "/internal/v1/ping", nil)
-	a.Sign(req5, nil)
+	a.Sign(req5, nil, "b")
 	now = now.Add(31 * time.Second)
 	if _, err := b.Verify(req5, nil); !errors.Is(err, ErrStale) {
 		t.Fatalf("stale: %v", err)
+	}
+}
+
+// A request signed for node a and captured on the way can be delivered to
+// node b within the window: b has its own nonce cache, so only the signed
+// destination stops it. b refuses it as misdirected; a still takes it.
+func TestSignedRequestIsRefusedByAnotherNode(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	secret := []byte("secret-one-0123456789")
+	sender := NewSigner(secret, "s", clock)
+	served := func(s *Signer) http.Handler {
+		return s.Middleware(slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNoContent)
+		}))
+	}
+	a, b := served(NewSigner(secret, "a", clock)), served(NewSigner(secret, "b", clock))
+
+	body := []byte(`{"batch":1}`)
+	req := httptest.NewRequest("POST", "/internal/v1/replicate", bytes.NewReader(body))
+	sender.Sign(req, body, "a")
+	captured := req.Header.Clone()
+
+	if _, err := NewSigner(secret, "b", clock).Verify(req, body); !errors.Is(err, ErrMisdirected) {
+		t.Fatalf("node b verified a request signed for node a: %v, want ErrMisdirected", err)
+	}
+
+	replay := httptest.NewRequest("POST", "/internal/v1/replicate", bytes.NewReader(body))
+	replay.Header = captured
+	w := httptest.NewRecorder()
+	b.ServeHTTP(w, replay)
+	if w.Code != http.StatusUnauthorized {
+		t.Fatalf("node b answered %d to a request signed for node a, want 401", w.Code)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("refusal has Content-Type %q, want application/problem+json", ct)
+	}
+	for _, want := range []string{`"status":401`, `signed for node \"a\"`, `node \"b\"`} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("refusal does not say %s: %s", want, w.Body.String())
+		}
+	}
+
+	readdressed := httptest.NewRequest("POST", "/internal/v1/replicate", bytes.NewReader(body))
+	readdressed.Header = captured.Clone()
+	readdressed.Header.Set(HeaderTo, "b")
+	if _, err := NewSigner(secret, "b", clock).Verify(readdressed, body); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("a request readdressed to node b after signing: %v, want ErrBadSignature", err)
+	}
+
+	w = httptest.NewRecorder()
+	a.ServeHTTP(w, req)
+	if w.Code != http.StatusNoContent {
+		t.Fatalf("node a answered %d to a request signed for it: %s", w.Code, w.Body.String())
 	}
 }

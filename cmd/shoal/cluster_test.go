@@ -275,7 +275,7 @@ func testInternalCalls(t *testing.T, n *procNode, adminToken string) {
 	}
 	signed := func(s *cluster.Signer, url string) *http.Request {
 		req, _ := http.NewRequest("GET", url, nil)
-		s.Sign(req, nil)
+		s.Sign(req, nil, n.id)
 		return req
 	}
 	req := signed(ours, ping)
@@ -286,6 +286,11 @@ func testInternalCalls(t *testing.T, n *procNode, adminToken string) {
 	replay.Header = req.Header.Clone()
 	if code := send(replay); code != 401 {
 		t.Fatalf("a replayed signed request got %d, want 401", code)
+	}
+	elsewhere, _ := http.NewRequest("GET", ping, nil)
+	ours.Sign(elsewhere, nil, "another-node")
+	if code := send(elsewhere); code != 401 {
+		t.Fatalf("a request signed for another node got %d, want 401", code)
 	}
 	if code := send(signed(theirs, ping)); code != 401 {
 		t.Fatalf("a request signed with another secret got %d, want 401", code)
