@@ -34,12 +34,22 @@ type appliedDoc struct {
 	// collection, and until that master has restored every one of them
 	// each of its batches is checked for them again (see rollBack).
 	Restoring uint64 `bson:"rs,omitempty"`
+	// The tenure: the epoch this node last mastered the partition at, and
+	// the position its history was complete up to when that tenure began.
+	// It is recorded before the tenure's first write is acknowledged, so
+	// that after a restart the node still counts its own writes as held
+	// (see partition.held).
+	TenureEpoch uint64 `bson:"te,omitempty"`
+	TenureFrom  uint64 `bson:"tfe,omitempty"`
+	TenureSeq   uint64 `bson:"tfs,omitempty"`
 }
 
-// record builds a partition's record.
-func record(partition int, applied Position, seen uint64, horizon Position, recopy bool, restoring uint64) appliedDoc {
-	return appliedDoc{Partition: partition, Epoch: applied.Epoch, Seq: applied.Seq, Seen: seen,
-		HorizonEpoch: horizon.Epoch, HorizonSeq: horizon.Seq, Recopy: recopy, Restoring: restoring}
+// record builds the partition's record with the given applied position
+// and horizon, and everything else as the partition has it now.
+func (p *partition) record(applied, horizon Position) appliedDoc {
+	return appliedDoc{Partition: p.id, Epoch: applied.Epoch, Seq: applied.Seq, Seen: p.epochSeen,
+		HorizonEpoch: horizon.Epoch, HorizonSeq: horizon.Seq, Recopy: p.recopy, Restoring: p.restoring,
+		TenureEpoch: p.startEpoch, TenureFrom: p.startPos.Epoch, TenureSeq: p.startPos.Seq}
 }
 
 // Applied returns the position up to which this node holds a partition's
@@ -247,7 +257,7 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	p.epochSeen = max(p.epochSeen, b.Epoch)
 	refuse := func(r ApplyResult) ApplyResult {
 		if p.epochSeen != seenBefore {
-			w.setRecord(record(p.id, p.applied, p.epochSeen, p.horizon, p.recopy, p.restoring))
+			w.setRecord(p.record(p.applied, p.horizon))
 		}
 		r.Epoch = max(r.Epoch, p.epochSeen)
 		return r
@@ -269,14 +279,14 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 			// restored every document: a restore cut short is resumed by
 			// the next batch's check.
 			p.restoring = b.Epoch
-			w.setRecord(record(p.id, p.applied, p.epochSeen, p.horizon, p.recopy, p.restoring))
+			w.setRecord(p.record(p.applied, p.horizon))
 			r.Epoch = p.epochSeen
 			return r
 		case !errors.Is(r.Err, errNothingDiverged):
 			return refuse(r)
 		case restoring:
 			p.restoring = 0 // restored: nothing diverged is left
-			w.setRecord(record(p.id, p.applied, p.epochSeen, p.horizon, p.recopy, p.restoring))
+			w.setRecord(p.record(p.applied, p.horizon))
 		}
 	}
 	if p.recopy && !b.Full {
@@ -309,7 +319,7 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	}
 	if next != applied || p.epochSeen != seenBefore || horizon != p.horizon || recopyDone {
 		// Durable at the caller's SyncApplied, before it answers.
-		w.setRecord(record(p.id, next, p.epochSeen, horizon, p.recopy, p.restoring))
+		w.setRecord(p.record(next, horizon))
 	}
 	p.mu.Lock()
 	p.applied, p.last, p.horizon = next, newLast, horizon
@@ -415,7 +425,7 @@ func (w *Writer) startRecopy(p *partition, b *Batch) ApplyResult {
 	p.mu.Lock()
 	p.applied, p.horizon, p.epochSeen, p.startEpoch, p.recopy = Position{}, b.EpochStart, seen, 0, true
 	p.mu.Unlock()
-	w.setRecord(record(p.id, Position{}, seen, b.EpochStart, true, p.restoring))
+	w.setRecord(p.record(Position{}, b.EpochStart))
 	w.log.Warn("this node purged deletes its new master never had; asking for a full copy of the partition",
 		"partition", p.id, "new_epoch", b.Epoch, "epoch_start", b.EpochStart)
 	return ApplyResult{Epoch: seen, Err: ErrNeedsFullCopy}
@@ -485,7 +495,8 @@ func (w *Writer) restore(p *partition, b *Batch) ApplyResult {
 		return ApplyResult{Err: err}
 	}
 	seen := max(p.epochSeen, b.Epoch)
-	w.setRecord(record(p.id, b.UpTo, seen, p.horizon, p.recopy, p.restoring))
+	p.epochSeen = seen
+	w.setRecord(p.record(b.UpTo, p.horizon))
 	if err := w.SyncApplied(w.ctx); err != nil {
 		return ApplyResult{Err: err}
 	}

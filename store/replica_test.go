@@ -160,7 +160,7 @@ func TestAppliedLogSurvivesRestartsAndCompactions(t *testing.T) {
 	s := openTestStore(t)
 	w := NewWriter(s, 8, WriterOptions{})
 	for i := 1; i <= appliedCompactEvery+100; i++ {
-		w.setRecord(record(i%8, Position{Epoch: 2, Seq: uint64(i)}, 2, Position{}, false, 0))
+		w.setRecord(appliedDoc{Partition: i % 8, Epoch: 2, Seq: uint64(i), Seen: 2})
 		if err := w.SyncApplied(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -403,5 +403,58 @@ func TestAnInterruptedRestoreIsResumed(t *testing.T) {
 	if r := w2.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: start, From: Position{Epoch: 3, Seq: 5}, UpTo: Position{Epoch: 3, Seq: 6},
 		Docs: []*Doc{doc("z", 3, 6, 1, false)}}); r.Err != nil {
 		t.Fatalf("a live batch after a restart: %+v", r)
+	}
+}
+
+// A former master still holds its own tenure's writes after a restart: its
+// tenure is recorded before the tenure's first write is acknowledged.
+// Before, a restarted former master counted only what it had applied as a
+// replica, so after a full-cluster restart the promotion rule could prefer
+// a stale copy to the node that took the latest majority writes.
+func TestAFormerMasterHoldsItsOwnTenureAfterARestart(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	w := NewWriter(s, 1, WriterOptions{Lease: func(int) (uint64, bool) { return 3, true }})
+	for _, id := range []string{"a", "b"} {
+		if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: id, Mutate: put(map[string]any{"n": int64(1)})}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	w.Close(ctx)
+	w2 := NewWriter(s, 1, WriterOptions{Lease: func(int) (uint64, bool) { return 0, false }})
+	defer w2.Close(ctx)
+	if err := w2.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := w2.Applied(0), (Position{Epoch: 3, Seq: 2}); got != want {
+		t.Fatalf("after a restart the former master holds %s, want its last write %s", got, want)
+	}
+}
+
+// A replica promoted while a catch-up was under way holds documents newer
+// than its complete position: its epoch starts at the complete position,
+// never at the newest document it happens to hold (issue 11, case 2).
+func TestANewTenureStartsAtTheCompletePosition(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	holding := false
+	w := NewWriter(s, 1, WriterOptions{Lease: func(int) (uint64, bool) { return 2, holding }})
+	defer w.Close(ctx)
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 1, UpTo: Position{Epoch: 1, Seq: 2},
+		Docs: []*Doc{doc("a", 1, 1, 1, false), doc("b", 1, 2, 1, false)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// A chunk of a catch-up: stored, but the replica is complete only up
+	// to 1.2 until the final chunk.
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 1, From: Position{Epoch: 1, Seq: 2}, UpTo: Position{Epoch: 1, Seq: 2},
+		Docs: []*Doc{doc("e", 1, 5, 1, false)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	holding = true
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "x", Mutate: put(map[string]any{"n": int64(1)})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got, want := w.EpochStart(0, 2), (Position{Epoch: 1, Seq: 2}); got != want {
+		t.Fatalf("epoch 2 starts at %s, want the complete position %s (not the newest document held, 1.5)", got, want)
 	}
 }

@@ -92,7 +92,7 @@ func (w *Writer) processPurge(p *partition, before time.Time) (int, error) {
 	plan := planPurge(tombs, before, p.horizon)
 	if len(plan.keys) > 0 {
 		if plan.horizon != p.horizon {
-			w.setRecord(record(p.id, p.applied, p.epochSeen, plan.horizon, p.recopy, p.restoring))
+			w.setRecord(p.record(p.applied, plan.horizon))
 			if err := w.SyncApplied(w.ctx); err != nil {
 				return 0, err
 			}

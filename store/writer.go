@@ -119,10 +119,12 @@ type partition struct {
 	applied   Position // as a replica: the master's history is held up to here
 	epochSeen uint64   // newest epoch seen in a replication batch
 	loaded    bool     // last and applied have been read from the store
-	// startEpoch/startPos: the epoch of this node's first commit as master
-	// in its current tenure, and the position its history stood at then.
-	startEpoch uint64
-	startPos   Position
+	// startEpoch/startPos: the epoch of this node's latest tenure as
+	// master, and the position its history was complete up to when that
+	// tenure began; durable (the partition's record) once tenureRecorded.
+	startEpoch     uint64
+	startPos       Position
+	tenureRecorded bool
 	// horizon is the highest position of any tombstone purged here: a
 	// replica behind it cannot be caught up in position order (deletes
 	// are missing from the log) and gets a full copy instead.
@@ -284,6 +286,15 @@ func (w *Writer) EpochStart(partition int, epoch uint64) Position {
 		return p.startPos
 	}
 	return p.last
+}
+
+// Tenure returns the epoch of this node's latest tenure as the partition's
+// master (0: it never mastered it, or its copy was replaced since).
+func (w *Writer) Tenure(partition int) uint64 {
+	p := w.parts[partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.startEpoch
 }
 
 // Position returns the newest position stored for a partition (read from the
@@ -461,11 +472,27 @@ func (w *Writer) process(p *partition, batch []*request) {
 		}
 		return
 	}
-	p.mu.Lock()
 	if p.startEpoch != epoch {
-		p.startEpoch, p.startPos = epoch, p.last
+		// A new tenure. Its history starts where this node's copy is
+		// complete, never at a newer document it happens to hold (a
+		// catch-up or full copy in progress stores documents out of
+		// order), and it is recorded before any of its writes is
+		// acknowledged, so that after a restart this node still counts
+		// its own writes as held.
+		p.mu.Lock()
+		start := p.held()
+		p.startEpoch, p.startPos = epoch, start
+		p.mu.Unlock()
+		p.tenureRecorded = false
 	}
-	p.mu.Unlock()
+	if !p.tenureRecorded {
+		w.setRecord(p.record(p.applied, p.horizon))
+		if err := w.SyncApplied(w.ctx); err != nil {
+			failAll(fmt.Errorf("%w: recording this node's tenure as the partition's master: %v", ErrUnavailable, err))
+			return
+		}
+		p.tenureRecorded = true
+	}
 	states := map[string]*staged{}
 	var keys []string // in order of each key's first change
 	type applied struct {
@@ -607,6 +634,8 @@ func (p *partition) setLoaded(last Position, rec appliedDoc) {
 	p.last = maxPosition(last, horizon)
 	p.applied = Position{Epoch: rec.Epoch, Seq: rec.Seq}
 	p.epochSeen, p.horizon, p.recopy, p.restoring, p.loaded = rec.Seen, horizon, rec.Recopy, rec.Restoring, true
+	p.startEpoch, p.startPos = rec.TenureEpoch, Position{Epoch: rec.TenureFrom, Seq: rec.TenureSeq}
+	p.tenureRecorded = rec.TenureEpoch != 0
 }
 
 func maxPosition(a, b Position) Position {

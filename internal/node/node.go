@@ -151,6 +151,16 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		st.Close(ctx)
 		return nil, fmt.Errorf("reading partition positions: %w", err)
 	}
+	// What this node knows of each partition's masters survives a restart
+	// through its own tenures: a node that mastered a partition names
+	// itself at that epoch until the cluster tells it of a later master,
+	// so that after a full restart no node takes the empty-table path
+	// (the preferred master campaigning) for a partition with history.
+	for p := 0; p < cfg.PartitionCount; p++ {
+		if e := n.writer.Tenure(p); e > 0 {
+			table.Merge(shard.Assignment{Partition: p, Master: cfg.NodeID, Epoch: e, Responsible: []string{cfg.NodeID}})
+		}
+	}
 	n.api = api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
 		AuthSecret: []byte(cfg.AuthSecret), Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
