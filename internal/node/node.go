@@ -471,6 +471,7 @@ func (n *Node) chooseReplicas() {
 	}
 	var choices []choice
 	moving := 0
+	copies := n.copies()
 	for p := 0; p < n.cfg.PartitionCount; p++ {
 		epoch, ok := n.leases.Holds(p)
 		if !ok {
@@ -484,7 +485,13 @@ func (n *Node) chooseReplicas() {
 		if len(a.Responsible) > 1 {
 			current = a.Responsible[1:]
 		}
-		ch := choice{a: a, replicas: shard.ChooseReplicas(n.cfg.NodeID, current, tieBreak(cands, p), n.cfg.ReplicationFactor)}
+		chosen := shard.ChooseReplicas(n.cfg.NodeID, current, tieBreak(cands, p), n.cfg.ReplicationFactor)
+		// A replica replacing a regular copy counts (for write concerns and
+		// promotion) only once it holds what that copy held.
+		chosen = keepReplacedCopies(current, chosen, copies, func(newcomers, replaced []string) bool {
+			return n.holdsWhatTheyHeld(p, epoch, newcomers, replaced)
+		})
+		ch := choice{a: a, replicas: chosen}
 		// A partition whose preferred master is another node moves there:
 		// that node first becomes an extra copy (copied, then caught up),
 		// then the handoff gives it the lease. At most MAX_CONCURRENT_MOVES
@@ -533,6 +540,60 @@ func (n *Node) chooseReplicas() {
 		n.cluster.Broadcast(shard.EncodeAssignments(changed[:k]))
 		changed = changed[k:]
 	}
+}
+
+// keepReplacedCopies orders the replicas chosen for a partition so that a
+// replica replacing one of the regular copies (the first copies-1
+// replicas: those write concerns and the promotion rule count) takes its
+// slot only once it holds what the copy it replaces held (caughtUp). Until
+// then the replaced copies keep their slots and the newcomers follow them
+// as extra copies: an empty newcomer counted at once could promote itself
+// (with RF 2 the promotion quorum is the candidate alone) while the copy
+// that has every majority write stood aside.
+func keepReplacedCopies(current, chosen []string, copies int, caughtUp func(newcomers, replaced []string) bool) []string {
+	k := max(copies-1, 0)
+	oldRegular := current[:min(len(current), k)]
+	newRegular := chosen[:min(len(chosen), k)]
+	var newcomers, replaced []string
+	for _, r := range newRegular {
+		if !slices.Contains(oldRegular, r) {
+			newcomers = append(newcomers, r)
+		}
+	}
+	for _, r := range oldRegular {
+		if !slices.Contains(newRegular, r) {
+			replaced = append(replaced, r)
+		}
+	}
+	if len(newcomers) == 0 || len(replaced) == 0 || caughtUp(newcomers, replaced) {
+		return chosen
+	}
+	out := slices.Clone(oldRegular)
+	for _, r := range chosen {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// holdsWhatTheyHeld reports whether every newcomer has acknowledged this
+// tenure's history (epoch) at least as far as each replaced copy did: it
+// then holds every majority write the replaced copies were counted for.
+func (n *Node) holdsWhatTheyHeld(p int, epoch uint64, newcomers, replaced []string) bool {
+	last := n.writer.Position(p)
+	for _, nc := range newcomers {
+		acked, known := n.shipper.Acked(nc, p)
+		if !known || acked.Compare(last) < 0 && acked.Epoch != epoch {
+			return false
+		}
+		for _, r := range replaced {
+			if was, ok := n.shipper.Acked(r, p); ok && acked.Compare(was) < 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // downTooLong reports whether member m has been DOWN for longer than

@@ -81,3 +81,31 @@ func TestLapseIsOverForTheHolderAndEarlierMasters(t *testing.T) {
 		}
 	}
 }
+
+// A replica replacing a regular copy takes its slot only once it holds
+// what that copy held; until then the replaced copy keeps counting and the
+// newcomer follows as an extra copy (issue 11, case 2). Before, the
+// newcomer took the counted slot at once and, empty, could promote itself.
+func TestAReplacementReplicaCountsOnlyOnceCaughtUp(t *testing.T) {
+	yes := func([]string, []string) bool { return true }
+	no := func([]string, []string) bool { return false }
+	cases := []struct {
+		name            string
+		current, chosen []string
+		copies          int
+		caughtUp        func([]string, []string) bool
+		want            []string
+	}{
+		{"unchanged", []string{"r"}, []string{"r"}, 2, no, []string{"r"}},
+		{"a first replica counts at once: it replaces nobody", nil, []string{"r"}, 2, no, []string{"r"}},
+		{"replacement still copying: the old copy keeps its slot", []string{"old"}, []string{"new"}, 2, no, []string{"old", "new"}},
+		{"replacement caught up: it takes the slot", []string{"old"}, []string{"new"}, 2, yes, []string{"new"}},
+		{"RF 3, one of two replaced", []string{"a", "old"}, []string{"a", "new"}, 3, no, []string{"a", "old", "new"}},
+		{"extra copies after the regular ones stay after", []string{"old", "x"}, []string{"new", "x"}, 2, no, []string{"old", "new", "x"}},
+	}
+	for _, c := range cases {
+		if got := keepReplacedCopies(c.current, c.chosen, c.copies, c.caughtUp); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -73,11 +73,14 @@ func (n *Node) Stop() {
 }
 
 // Logger sends a node's logs to the test log at warn level and above, or
-// everything when SHOAL_TEST_LOG=debug.
+// from the level SHOAL_TEST_LOG names (debug or info).
 func Logger(t testing.TB) *slog.Logger {
 	level := slog.LevelWarn
-	if os.Getenv("SHOAL_TEST_LOG") == "debug" {
+	switch os.Getenv("SHOAL_TEST_LOG") {
+	case "debug":
 		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
 	}
 	w := &testWriter{t: t}
 	// Some goroutines (memberlist's) may still log a line after their owner
