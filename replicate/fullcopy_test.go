@@ -23,48 +23,79 @@ func TestFullCopyChunks(t *testing.T) {
 		return out
 	}
 	acked, target, horizon := store.Position{Epoch: 1, Seq: 2}, store.Position{Epoch: 1, Seq: 9}, store.Position{Epoch: 1, Seq: 5}
-	b, last := fullCopyChunk(7, 1, "", docs("a", "b"), 2, acked, target, horizon)
+	b, last := fullCopyChunk(7, 1, "", docs("a", "b"), true, acked, target, horizon)
 	if last || !b.Full || b.KeyFrom != "" || b.KeyTo != "b" || b.UpTo != acked || b.From != (store.Position{}) || b.Horizon != horizon {
 		t.Fatalf("a full chunk: %+v last=%v", b, last)
 	}
-	b, last = fullCopyChunk(7, 1, "b", docs("c"), 2, acked, target, horizon)
+	b, last = fullCopyChunk(7, 1, "b", docs("c"), false, acked, target, horizon)
 	if !last || b.KeyFrom != "b" || b.KeyTo != "" || b.UpTo != target {
 		t.Fatalf("the final chunk: %+v last=%v", b, last)
 	}
-	b, last = fullCopyChunk(7, 1, "c", nil, 2, acked, target, horizon)
+	b, last = fullCopyChunk(7, 1, "c", nil, false, acked, target, horizon)
 	if !last || b.KeyTo != "" || b.UpTo != target || len(b.Docs) != 0 {
 		t.Fatalf("an empty final chunk: %+v last=%v", b, last)
 	}
 }
 
 // pair is a master and a replica, each with a real store, linked by a
-// shipper whose link can be cut and whose full-copy chunks can be made to
-// fail.
+// shipper whose link can be cut, whose full-copy chunks can be made to
+// fail, and which refuses requests larger than a body cap, as the
+// replica's HTTP handler does.
 type pair struct {
 	master, replica *store.Writer
 	mstore, rstore  *store.Store
 	shipper         *Shipper
+	opts            pairOptions
 	mu              sync.Mutex
 	cut             bool
 	failFullChunk   int // fail the n-th full-copy chunk sent (1-based), once
 	fullChunks      int
 	fullCopies      int
+	sent            []sentRequest // every request that reached the wire
 }
 
-func newPair(t *testing.T) *pair {
+// pairOptions shape a pair; the zero value is one partition, chunks of 3
+// documents, no byte bound of the test's own and no body cap.
+type pairOptions struct {
+	partitions    int
+	maxBatchDocs  int
+	maxBatchBytes int
+	// bodyCap: the replica refuses a request whose JSON is larger (0: none).
+	bodyCap int
+	// lease is the master writer's lease (nil: always held at epoch 1).
+	lease func(partition int) (uint64, bool)
+	// storeURI: the master's store is this MongoDB (""; an embedded one).
+	storeURI string
+}
+
+// sentRequest is what one request carried on the wire.
+type sentRequest struct {
+	bytes, docs int
+	refused     bool // over the body cap
+}
+
+func newPair(t *testing.T) *pair { return newPairWith(t, pairOptions{}) }
+
+func newPairWith(t *testing.T, o pairOptions) *pair {
 	t.Helper()
+	if o.partitions == 0 {
+		o.partitions = 1
+	}
+	if o.maxBatchDocs == 0 {
+		o.maxBatchDocs = 3
+	}
 	ctx := context.Background()
-	open := func() *store.Store {
-		s, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
+	open := func(uri string) *store.Store {
+		s, err := store.Open(ctx, store.Options{URI: uri, Database: "shoal", DataDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close(ctx) })
 		return s
 	}
-	pr := &pair{mstore: open(), rstore: open()}
-	pr.replica = store.NewWriter(pr.rstore, 1, store.WriterOptions{CacheBytes: 1 << 20})
-	pr.shipper = New(Config{MaxBatchDocs: 3,
+	pr := &pair{mstore: open(o.storeURI), rstore: open(""), opts: o}
+	pr.replica = store.NewWriter(pr.rstore, o.partitions, store.WriterOptions{CacheBytes: 1 << 20})
+	pr.shipper = New(Config{MaxBatchDocs: o.maxBatchDocs, MaxBatchBytes: o.maxBatchBytes,
 		Replicas:   func(int) []string { return []string{"r"} },
 		Epoch:      func(int) (uint64, bool) { return 1, true },
 		EpochStart: func(int, uint64) store.Position { return store.Position{} },
@@ -76,7 +107,8 @@ func newPair(t *testing.T) *pair {
 		OnFullCopy: func(int) { pr.mu.Lock(); pr.fullCopies++; pr.mu.Unlock() },
 		Send:       pr.send,
 	})
-	pr.master = store.NewWriter(pr.mstore, 1, store.WriterOptions{CacheBytes: 1 << 20, OnCommitted: pr.shipper.Committed})
+	pr.master = store.NewWriter(pr.mstore, o.partitions, store.WriterOptions{CacheBytes: 1 << 20, OnCommitted: pr.shipper.Committed,
+		Lease: o.lease})
 	t.Cleanup(func() {
 		pr.shipper.Close()
 		pr.master.Close(ctx)
@@ -106,6 +138,16 @@ func (pr *pair) send(ctx context.Context, _ string, req Request) (Response, erro
 	if err != nil {
 		return Response{}, err
 	}
+	sent := sentRequest{bytes: len(data), refused: pr.opts.bodyCap > 0 && len(data) > pr.opts.bodyCap}
+	for _, b := range req.Batches {
+		sent.docs += len(b.Docs)
+	}
+	pr.mu.Lock()
+	pr.sent = append(pr.sent, sent)
+	pr.mu.Unlock()
+	if sent.refused {
+		return Response{}, fmt.Errorf("400 Bad Request: the request body (%d bytes) is over the cap", len(data))
+	}
 	decoded, err := DecodeRequest(bytes.NewReader(data))
 	if err != nil {
 		return Response{}, err
@@ -121,32 +163,48 @@ func (pr *pair) setCut(cut bool) {
 
 func (pr *pair) write(t *testing.T, id string, del bool) {
 	t.Helper()
-	res := pr.master.Do(context.Background(), store.Op{Partition: 0, User: "u", Coll: "c", ID: id,
-		Mutate: func(*store.Doc) (store.Next, error) {
-			return store.Next{Body: map[string]any{"id": id}, Delete: del, Size: 16}, nil
-		}})
-	if res.Err != nil {
+	if res := pr.put(0, id, map[string]any{"id": id}, del); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 }
 
+// put writes (or deletes) one document of partition p.
+func (pr *pair) put(p int, id string, body map[string]any, del bool) store.Result {
+	return pr.master.Do(context.Background(), store.Op{Partition: p, User: "u", Coll: "c", ID: id,
+		Mutate: func(*store.Doc) (store.Next, error) {
+			return store.Next{Body: body, Delete: del, Size: 16}, nil
+		}})
+}
+
 // waitReplicated waits until the replica has acknowledged the master's
-// last position.
+// last position of partition 0.
 func (pr *pair) waitReplicated(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	pr.waitPartition(t, 0, 30*time.Second)
+}
+
+// waitPartition waits until the replica has acknowledged the master's
+// last position of partition p.
+func (pr *pair) waitPartition(t *testing.T, p int, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	pr.shipper.Ensure(1)
-	want := pr.master.Position(0)
-	if _, err := pr.shipper.WaitReplicated(ctx, 0, want, func() []string { return []string{"r"} }, 1); err != nil {
-		got, _ := pr.shipper.Acked("r", 0)
-		t.Fatalf("the replica did not reach %v (at %v): %v", want, got, err)
+	pr.shipper.Ensure(pr.opts.partitions)
+	want := pr.master.Position(p)
+	if _, err := pr.shipper.WaitReplicated(ctx, p, want, func() []string { return []string{"r"} }, 1); err != nil {
+		got, _ := pr.shipper.Acked("r", p)
+		t.Fatalf("the replica did not reach %v of partition %d (at %v): %v", want, p, got, err)
 	}
 }
 
 func contents(t *testing.T, s *store.Store) []string {
 	t.Helper()
-	docs, err := s.ScanKeys(context.Background(), 0, "", 0)
+	return partitionContents(t, s, 0)
+}
+
+func partitionContents(t *testing.T, s *store.Store, p int) []string {
+	t.Helper()
+	docs, err := s.ScanKeys(context.Background(), p, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,9 +195,15 @@ type Config struct {
 	// MaxQueued bounds the changes queued per replica and partition; past
 	// it the queue is dropped and the replica caught up from the store.
 	MaxQueued int
-	// MaxBatchDocs bounds the documents of one request.
+	// MaxBatchDocs bounds the documents of one request: a live batch, a
+	// chunk of a catch-up or of a full copy, a restore (default
+	// DefaultMaxBatchDocs).
 	MaxBatchDocs int
-	Logger       *slog.Logger
+	// MaxBatchBytes bounds the encoded bytes of one request, as estimated
+	// before encoding (default DefaultMaxBatchBytes); it must stay well
+	// under the replica's body cap. A document larger than it goes alone.
+	MaxBatchBytes int
+	Logger        *slog.Logger
 }
 
 // progress is what the master knows of one replica's copy of one partition.
@@ -205,7 +211,7 @@ type progress struct {
 	acked   store.Position // the replica holds the history up to here
 	known   bool           // acked has been learned from the replica
 	catchUp bool           // the queue cannot bring it up to date
-	queue   []store.Batch
+	queue   []queuedRun
 	queued  int // documents in queue
 	// behindSince is when the oldest change the replica has not
 	// acknowledged was committed (zero when it is up to date).
@@ -215,6 +221,21 @@ type progress struct {
 	copying        bool
 	copied, toCopy int64
 	forceFull      bool // the replica asked for a full copy
+	// scanLimit is how many documents the next scan of a catch-up or full
+	// copy asks for (0: the partition's sizes are not known yet).
+	scanLimit int
+	// failures counts the catch-ups of this partition that failed in a
+	// row; until restUntil it is not picked for another, so that the
+	// replica's other partitions proceed meanwhile.
+	failures  int
+	restUntil time.Time
+}
+
+// queuedRun is a committed run waiting for a replica, with the encoded
+// size of each of its documents (bounded once, for every replica).
+type queuedRun struct {
+	store.Batch
+	sizes []int
 }
 
 // Shipper replicates every partition this node masters: one sender
@@ -238,6 +259,10 @@ type dest struct {
 	id    string
 	wake  chan struct{}
 	parts map[int]*progress
+	// Where the next request starts taking live runs, and where the next
+	// catch-up is looked for, in the ring of partitions (read and written
+	// by the sender only).
+	liveFrom, catchUpFrom int
 }
 
 // New creates a shipper.
@@ -246,7 +271,10 @@ func New(cfg Config) *Shipper {
 		cfg.MaxQueued = 10000
 	}
 	if cfg.MaxBatchDocs <= 0 {
-		cfg.MaxBatchDocs = 500
+		cfg.MaxBatchDocs = DefaultMaxBatchDocs
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -289,6 +317,10 @@ func (d *dest) poke() {
 // its replicas. It never blocks.
 func (s *Shipper) Committed(b store.Batch) {
 	replicas := s.cfg.Replicas(b.Partition)
+	var run queuedRun
+	if len(replicas) > 0 {
+		run = queuedRun{Batch: b, sizes: wireSizes(b.Docs)} // outside the lock
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b.UpTo.Compare(s.committed[b.Partition]) > 0 {
@@ -309,7 +341,7 @@ func (s *Shipper) Committed(b store.Batch) {
 				// Overflow: the store has it all; catch up from there.
 				pr.queue, pr.queued, pr.catchUp = nil, 0, true
 			} else {
-				pr.queue = append(pr.queue, b)
+				pr.queue = append(pr.queue, run)
 				pr.queued += len(b.Docs)
 			}
 		}
@@ -473,7 +505,7 @@ func (s *Shipper) run(d *dest) {
 	}
 }
 
-// round sends the queued changes of every partition to the replica in one
+// round sends the queued changes of the partitions to the replica in one
 // request, then catches up one partition that needs it (a catch-up sends
 // the live changes of the other partitions between its chunks, so neither
 // starves the other). It reports whether it sent anything.
@@ -485,6 +517,7 @@ func (s *Shipper) round(d *dest) (bool, error) {
 		}
 	}
 	if catchUp >= 0 {
+		d.catchUpFrom = catchUp + 1 // the next catch-up is looked for after this one
 		return true, s.catchUp(d, catchUp)
 	}
 	return len(req.Batches) > 0, nil
@@ -499,25 +532,32 @@ func (s *Shipper) flushLive(d *dest) error {
 	return nil
 }
 
-// live takes the queued changes of every partition the replica can take
-// as they are, and names the first partition that needs a catch-up (-1:
-// none).
+// live takes the queued changes of the partitions the replica can take as
+// they are, as many as one request's bounds allow, and names a partition
+// that needs a catch-up (-1: none). Both go round the partitions as a
+// ring, each from where the previous one stopped, so that neither a
+// partition with a long queue nor one whose catch-up keeps failing holds
+// up the others.
 func (s *Shipper) live(d *dest) (Request, int) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	var req Request
-	var catchUp = -1
-	docs := 0
+	rm := newRoom(s.cfg.MaxBatchDocs, s.cfg.MaxBatchBytes)
 	parts := make([]int, 0, len(d.parts))
 	for p := range d.parts {
 		parts = append(parts, p)
 	}
 	slices.Sort(parts)
-	for _, p := range parts {
+	ring := fromRing(parts, d.liveFrom)
+	now := time.Now()
+	var catchUp []int
+	cut := -1 // the first partition (index in ring) left with runs that did not fit
+	for i, p := range ring {
 		pr := d.parts[p]
 		if pr.copying {
 			continue // its catch-up is streaming; what queues meanwhile follows it
 		}
-		epoch, master := s.cfg.Epoch(p)
+		_, master := s.cfg.Epoch(p)
 		if !master {
 			// No longer master (a handoff, or the lease ran out): what was
 			// committed while it was still goes out, the tail of its tenure,
@@ -532,11 +572,12 @@ func (s *Shipper) live(d *dest) (Request, int) {
 		}
 		if master && pr.known && !pr.catchUp {
 			// The queue can bring the replica up to date only if it starts
-			// where the replica is.
-			last, ok := s.committed[p]
-			if !ok || last.Epoch != epoch {
-				last = s.cfg.Last(p) // nothing committed in this tenure yet
-			}
+			// where the replica is and reaches the master's history: a
+			// commit that failed, or whose lease ran out, stored changes
+			// (and used positions) that were never queued, and the writer
+			// publishes a commit's position only after queuing it, so a
+			// position beyond the last queued one means exactly that.
+			last := maxPosition(s.committed[p], s.cfg.Last(p))
 			if len(pr.queue) == 0 && pr.acked.Compare(last) < 0 {
 				pr.catchUp = true
 			} else if len(pr.queue) > 0 && pr.queue[0].From.Compare(pr.acked) > 0 {
@@ -544,57 +585,133 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			}
 		}
 		if !pr.known || pr.catchUp {
-			if catchUp < 0 {
-				catchUp = p
+			if !now.Before(pr.restUntil) {
+				catchUp = append(catchUp, p)
 			}
 			continue
 		}
-		var run *store.Batch // the queued runs of p, merged while they follow on
-		for len(pr.queue) > 0 && docs < s.cfg.MaxBatchDocs {
-			b := pr.queue[0]
-			pr.queue = pr.queue[1:]
-			pr.queued -= len(b.Docs)
-			if b.UpTo.Compare(pr.acked) <= 0 {
-				continue // already held
-			}
-			docs += len(b.Docs)
-			if run != nil && run.Epoch == b.Epoch && run.UpTo == b.From {
-				*run = mergeRuns(*run, b)
-				continue
-			}
-			if run != nil {
-				req.Batches = append(req.Batches, ToWire(*run))
-			}
-			b.EpochStart = s.cfg.EpochStart(p, b.Epoch) // b.Epoch: the epoch it was committed at
-			run = &b
+		if len(pr.queue) == 0 {
+			continue
 		}
-		if run != nil {
-			req.Batches = append(req.Batches, ToWire(*run))
+		if rm.full() {
+			if cut < 0 {
+				cut = i
+			}
+			continue
+		}
+		batches, all := s.takeRuns(pr, p, &rm)
+		req.Batches = append(req.Batches, batches...)
+		if !all && cut < 0 {
+			cut = i
 		}
 	}
-	s.mu.Unlock()
-	return req, catchUp
+	if cut >= 0 {
+		// The next request starts with the partition left waiting, or, if
+		// it had this whole request, with the one after it.
+		d.liveFrom = ring[cut]
+		if cut == 0 && len(ring) > 1 {
+			d.liveFrom = ring[1]
+		}
+	}
+	if len(catchUp) == 0 {
+		return req, -1
+	}
+	slices.Sort(catchUp)
+	return req, fromRing(catchUp, d.catchUpFrom)[0]
+}
+
+// fromRing returns the sorted partitions as a ring starting at the first
+// one not below start.
+func fromRing(sorted []int, start int) []int {
+	i, _ := slices.BinarySearch(sorted, start)
+	return append(slices.Clip(sorted[i:]), sorted[:i]...)
+}
+
+// takeRuns takes the queued runs of partition p that fit in rm, merged
+// while they follow on. A run that does not fit whole gives the documents
+// that do, in position order, as a batch that leaves the replica's
+// position where the run starts (only the run's last documents move it,
+// as in a catch-up); the rest stays queued. all says whether the queue
+// was emptied.
+func (s *Shipper) takeRuns(pr *progress, p int, rm *room) (out []WireBatch, all bool) {
+	var cur *queuedRun
+	for len(pr.queue) > 0 {
+		q := pr.queue[0]
+		if q.UpTo.Compare(pr.acked) <= 0 {
+			pr.queue = pr.queue[1:] // already held
+			pr.queued -= len(q.Docs)
+			continue
+		}
+		follows := cur != nil && cur.Epoch == q.Epoch && cur.UpTo == q.From
+		header := 0
+		if !follows {
+			header = wireBatchBase
+		}
+		n := rm.take(header, q.sizes)
+		if n == 0 && len(q.Docs) > 0 {
+			break
+		}
+		piece := q
+		if n < len(q.Docs) {
+			piece.Docs, piece.sizes, piece.UpTo = q.Docs[:n], q.sizes[:n], q.From
+			pr.queue[0].Docs, pr.queue[0].sizes = q.Docs[n:], q.sizes[n:]
+		} else {
+			pr.queue = pr.queue[1:]
+		}
+		pr.queued -= n
+		if follows {
+			*cur = mergeRuns(*cur, piece)
+		} else {
+			if cur != nil {
+				out = append(out, ToWire(cur.Batch))
+			}
+			piece.EpochStart = s.cfg.EpochStart(p, piece.Epoch) // the epoch it was committed at
+			cur = &piece
+		}
+		if n < len(q.Docs) {
+			break
+		}
+	}
+	if cur != nil {
+		out = append(out, ToWire(cur.Batch))
+	}
+	return out, len(pr.queue) == 0
 }
 
 // mergeRuns joins two runs of a partition's history that follow on (a.UpTo
 // is b.From, same epoch) into one: the latest state of every document
 // changed in (a.From, b.UpTo], in position order. The replica then applies
 // one run, in one commit, instead of one per group commit of the master.
-func mergeRuns(a, b store.Batch) store.Batch {
-	latest := make(map[string]*store.Doc, len(a.Docs)+len(b.Docs))
-	for _, d := range a.Docs {
-		latest[d.Key] = d
+func mergeRuns(a, b queuedRun) queuedRun {
+	type sized struct {
+		doc  *store.Doc
+		size int
 	}
-	for _, d := range b.Docs {
-		latest[d.Key] = d
+	latest := make(map[string]sized, len(a.Docs)+len(b.Docs))
+	for i, d := range a.Docs {
+		latest[d.Key] = sized{d, a.sizes[i]}
 	}
-	docs := make([]*store.Doc, 0, len(latest))
-	for _, d := range latest {
-		docs = append(docs, d)
+	for i, d := range b.Docs {
+		latest[d.Key] = sized{d, b.sizes[i]}
 	}
-	slices.SortFunc(docs, func(x, y *store.Doc) int { return x.Pos.Compare(y.Pos) })
-	a.UpTo, a.Docs = b.UpTo, docs
+	all := make([]sized, 0, len(latest))
+	for _, e := range latest {
+		all = append(all, e)
+	}
+	slices.SortFunc(all, func(x, y sized) int { return x.doc.Pos.Compare(y.doc.Pos) })
+	a.Docs, a.sizes = make([]*store.Doc, len(all)), make([]int, len(all))
+	for i, e := range all {
+		a.Docs[i], a.sizes[i] = e.doc, e.size
+	}
+	a.UpTo = b.UpTo
 	return a
+}
+
+func maxPosition(a, b store.Position) store.Position {
+	if a.Compare(b) >= 0 {
+		return a
+	}
+	return b
 }
 
 // send delivers a request and records what the replica answered.
@@ -663,8 +780,9 @@ func (s *Shipper) send(d *dest, req Request) error {
 	return nil
 }
 
-// restoreChunk bounds the documents of one restore request: the embedded
-// store replaces documents one at a time, each a scan of the partition.
+// restoreChunk bounds the documents of one restore request (and
+// MaxBatchBytes their bytes): the embedded store replaces documents one at
+// a time, each a scan of the partition.
 const restoreChunk = 50
 
 // restore sends a replica that rolled back changes this master's states of
@@ -677,26 +795,44 @@ func (s *Shipper) restore(d *dest, p int, keys []string) error {
 	}
 	start := s.cfg.EpochStart(p, epoch)
 	s.log.Info("restoring a replica's rolled back documents", "replica", d.id, "partition", p, "documents", len(keys))
-	for len(keys) > 0 {
-		chunk := keys[:min(len(keys), restoreChunk)]
-		keys = keys[len(chunk):]
-		b := store.Batch{Partition: p, Epoch: epoch, EpochStart: start, From: start, UpTo: start, Restore: true}
-		for _, k := range chunk {
-			doc, err := s.cfg.Get(s.ctx, p, k)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				b.Absent = append(b.Absent, k)
-			case err != nil:
-				return err
-			default:
-				b.Docs = append(b.Docs, doc)
-			}
+	var b store.Batch
+	var rm room
+	next := func() {
+		b = store.Batch{Partition: p, Epoch: epoch, EpochStart: start, From: start, UpTo: start, Restore: true}
+		rm = newRoom(min(restoreChunk, s.cfg.MaxBatchDocs), s.cfg.MaxBatchBytes-wireBatchBase)
+	}
+	flush := func() error {
+		if len(b.Docs) == 0 && len(b.Absent) == 0 {
+			return nil
 		}
-		if err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}}); err != nil {
+		err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}})
+		next()
+		return err
+	}
+	next()
+	for _, k := range keys {
+		doc, err := s.cfg.Get(s.ctx, p, k)
+		absent := errors.Is(err, store.ErrNotFound)
+		if err != nil && !absent {
 			return err
 		}
+		size := quotedSize(k) + 1
+		if !absent {
+			size = docWireSize(doc)
+		}
+		if rm.take(0, []int{size}) == 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+			rm.take(0, []int{size})
+		}
+		if absent {
+			b.Absent = append(b.Absent, k)
+		} else {
+			b.Docs = append(b.Docs, doc)
+		}
 	}
-	return nil
+	return flush()
 }
 
 // catchUp streams a partition's documents after the replica's acknowledged
@@ -715,7 +851,11 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	if !known {
 		// Probe: an empty batch from the zero position learns where the
 		// replica is (it answers "gap" with its applied position, or ok).
-		return s.send(d, Request{Batches: []WireBatch{{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p, epoch)}}})
+		if err := s.send(d, Request{Batches: []WireBatch{{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p, epoch)}}}); err != nil {
+			s.catchUpFailed(pr)
+			return err
+		}
+		return nil
 	}
 	target := s.cfg.Last(p)
 	s.mu.Lock()
@@ -744,18 +884,22 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	}
 	from := acked
 	for {
-		docs, err := s.cfg.Scan(s.ctx, p, from, s.cfg.MaxBatchDocs)
+		limit := s.scanLimit(pr)
+		docs, err := s.cfg.Scan(s.ctx, p, from, limit)
 		if err != nil {
-			s.retryCatchUp(pr)
+			s.scanFailed(pr, limit)
 			return err
 		}
-		var chunk []*store.Doc
-		for _, doc := range docs {
-			if doc.Pos.Compare(target) <= 0 {
-				chunk = append(chunk, doc)
-			}
+		sizes := s.scanned(pr, limit, docs)
+		end := len(docs) < limit
+		if n := throughTarget(docs, target); n < len(docs) {
+			docs, sizes, end = docs[:n], sizes[:n], true // the rest is after the target: live runs bring it
 		}
-		last := len(chunk) < s.cfg.MaxBatchDocs
+		rm := newRoom(s.cfg.MaxBatchDocs, s.cfg.MaxBatchBytes-wireBatchBase)
+		if n := rm.take(0, sizes); n < len(docs) {
+			docs, end = docs[:n], false
+		}
+		last := end
 		upTo := acked
 		if last {
 			upTo = target
@@ -766,19 +910,83 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 				return nil
 			}
 		}
-		b := store.Batch{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p, epoch), From: acked, UpTo: upTo, Docs: chunk}
+		b := store.Batch{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p, epoch), From: acked, UpTo: upTo, Docs: docs}
 		if ok, err := s.sendChunk(d, pr, b); !ok {
 			return err
 		}
 		if last {
 			s.log.Debug("replica caught up", "replica", d.id, "partition", p, "at", target)
+			s.caughtUp(pr)
 			return nil
 		}
 		if err := s.flushLive(d); err != nil {
 			return err
 		}
-		from = chunk[len(chunk)-1].Pos
+		from = docs[len(docs)-1].Pos
 	}
+}
+
+// throughTarget counts the documents, in position order, up to target.
+func throughTarget(docs []*store.Doc, target store.Position) int {
+	n := 0
+	for n < len(docs) && docs[n].Pos.Compare(target) <= 0 {
+		n++
+	}
+	return n
+}
+
+// scanLimit is how many documents the next scan of pr's partition asks for.
+func (s *Shipper) scanLimit(pr *progress) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pr.scanLimit <= 0 {
+		return min(firstScan, s.cfg.MaxBatchDocs)
+	}
+	return min(pr.scanLimit, s.cfg.MaxBatchDocs)
+}
+
+// scanned learns from a scan that asked for limit documents what the next
+// one asks for, and returns the sizes of the documents read.
+func (s *Shipper) scanned(pr *progress, limit int, docs []*store.Doc) []int {
+	sizes := scanSizes(docs)
+	s.mu.Lock()
+	pr.scanLimit = nextScanLimit(limit, sizes, s.cfg.MaxBatchDocs, s.cfg.MaxBatchBytes)
+	s.mu.Unlock()
+	return sizes
+}
+
+// scanFailed has the next scan ask for half as many documents (the store,
+// or its driver, may refuse an answer that large) after a rest.
+func (s *Shipper) scanFailed(pr *progress, limit int) {
+	s.mu.Lock()
+	pr.scanLimit = max(1, limit/2)
+	s.mu.Unlock()
+	s.catchUpFailed(pr)
+}
+
+// catchUpFailed has a later round catch the partition up again, once it
+// has rested (longer after each failure in a row), so that the replica's
+// other partitions are caught up meanwhile.
+func (s *Shipper) catchUpFailed(pr *progress) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr.catchUp = true
+	pr.failures++
+	pr.restUntil = time.Now().Add(restAfter(pr.failures))
+}
+
+// caughtUp ends a partition's failures in a row.
+func (s *Shipper) caughtUp(pr *progress) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr.failures, pr.restUntil = 0, time.Time{}
+}
+
+// restAfter is how long a partition whose catch-up failed failures times
+// in a row waits before the next: 100 ms, doubling, at most 2 s (as long
+// as the sender backs off when its replica does not answer at all).
+func restAfter(failures int) time.Duration {
+	return min(100*time.Millisecond<<min(max(failures-1, 0), 5), 2*time.Second)
 }
 
 // behindHorizon says whether a replica acknowledged at acked must get a
@@ -803,6 +1011,7 @@ func (s *Shipper) retryCatchUp(pr *progress) {
 // it failed or the replica refused it (the next round starts over).
 func (s *Shipper) sendChunk(d *dest, pr *progress, b store.Batch) (ok bool, err error) {
 	if err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}}); err != nil {
+		s.catchUpFailed(pr)
 		return false, err
 	}
 	var bytes int64
@@ -830,13 +1039,24 @@ func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, ta
 	}
 	after := ""
 	for {
-		docs, err := s.cfg.ScanKeys(s.ctx, p, after, s.cfg.MaxBatchDocs)
+		limit := s.scanLimit(pr)
+		docs, err := s.cfg.ScanKeys(s.ctx, p, after, limit)
 		if err != nil {
-			s.retryCatchUp(pr)
+			s.scanFailed(pr, limit)
 			return err
 		}
+		sizes := s.scanned(pr, limit, docs)
+		more := len(docs) == limit
+		keyTo := 0 // the header names the chunk's last key
+		for _, doc := range docs {
+			keyTo = max(keyTo, quotedSize(doc.Key))
+		}
+		rm := newRoom(s.cfg.MaxBatchDocs, s.cfg.MaxBatchBytes-wireBatchBase-quotedSize(after)-keyTo)
+		if n := rm.take(0, sizes); n < len(docs) {
+			docs, more = docs[:n], true
+		}
 		// Read after the scan: it covers every tombstone the scan missed.
-		b, last := fullCopyChunk(p, epoch, after, docs, s.cfg.MaxBatchDocs, acked, target, s.horizon(p))
+		b, last := fullCopyChunk(p, epoch, after, docs, more, acked, target, s.horizon(p))
 		b.EpochStart = s.cfg.EpochStart(p, epoch)
 		if ok, err := s.sendChunk(d, pr, b); !ok {
 			return err
@@ -846,6 +1066,7 @@ func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, ta
 			s.mu.Lock()
 			pr.forceFull = false
 			s.mu.Unlock()
+			s.caughtUp(pr)
 			return nil
 		}
 		if err := s.flushLive(d); err != nil {
@@ -856,12 +1077,12 @@ func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, ta
 }
 
 // fullCopyChunk builds the chunk of a full copy that follows the key after,
-// from the documents scanned after it (at most limit, in key order): it
-// covers up to the last of them, or, when they are fewer than limit, to
-// the end; only that final chunk carries the target position.
-func fullCopyChunk(p int, epoch uint64, after string, docs []*store.Doc, limit int, acked, target, horizon store.Position) (store.Batch, bool) {
+// from the documents scanned after it, in key order: while more may follow
+// them it covers up to the last of them; otherwise it covers to the end
+// and, being the final chunk, carries the target position.
+func fullCopyChunk(p int, epoch uint64, after string, docs []*store.Doc, more bool, acked, target, horizon store.Position) (store.Batch, bool) {
 	b := store.Batch{Partition: p, Epoch: epoch, UpTo: acked, Docs: docs, Full: true, KeyFrom: after, Horizon: horizon}
-	if len(docs) < limit {
+	if !more {
 		b.UpTo = target
 		return b, true
 	}

@@ -78,7 +78,11 @@ type WriterOptions struct {
 	// OnCommitted, if set, is handed every acknowledged commit as a run of
 	// the partition's history for replication: the latest state of each
 	// document changed in (from, upTo], in position order. It must not
-	// block (it runs on the partition's writer).
+	// block (it runs on the partition's writer). It is called before
+	// Position reports upTo, so a Position beyond the newest upTo it was
+	// handed means the history moved without a run: a commit that failed
+	// (part of it may be stored) or whose lease ran out (stored, not
+	// acknowledged). Replication catches those up from the store.
 	OnCommitted func(b Batch)
 	// ObserveBatch, if set, is told the size and duration of every commit.
 	ObserveBatch func(changes int, d time.Duration)
@@ -579,15 +583,19 @@ func (w *Writer) process(p *partition, batch []*request) {
 		p.mu.Unlock()
 		return
 	}
-	p.mu.Lock()
-	p.last = pos
-	p.mu.Unlock()
 	if w.opts.Lease != nil {
 		if e, ok := w.opts.Lease(p.id); !ok || e != epoch {
 			w.log.Error("lease ran out during a commit", "partition", p.id, "epoch", epoch, "changes", len(changed))
 			for _, a := range changed {
 				a.r.results[a.i] = Result{Err: ErrLeaseLost}
 			}
+			// Stored, so in the partition's history, but not acknowledged
+			// nor handed to OnCommitted: the position moves past it all
+			// the same, and replication, which sees the partition beyond
+			// the runs it was handed, catches replicas up from the store.
+			p.mu.Lock()
+			p.last = pos
+			p.mu.Unlock()
 			return
 		}
 	}
@@ -601,6 +609,13 @@ func (w *Writer) process(p *partition, batch []*request) {
 		}
 		w.opts.OnCommitted(Batch{Partition: p.id, Epoch: epoch, From: from, UpTo: pos, Docs: docs})
 	}
+	// Published only once the run is handed on: Position beyond the last
+	// run handed to OnCommitted then always means changes stored without
+	// one (a failed commit, a lease lost during it), never a run on its
+	// way.
+	p.mu.Lock()
+	p.last = pos
+	p.mu.Unlock()
 	if w.opts.ObserveBatch != nil {
 		w.opts.ObserveBatch(len(changed), time.Since(start))
 	}

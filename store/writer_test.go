@@ -318,3 +318,36 @@ func TestSyncNormalStoreKeepsItsCommits(t *testing.T) {
 		t.Fatalf("after a reopen: %+v %v", d, err)
 	}
 }
+
+// Replication relies on the order of a commit's announcements: the run is
+// handed to OnCommitted before Position reports it, so a Position beyond
+// the newest run handed on means changes stored without one (a failed
+// commit, a lease lost during it), never a run still on its way. A commit
+// whose lease ran out moves the position without a run.
+func TestARunIsHandedOnBeforeThePositionMoves(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	var checks atomic.Int64
+	var w *Writer
+	var handed []Batch
+	var seen []Position // Position as each run was handed on
+	w = NewWriter(s, 1, WriterOptions{
+		Lease: func(int) (uint64, bool) { return 1, checks.Add(1) != 4 }, // the check after the second commit fails
+		OnCommitted: func(b Batch) {
+			handed = append(handed, b)
+			seen = append(seen, w.Position(b.Partition))
+		}})
+	defer w.Close(ctx)
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "a", Mutate: put(map[string]any{"n": int64(1)})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if len(handed) != 1 || seen[0] != handed[0].From || w.Position(0) != handed[0].UpTo {
+		t.Fatalf("handed %+v while the position was %v; now %v", handed, seen, w.Position(0))
+	}
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "b", Mutate: put(map[string]any{"n": int64(2)})}); !errors.Is(r.Err, ErrLeaseLost) {
+		t.Fatalf("the commit whose lease ran out answered %v", r.Err)
+	}
+	if len(handed) != 1 || w.Position(0) != (Position{Epoch: 1, Seq: 2}) {
+		t.Fatalf("after a lost lease: %d runs handed on, position %v (want one, and 1.2)", len(handed), w.Position(0))
+	}
+}
