@@ -2,11 +2,14 @@ package testcluster_test
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/shoal-db/shoal/internal/testcluster"
 	"github.com/shoal-db/shoal/internal/testnode"
+	"github.com/shoal-db/shoal/shard"
 )
 
 // A full-cluster restart after a failover loses no majority write (issue
@@ -60,4 +63,82 @@ func TestAFullRestartAfterAFailoverLosesNoMajorityWrite(t *testing.T) {
 		}
 	}
 	t.Logf("stand-in %s acknowledged %d majority writes; after the restart %s masters the partition; %d lost", standIn, len(acked), master, lost)
+}
+
+// A replica chosen to replace a regular copy (here: the one on a node taken
+// out of the peer list) does not count as a copy while it is still being
+// copied (issue 11, case 2): when the master is lost in the middle of that
+// copy, the replaced copy, which holds every majority write, takes over,
+// not the half-filled newcomer. Before, the newcomer took the counted slot
+// at once and, with RF 2 the promotion quorum being the candidate alone,
+// promoted itself and lost the writes it had not been copied yet.
+func TestAReplacementStillCopyingIsNotPromoted(t *testing.T) {
+	c := testcluster.Start(t, 4, testcluster.Voters(3))
+	token := testnode.AdminToken(t)
+	var user string
+	var p int
+	for i := 0; i < 10000 && user == ""; i++ {
+		u := fmt.Sprintf("user%d", i)
+		q := shard.PartitionOf(u, testcluster.Partitions)
+		if pl := c.Node("node1").Placement(q); pl.Master == "node1" && slices.Equal(pl.Responsible, []string{"node1", "node4"}) {
+			user, p = u, q
+		}
+	}
+	if user == "" {
+		t.Skip("no partition mastered by node1 with node4 as its replica")
+	}
+	// Enough documents that the new replica's copy takes many chunks.
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := c.Node("node1").Client(token)
+			for i := w; i < 2400; i += 8 {
+				if r := cl.Do("POST", "/v1/users/"+user+"/collections/fill/documents", `{"pad":"0123456789012345678901234567890123456789"}`); r.Status != 201 {
+					t.Errorf("filling: %d %s", r.Status, r.Body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	base := "/v1/users/" + user + "/collections/c/documents/"
+	var acked []string
+	for i := range 20 {
+		id := fmt.Sprintf("m%d", i)
+		if r := c.Node("node1").Client(token).Do("PUT", base+id, `{"n":1}`, "X-Write-Concern", "majority"); r.Status == 201 {
+			acked = append(acked, id)
+		}
+	}
+	if len(acked) < 20 {
+		t.Fatalf("only %d of 20 majority writes acknowledged", len(acked))
+	}
+	c.RemoveFromPeers("node4")
+	var newcomer string
+	testnode.Eventually(t, 30*time.Second, "the replacement replica being copied", func() (bool, string) {
+		for _, l := range c.Node("node1").Lags() {
+			if l.Partition == p && l.Replica != "node4" && l.Copying && l.Copied > 0 && l.Copied < l.ToCopy {
+				newcomer = l.Replica
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(c.Node("node1").Placement(p).Responsible)
+	})
+	responsible := c.Node("node1").Placement(p).Responsible
+	c.Node("node1").Stop()
+	var master string
+	testnode.Eventually(t, 30*time.Second, "a new master", func() (bool, string) {
+		master = c.MasterOf(p)
+		return master != "", "none yet"
+	})
+	lost := 0
+	for _, id := range acked {
+		if r := c.Node(master).Client(token).Do("GET", base+id, nil, "X-Read-Preference", "local"); r.Status != 200 {
+			lost++
+			t.Errorf("majority write %s reads %d on %s, the master after node1", id, r.Status, master)
+		}
+	}
+	t.Logf("node1 stopped while %s was being copied (responsible %v); %s took over; %d of %d majority writes lost",
+		newcomer, responsible, master, lost, len(acked))
 }
