@@ -56,3 +56,28 @@ func MayCampaign(self string, positions map[string]Position, rf int) (bool, stri
 	}
 	return false, fmt.Sprintf("%s is ahead at %s, %s is at %s", best, positions[best], self, own)
 }
+
+// ConfirmTenure decides whether a node that won a partition's lease by the
+// promotion rule may take writes. The positions it campaigned on were
+// heard before it won, and the old master may have acknowledged majority
+// writes through another copy after one of those answers: only positions
+// heard since the win count here (the old master stopped writing before
+// the new lease could be granted). The tenure is confirmed once rf - rf/2
+// copies (this node included) have answered since the win and none is
+// ahead of it; a copy ahead makes it step down, so that the most current
+// copy campaigns. Otherwise it waits for more answers.
+func ConfirmTenure(self string, positions map[string]Position, rf int) (confirmed, stepDown bool, why string) {
+	own, ok := positions[self]
+	if !ok {
+		return false, false, "own position unknown"
+	}
+	for id, pos := range positions {
+		if id != self && pos.Compare(own) > 0 {
+			return false, true, fmt.Sprintf("%s is ahead at %s, this node is at %s", id, pos, own)
+		}
+	}
+	if need := rf - rf/2; len(positions) < need {
+		return false, false, fmt.Sprintf("heard from %d copies since winning, need %d", len(positions), need)
+	}
+	return true, false, ""
+}

@@ -71,3 +71,31 @@ func TestMayCampaignOneWinner(t *testing.T) {
 		t.Fatalf("winners %v, want [n2]", winners)
 	}
 }
+
+// Only answers heard since a promotion's win confirm it; a copy found ahead
+// makes the winner step down (issue 11, case 10: with RF 3 an answer from
+// before the old master's last majority writes would otherwise let a stale
+// copy keep the partition).
+func TestConfirmTenure(t *testing.T) {
+	p := func(e, s uint64) Position { return Position{Epoch: e, Seq: s} }
+	cases := []struct {
+		name              string
+		positions         map[string]Position
+		rf                int
+		confirmed, stepDn bool
+	}{
+		{"RF 2: itself suffices", map[string]Position{"c": p(2, 9)}, 2, true, false},
+		{"RF 3: waits for another answer", map[string]Position{"c": p(2, 9)}, 3, false, false},
+		{"RF 3: another copy as current", map[string]Position{"c": p(2, 9), "r": p(2, 9)}, 3, true, false},
+		{"RF 3: another copy behind", map[string]Position{"c": p(2, 9), "r": p(2, 4)}, 3, true, false},
+		{"a copy ahead: step down", map[string]Position{"c": p(2, 9), "r": p(2, 11)}, 3, false, true},
+		{"a copy ahead at a later epoch", map[string]Position{"c": p(2, 9), "r": p(3, 1)}, 2, false, true},
+		{"own position unknown", map[string]Position{"r": p(2, 1)}, 2, false, false},
+	}
+	for _, c := range cases {
+		confirmed, stepDown, why := ConfirmTenure("c", c.positions, c.rf)
+		if confirmed != c.confirmed || stepDown != c.stepDn {
+			t.Errorf("%s: confirmed %v step down %v (%s), want %v %v", c.name, confirmed, stepDown, why, c.confirmed, c.stepDn)
+		}
+	}
+}

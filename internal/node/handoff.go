@@ -103,7 +103,7 @@ func (h *handoffs) due() map[int]string {
 	states := n.cluster.States()
 	out := map[int]string{}
 	for p := 0; p < n.cfg.PartitionCount; p++ {
-		if _, ok := n.leases.Holds(p); !ok {
+		if _, ok := n.writable(p); !ok {
 			continue
 		}
 		owner := ring.Owner(p)

@@ -138,12 +138,12 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 			metrics.ObserveCopied(place.Ring().Owner(p) == replica, docs, bytes)
 		},
 		Last:       func(p int) store.Position { return n.writer.Position(p) },
-		Epoch:      n.leases.Holds,
+		Epoch:      n.writable,
 		EpochStart: func(p int, epoch uint64) store.Position { return n.writer.EpochStart(p, epoch) },
 		Get:        func(ctx context.Context, p int, key string) (*store.Doc, error) { return n.writer.Get(ctx, p, key) }})
 	metrics.Registry.MustRegister(api.NewReplicationCollector(n.shipper.Lags))
 	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes, OnCommitted: n.shipper.Committed,
-		ObserveBatch: metrics.ObserveCommit, Logger: log, Lease: n.leases.Holds, OnCommit: opts.OnCommit,
+		ObserveBatch: metrics.ObserveCommit, Logger: log, Lease: n.writable, OnCommit: opts.OnCommit,
 		OnStaleEpoch: n.leases.Fence})
 	if err := n.writer.LoadAll(ctx); err != nil {
 		cl.Close()
@@ -347,6 +347,17 @@ func wantsPartition(in wantInput) bool {
 	return shard.FirstAvailable(shard.TakeoverOrder(in.a.Responsible, in.succession), in.self, in.up)
 }
 
+// writable reports whether this node may change partition p now, and at
+// which epoch: it holds the lease, and a tenure won by the promotion rule
+// has been confirmed (until then it neither writes nor ships).
+func (n *Node) writable(p int) (uint64, bool) {
+	e, ok := n.leases.Holds(p)
+	if !ok || !n.promote.confirmed(p, e) {
+		return 0, false
+	}
+	return e, true
+}
+
 // masterChanged records a master this node became or learned of in the
 // partition table, and gossips it when it is news.
 func (n *Node) masterChanged(partition int, holder string, epoch uint64) {
@@ -361,6 +372,9 @@ func (n *Node) masterChanged(partition int, holder string, epoch uint64) {
 				}
 			}
 		}
+	}
+	if holder == n.cfg.NodeID {
+		n.promote.won(partition, epoch)
 	}
 	if n.table.Merge(a) && holder == n.cfg.NodeID {
 		n.log.Info("master of partition", "partition", partition, "epoch", epoch)
@@ -652,6 +666,9 @@ func (n *Node) Placement(partition int) api.PlacementView {
 // leaseView is the lease manager as routing sees it.
 type leaseView struct{ n *Node }
 
+// Holds is the lease itself: a tenure won by the promotion rule and not
+// yet confirmed serves reads, and its writer refuses writes until then
+// (routing retries them here for up to its wait).
 func (v leaseView) Holds(p int) (uint64, bool) { return v.n.leases.Holds(p) }
 
 func (v leaseView) LikelyMaster(p int) string {

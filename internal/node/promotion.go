@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/store"
 )
@@ -20,6 +21,20 @@ type promotion struct {
 
 	mu   sync.Mutex
 	asks map[int]*positionAsk
+	// campaigned: when the promotion rule last let this node campaign for
+	// a partition; a lease won soon after was won by the rule.
+	campaigned map[int]time.Time
+	// unconfirmed: tenures won by the promotion rule that take no writes
+	// (and ship nothing) until the copies, asked again since the win, show
+	// none is ahead (lease.ConfirmTenure).
+	unconfirmed map[int]tenureCheck
+}
+
+// tenureCheck is a tenure won by the promotion rule, waiting to be
+// confirmed.
+type tenureCheck struct {
+	epoch uint64
+	won   time.Time
 }
 
 // positionAsk is one spell of a partition without a master: the positions
@@ -37,7 +52,8 @@ type heardPosition struct {
 }
 
 func newPromotion(n *Node) *promotion {
-	return &promotion{n: n, wake: make(chan struct{}, 1), asks: map[int]*positionAsk{}}
+	return &promotion{n: n, wake: make(chan struct{}, 1), asks: map[int]*positionAsk{},
+		campaigned: map[int]time.Time{}, unconfirmed: map[int]tenureCheck{}}
 }
 
 // mayCampaign says whether this node should campaign for partition p,
@@ -77,8 +93,113 @@ func (pr *promotion) mayCampaign(p int, regular []string, up func(string) bool) 
 	ok, why := lease.MayCampaign(self, positions, pr.n.copies())
 	if !ok {
 		pr.n.log.Debug("not campaigning for a partition whose master is gone", "partition", p, "why", why)
+		return false
 	}
-	return ok
+	pr.mu.Lock()
+	pr.campaigned[p] = time.Now()
+	pr.mu.Unlock()
+	return true
+}
+
+// won is told of every tenure this node starts: one won by the promotion
+// rule (it campaigned by it within the last two LEASE_TTL) must be
+// confirmed before it takes writes.
+func (pr *promotion) won(p int, epoch uint64) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	at, ok := pr.campaigned[p]
+	if !ok || time.Since(at) > 2*pr.n.cfg.LeaseTTL {
+		return
+	}
+	delete(pr.campaigned, p)
+	pr.unconfirmed[p] = tenureCheck{epoch: epoch, won: time.Now()}
+	select {
+	case pr.wake <- struct{}{}:
+	default:
+	}
+}
+
+// confirmed reports whether this node's tenure of p at epoch may take
+// writes (false only while a promotion's win is being checked).
+func (pr *promotion) confirmed(p int, epoch uint64) bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	c, ok := pr.unconfirmed[p]
+	return !ok || c.epoch != epoch
+}
+
+// confirm asks the regular copies of each unconfirmed tenure again and
+// confirms it, or steps down when a copy is ahead.
+func (pr *promotion) confirm(ctx context.Context) {
+	n := pr.n
+	pr.mu.Lock()
+	checks := make(map[int]tenureCheck, len(pr.unconfirmed))
+	for p, c := range pr.unconfirmed {
+		checks[p] = c
+	}
+	pr.mu.Unlock()
+	if len(checks) == 0 {
+		return
+	}
+	states := n.cluster.States()
+	byMember := map[string][]int{}
+	for p, c := range checks {
+		if e, ok := n.leases.Holds(p); !ok || e != c.epoch {
+			pr.mu.Lock()
+			delete(pr.unconfirmed, p) // the tenure is over anyway
+			pr.mu.Unlock()
+			continue
+		}
+		for _, id := range regularCopies(n.table.Get(p), n.copies()) {
+			if id != n.cfg.NodeID && states[id] == cluster.Up {
+				byMember[id] = append(byMember[id], p)
+			}
+		}
+	}
+	heard := map[int]map[string]store.Position{}
+	for p := range checks {
+		heard[p] = map[string]store.Position{n.cfg.NodeID: n.writer.Applied(p)}
+	}
+	askCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL/3)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for m, ps := range byMember {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := pr.positionsOf(askCtx, m, ps)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range ps {
+				if pos, ok := got[p]; ok {
+					heard[p][m] = pos
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for p, c := range checks {
+		ok, stepDown, why := lease.ConfirmTenure(n.cfg.NodeID, heard[p], n.copies())
+		switch {
+		case ok:
+			pr.mu.Lock()
+			delete(pr.unconfirmed, p)
+			pr.mu.Unlock()
+		case stepDown:
+			// No write was taken in this tenure (it was not confirmed),
+			// so releasing the lease at once is safe.
+			n.log.Warn("won a partition by the promotion rule, but a copy is ahead; stepping down so that it campaigns",
+				"partition", p, "epoch", c.epoch, "why", why)
+			n.leases.Release(ctx, p)
+			pr.mu.Lock()
+			delete(pr.unconfirmed, p)
+			pr.mu.Unlock()
+		}
+	}
 }
 
 // run asks the other members for their positions of the partitions Want
@@ -94,6 +215,7 @@ func (pr *promotion) run(ctx context.Context) {
 		case <-pr.wake:
 		}
 		pr.ask(ctx)
+		pr.confirm(ctx)
 	}
 }
 
