@@ -1,9 +1,12 @@
-// Package lease decides who is master of a partition. It is pure decision
-// logic in the manner of etcd raft and CockroachDB leases: every function
-// takes narrow inputs (a record, a request, the time) and returns a decision.
-// It does no I/O, starts no goroutines and never reads a clock: every instant
-// is an argument. The driver that owns the network, the store and the clock
-// lives elsewhere and stays thin.
+// Package lease decides who is master of a partition. Its decisions are
+// pure logic in the manner of etcd raft and CockroachDB leases: each takes
+// narrow inputs (a record, a request, the time) and returns a decision, does
+// no I/O, starts no goroutines and reads no clock (every instant is an
+// argument): voter.go, holder.go, voterset.go, position.go. The driver that
+// does the I/O is [Manager] (manager.go): it reads the clock (ManagerConfig.Now),
+// sends batches to the voters through a [Transport], persists votes and the
+// voter set through a [VoteStore], and runs the rounds on its own goroutine;
+// it stays thin, and tests give it a fake clock and transport.
 //
 // # The pieces
 //
@@ -19,7 +22,10 @@
 //     whether the node may accept writes right now.
 //   - [NextVoterSet] moves the voter set towards a new one a member at a time.
 //   - [MayCampaign] is the promotion rule: who may try to take a partition
-//     whose master is gone.
+//     whose master is gone; [ConfirmTenure] whether a tenure won by it may
+//     take writes, on positions heard since the win.
+//   - [Record.Ended]: whether a lease is over with nobody after it, so that
+//     its holder counts as gone.
 //
 // # Why two nodes never hold one partition at the same time
 //

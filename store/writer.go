@@ -467,12 +467,14 @@ func (w *Writer) process(p *partition, batch []*request) {
 			return
 		}
 	}
-	if epoch < p.last.Epoch {
-		// Fencing: a master with an older epoch than the partition's history
-		// must never write.
-		failAll(fmt.Errorf("%w: lease epoch %d is older than the partition's newest position %v", ErrNotMaster, epoch, p.last))
+	if newest := max(p.last.Epoch, p.epochSeen, p.startEpoch); epoch < newest {
+		// Fencing: a master with an older epoch than any this node has
+		// seen for the partition (in its history, from a master's batch,
+		// or as its own earlier tenure) must never write.
+		failAll(fmt.Errorf("%w: lease epoch %d is older than epoch %d this node has seen for the partition (newest position %v)",
+			ErrNotMaster, epoch, newest, p.last))
 		if w.opts.OnStaleEpoch != nil {
-			w.opts.OnStaleEpoch(p.id, p.last.Epoch)
+			w.opts.OnStaleEpoch(p.id, newest)
 		}
 		return
 	}

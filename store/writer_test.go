@@ -351,3 +351,30 @@ func TestARunIsHandedOnBeforeThePositionMoves(t *testing.T) {
 		t.Fatalf("after a lost lease: %d runs handed on, position %v (want one, and 1.2)", len(handed), w.Position(0))
 	}
 }
+
+// The writer fences a lease epoch older than any epoch the partition has
+// seen, not only older than its newest stored document (issue 11, case 11):
+// a replica that answered a master at epoch 5 (with nothing stored at 5
+// yet) must not write at epoch 3 if a stale lease says so.
+func TestTheWriterFencesEveryEpochSeen(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	epoch, holding := uint64(0), false
+	var fenced uint64
+	w := NewWriter(s, 1, WriterOptions{Lease: func(int) (uint64, bool) { return epoch, holding },
+		OnStaleEpoch: func(_ int, newest uint64) { fenced = newest }})
+	defer w.Close(ctx)
+	// A probe of a master at epoch 5: the replica holds nothing, and now
+	// knows epoch 5.
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 5}); r.Err != nil {
+		t.Fatalf("probe: %+v", r)
+	}
+	epoch, holding = 3, true
+	r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "a", Mutate: put(map[string]any{"n": int64(1)})})
+	if !errors.Is(r.Err, ErrNotMaster) {
+		t.Fatalf("a write at epoch 3 after epoch 5 was seen: %+v, want refused", r)
+	}
+	if fenced != 5 {
+		t.Fatalf("the lease was told of epoch %d, want 5", fenced)
+	}
+}
