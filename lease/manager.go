@@ -21,6 +21,9 @@ import (
 type Batch struct {
 	Requests []Request `json:"requests,omitempty"`
 	Releases []Release `json:"releases,omitempty"`
+	// Queries asks, per partition, whether the voter saw its lease end with
+	// nobody after it; answered after the decisions of Requests, in order.
+	Queries []int `json:"queries,omitempty"`
 }
 
 // Transport carries a batch to a voter and brings back its decisions, one per
@@ -238,6 +241,7 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 	for _, r := range b.Releases {
 		parts = append(parts, r.Partition)
 	}
+	parts = append(parts, b.Queries...)
 	slices.Sort(parts)
 	parts = slices.Compact(parts)
 	parts = slices.DeleteFunc(parts, func(p int) bool { return p < 0 || p >= m.cfg.Partitions })
@@ -301,6 +305,82 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 	}
 	for p, r := range next {
 		m.records[p] = r
+	}
+	for _, p := range b.Queries {
+		if p < 0 || p >= m.cfg.Partitions {
+			out = append(out, Decision{Reason: ReasonInvalid, Record: Record{Partition: p}})
+			continue
+		}
+		rec := m.records[p]
+		// A voter still waiting out its first TTL may have forgotten a
+		// grant: it vouches for nothing.
+		ended := m.voterState().Wait(now, m.cfg.TTL) == 0 && rec.Ended(now, m.cfg.TTL)
+		out = append(out, Decision{Record: rec, Ended: ended})
+	}
+	return out
+}
+
+// EndedLease is what a majority of the voters said of a partition's lease.
+type EndedLease struct {
+	Partition int
+	// Ended: a majority of the voters saw the lease of Holder at Epoch
+	// end with nobody after it.
+	Ended  bool
+	Holder string
+	Epoch  uint64
+}
+
+// Ended asks every voter whether each partition's lease is over, for a
+// node that is not a voter itself (a voter reads its own records: Lapsed).
+// A lease is over when a majority of the voter set say so; the holder and
+// epoch are the highest they name.
+func (m *Manager) Ended(ctx context.Context, partitions []int) []EndedLease {
+	out := make([]EndedLease, len(partitions))
+	for i, p := range partitions {
+		out[i].Partition = p
+	}
+	if len(partitions) == 0 {
+		return out
+	}
+	m.mu.Lock()
+	voters := m.holder.Voters()
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL/3)
+	defer cancel()
+	b := Batch{Queries: partitions}
+	var mu sync.Mutex
+	ended := make([]int, len(partitions))
+	var wg sync.WaitGroup
+	for _, v := range voters {
+		wg.Add(1)
+		go func(v string) {
+			defer wg.Done()
+			var ds []Decision
+			var err error
+			if v == m.cfg.Self {
+				ds = m.Vote(ctx, b)
+			} else {
+				ds, err = m.cfg.Transport.Vote(ctx, v, b)
+			}
+			if err != nil || len(ds) != len(partitions) {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i, d := range ds {
+				if !d.Ended {
+					continue
+				}
+				ended[i]++
+				if d.Record.Epoch > out[i].Epoch {
+					out[i].Epoch, out[i].Holder = d.Record.Epoch, d.Record.Holder
+				}
+			}
+		}(v)
+	}
+	wg.Wait()
+	for i := range out {
+		out[i].Ended = ended[i] >= Majority(len(voters))
 	}
 	return out
 }

@@ -170,3 +170,57 @@ func TestRenewalsSurviveAVoterThatCannotRecordANewGrant(t *testing.T) {
 		t.Fatal("partition 1 was not granted once the store took writes again")
 	}
 }
+
+// A node that is not a voter learns that a partition's lease is over by
+// asking the voters (Manager.Ended): it is over when a majority of them
+// saw it end with nobody after it. A live lease, or one a voter cannot
+// vouch for (loaded at start), is not over.
+func TestEndedAsksAMajorityOfTheVoters(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	const ttl = 3 * time.Second
+	open := func() *store.Store {
+		st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close(context.Background()) })
+		return st
+	}
+	want := true
+	voterPlan := func() Plan { return Plan{Voters: []string{"a"}, Want: func(int) bool { return want }} }
+	a, err := NewManager(ctx, ManagerConfig{Self: "a", Partitions: 1, TTL: ttl, Store: open(), Transport: cutNetwork{}, Plan: voterPlan, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewManager(ctx, ManagerConfig{Self: "r", Partitions: 1, TTL: ttl, Store: open(), Transport: voteVia{a},
+		Plan: func() Plan { return Plan{Voters: []string{"a"}, Want: func(int) bool { return false }} }, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Round(ctx)
+	if _, ok := a.Holds(0); !ok {
+		t.Fatal("a did not take the lease")
+	}
+	if got := r.Ended(ctx, []int{0}); got[0].Ended {
+		t.Fatalf("a live lease counts as ended: %+v", got[0])
+	}
+	// a stops renewing (it no longer wants the partition) and its lease
+	// runs out on the voter.
+	want = false
+	now = now.Add(2 * ttl)
+	got := r.Ended(ctx, []int{0})
+	if !got[0].Ended || got[0].Holder != "a" {
+		t.Fatalf("a lease that ran out: %+v, want ended, holder a", got[0])
+	}
+	// Unreachable voters vouch for nothing.
+	cut, err := NewManager(ctx, ManagerConfig{Self: "r2", Partitions: 1, TTL: ttl, Store: open(), Transport: cutNetwork{},
+		Plan: func() Plan { return Plan{Voters: []string{"a"}, Want: func(int) bool { return false }} }, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cut.Ended(ctx, []int{0}); got[0].Ended {
+		t.Fatal("with no voter answering, the lease counts as ended")
+	}
+}

@@ -107,6 +107,9 @@ type Decision struct {
 	Granted bool   `json:"granted"`
 	Reason  Reason `json:"reason,omitempty"`
 	Record  Record `json:"record"`
+	// Ended answers a query (Batch.Queries): the voter saw the recorded
+	// lease end with nobody after it (Record.Ended).
+	Ended bool `json:"ended,omitempty"`
 }
 
 // Err is nil for a grant and a *RefusedError otherwise.

@@ -246,6 +246,11 @@ func (n *Node) leasePlan() lease.Plan {
 			// campaign got a grant here and then lapsed).
 			var l lapse
 			l.holder, l.epoch, l.ended = n.leases.Lapsed(p)
+			if !l.ended {
+				// Not a voter (or its own record vouches for nothing): what
+				// a majority of the voters said, if recent.
+				l = n.promote.lapseHeard(p)
+			}
 			_, holding := n.leases.Holds(p)
 			a := n.table.Get(p)
 			learned := n.leases.LearnedHolder(p)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,16 @@ type promotion struct {
 	// (and ship nothing) until the copies, asked again since the win, show
 	// none is ahead (lease.ConfirmTenure).
 	unconfirmed map[int]tenureCheck
+	// votersSaid: for a node that is not a voter, what a majority of the
+	// voters last said of each partition's lease it holds a regular copy
+	// of (lease.Manager.Ended), and when.
+	votersSaid  map[int]heardLapse
+	lastQueried time.Time
+}
+
+type heardLapse struct {
+	l  lapse
+	at time.Time
 }
 
 // tenureCheck is a tenure won by the promotion rule, waiting to be
@@ -53,7 +64,7 @@ type heardPosition struct {
 
 func newPromotion(n *Node) *promotion {
 	return &promotion{n: n, wake: make(chan struct{}, 1), asks: map[int]*positionAsk{},
-		campaigned: map[int]time.Time{}, unconfirmed: map[int]tenureCheck{}}
+		campaigned: map[int]time.Time{}, unconfirmed: map[int]tenureCheck{}, votersSaid: map[int]heardLapse{}}
 }
 
 // mayCampaign says whether this node should campaign for partition p,
@@ -99,6 +110,56 @@ func (pr *promotion) mayCampaign(p int, regular []string, up func(string) bool) 
 	pr.campaigned[p] = time.Now()
 	pr.mu.Unlock()
 	return true
+}
+
+// queryVoters, on a node that is not a lease voter, asks the voters every
+// LEASE_TTL/3 whether the lease of each partition it holds a regular copy
+// of (and does not master) is over: a master cut off from the voters but
+// still seen UP by gossip is then found gone by its lease alone, as a
+// voter finds it from its own records.
+func (pr *promotion) queryVoters(ctx context.Context) {
+	n := pr.n
+	if time.Since(pr.lastQueried) < n.cfg.LeaseTTL/3 {
+		return
+	}
+	pr.lastQueried = time.Now()
+	if _, voters := n.place.current(); slices.Contains(voters, n.cfg.NodeID) {
+		return
+	}
+	copies := n.copies()
+	var ps []int
+	for p := 0; p < n.cfg.PartitionCount; p++ {
+		a := n.table.Get(p)
+		if _, holding := n.leases.Holds(p); holding || a.Master == "" || a.Master == n.cfg.NodeID {
+			continue
+		}
+		if slices.Contains(regularCopies(a, copies), n.cfg.NodeID) {
+			ps = append(ps, p)
+		}
+	}
+	said := n.leases.Ended(ctx, ps)
+	now := time.Now()
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	for _, e := range said {
+		if e.Ended {
+			pr.votersSaid[e.Partition] = heardLapse{l: lapse{holder: e.Holder, epoch: e.Epoch, ended: true}, at: now}
+		} else {
+			delete(pr.votersSaid, e.Partition)
+		}
+	}
+}
+
+// lapseHeard is what a majority of the voters said of p's lease within the
+// last LEASE_TTL (the zero lapse if nothing, or nothing recent).
+func (pr *promotion) lapseHeard(p int) lapse {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	h, ok := pr.votersSaid[p]
+	if !ok || time.Since(h.at) > pr.n.cfg.LeaseTTL {
+		return lapse{}
+	}
+	return h.l
 }
 
 // won is told of every tenure this node starts: one won by the promotion
@@ -216,6 +277,7 @@ func (pr *promotion) run(ctx context.Context) {
 		}
 		pr.ask(ctx)
 		pr.confirm(ctx)
+		pr.queryVoters(ctx)
 	}
 }
 

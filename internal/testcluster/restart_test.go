@@ -142,3 +142,55 @@ func TestAReplacementStillCopyingIsNotPromoted(t *testing.T) {
 	t.Logf("node1 stopped while %s was being copied (responsible %v); %s took over; %d of %d majority writes lost",
 		newcomer, responsible, master, lost, len(acked))
 }
+
+// A master cut off from the lease voters but still seen UP over gossip by
+// its replica, a node that is not a voter, is failed over by its lease
+// alone (issue 11, case 9): the replica asks the voters, learns the lease
+// ran out, and takes over. Before, a node that is not a voter failed a
+// master over only when gossip marked it DOWN, and the partition had no
+// master until the links healed.
+func TestAMasterCutFromTheVotersIsFailedOverByANonVoter(t *testing.T) {
+	c := testcluster.Start(t, 4, testcluster.Voters(3))
+	token := testnode.AdminToken(t)
+	var user string
+	var p int
+	for i := 0; i < 10000 && user == ""; i++ {
+		u := fmt.Sprintf("user%d", i)
+		q := shard.PartitionOf(u, testcluster.Partitions)
+		if pl := c.Node("node1").Placement(q); pl.Master == "node1" && slices.Equal(pl.Responsible, []string{"node1", "node4"}) {
+			user, p = u, q
+		}
+	}
+	if user == "" {
+		t.Skip("no partition mastered by node1 with node4 as its replica")
+	}
+	base := "/v1/users/" + user + "/collections/c/documents/"
+	var acked []string
+	for i := range 10 {
+		id := fmt.Sprintf("m%d", i)
+		if r := c.Node("node4").Client(token).Do("PUT", base+id, `{"n":1}`, "X-Write-Concern", "majority"); r.Status == 201 {
+			acked = append(acked, id)
+		}
+	}
+	if len(acked) < 10 {
+		t.Fatalf("only %d of 10 majority writes acknowledged", len(acked))
+	}
+	// node1 keeps its own vote only: it cannot renew. node4 still reaches it.
+	c.Faults.Cut("node1", "node2")
+	c.Faults.Cut("node1", "node3")
+	testnode.Eventually(t, 20*time.Second, "node4 masters the partition", func() (bool, string) {
+		_, ok := c.Node("node4").Leases().Holds(p)
+		return ok, fmt.Sprintf("node4 sees node1 %s", c.Node("node4").Placement(p).States["node1"])
+	})
+	for _, id := range acked {
+		if r := c.Node("node4").Client(token).Do("GET", base+id, nil, "X-Read-Preference", "local"); r.Status != 200 {
+			t.Errorf("majority write %s reads %d on node4, the new master", id, r.Status)
+		}
+	}
+	if r := c.Node("node4").Client(token).Do("PUT", base+"after", `{"n":2}`, "X-Write-Concern", "majority", "X-Write-Timeout", "10s"); r.Status != 201 {
+		t.Errorf("a write after the failover: %d %s", r.Status, r.Body)
+	}
+	if o := c.History.Overlaps(); len(o) > 0 {
+		t.Fatalf("two nodes accepted writes at once:\n%v", o)
+	}
+}
