@@ -93,6 +93,15 @@ func startProcCluster(t *testing.T, count int) ([]*procNode, string) {
 	for _, n := range nodes {
 		n.start(t, file)
 	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, n := range nodes {
+			lines := strings.Split(strings.TrimSpace(n.logs.String()), "\n")
+			t.Logf("the last log lines of %s:\n%s", n.id, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	})
 	return nodes, file
 }
 

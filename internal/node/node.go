@@ -324,9 +324,10 @@ func regularCopies(a shard.Assignment, copies int) []string {
 //     its succession (the preferred master first);
 //   - when the master is gone, the regular copies (those write concerns
 //     count) decide by the promotion rule: the most current one campaigns;
-//   - only when every copy is lost (not merely unreachable, or its lease
-//     lapsed) does a node without a regular copy campaign, in succession
-//     order (the partition starts again without their history).
+//   - only when every copy but the gone master is lost (not merely
+//     unreachable, or its lease lapsed) does a node without a regular copy
+//     campaign, in succession order (the partition starts again without
+//     their history; the master alone held no majority write).
 func wantsPartition(in wantInput) bool {
 	switch {
 	case in.holding:
@@ -345,7 +346,9 @@ func wantsPartition(in wantInput) bool {
 		return in.promote(in.regular, in.up)
 	}
 	for _, id := range in.a.Responsible {
-		if id != in.self && !in.lost(id) {
+		// The master alone (a partition with no replica yet) cannot hold a
+		// majority write: only the other copies are waited for.
+		if id != in.self && id != in.a.Master && !in.lost(id) {
 			return false // a copy may still come back: wait for it
 		}
 	}
