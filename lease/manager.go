@@ -345,40 +345,24 @@ func (m *Manager) Ended(ctx context.Context, partitions []int) []EndedLease {
 	m.mu.Lock()
 	voters := m.holder.Voters()
 	m.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL/3)
-	defer cancel()
-	b := Batch{Queries: partitions}
 	var mu sync.Mutex
 	ended := make([]int, len(partitions))
-	var wg sync.WaitGroup
-	for _, v := range voters {
-		wg.Add(1)
-		go func(v string) {
-			defer wg.Done()
-			var ds []Decision
-			var err error
-			if v == m.cfg.Self {
-				ds = m.Vote(ctx, b)
-			} else {
-				ds, err = m.cfg.Transport.Vote(ctx, v, b)
+	m.toVoters(ctx, voters, Batch{Queries: partitions}, func(_ string, ds []Decision, err error) {
+		if err != nil || len(ds) != len(partitions) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, d := range ds {
+			if !d.Ended {
+				continue
 			}
-			if err != nil || len(ds) != len(partitions) {
-				return
+			ended[i]++
+			if d.Record.Epoch > out[i].Epoch {
+				out[i].Epoch, out[i].Holder = d.Record.Epoch, d.Record.Holder
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for i, d := range ds {
-				if !d.Ended {
-					continue
-				}
-				ended[i]++
-				if d.Record.Epoch > out[i].Epoch {
-					out[i].Epoch, out[i].Holder = d.Record.Epoch, d.Record.Holder
-				}
-			}
-		}(v)
-	}
-	wg.Wait()
+		}
+	})
 	for i := range out {
 		out[i].Ended = ended[i] >= Majority(len(voters))
 	}
@@ -440,24 +424,11 @@ func (m *Manager) Release(ctx context.Context, partition int) bool {
 		return false
 	}
 	m.log.Info("releasing the lease for a handoff", "partition", partition, "epoch", rel.Epoch)
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL/3)
-	defer cancel()
-	b := Batch{Releases: []Release{rel}}
-	var wg sync.WaitGroup
-	for _, v := range voters {
-		wg.Add(1)
-		go func(v string) {
-			defer wg.Done()
-			if v == m.cfg.Self {
-				m.Vote(ctx, b)
-				return
-			}
-			if _, err := m.cfg.Transport.Vote(ctx, v, b); err != nil {
-				m.log.Debug("lease voter did not take a release", "voter", v, "err", err)
-			}
-		}(v)
-	}
-	wg.Wait()
+	m.toVoters(ctx, voters, Batch{Releases: []Release{rel}}, func(v string, _ []Decision, err error) {
+		if err != nil {
+			m.log.Debug("lease voter did not take a release", "voter", v, "err", err)
+		}
+	})
 	return true
 }
 
@@ -614,9 +585,10 @@ func (m *Manager) stepVoters(ctx context.Context, plan Plan, now time.Time) {
 	m.lastVoters, m.changedAt = next, now
 }
 
-// send delivers the batch to every voter concurrently, bounded by a third of
-// the TTL (a later renewal supersedes a slower answer anyway).
-func (m *Manager) send(ctx context.Context, voters []string, b Batch, sentAt time.Time) {
+// toVoters delivers b to every voter at once (this node's own voter
+// directly), bounded by a third of the TTL, and hands each answer to
+// answered, from the voter's goroutine.
+func (m *Manager) toVoters(ctx context.Context, voters []string, b Batch, answered func(voter string, ds []Decision, err error)) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL/3)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -624,30 +596,36 @@ func (m *Manager) send(ctx context.Context, voters []string, b Batch, sentAt tim
 		wg.Add(1)
 		go func(v string) {
 			defer wg.Done()
-			var ds []Decision
-			var err error
 			if v == m.cfg.Self {
-				ds = m.Vote(ctx, b)
-			} else {
-				ds, err = m.cfg.Transport.Vote(ctx, v, b)
-			}
-			if err == nil && len(ds) != len(b.Requests) {
-				err = fmt.Errorf("voter %s answered %d decisions for %d requests", v, len(ds), len(b.Requests))
-			}
-			if err != nil {
-				if !errors.Is(err, context.Canceled) {
-					m.log.Debug("lease voter did not answer", "voter", v, "err", err)
-				}
+				answered(v, m.Vote(ctx, b), nil)
 				return
 			}
-			m.mu.Lock()
-			for i, d := range ds {
-				m.holder.Observe(b.Requests[i].Partition, v, sentAt, d)
-			}
-			m.mu.Unlock()
+			ds, err := m.cfg.Transport.Vote(ctx, v, b)
+			answered(v, ds, err)
 		}(v)
 	}
 	wg.Wait()
+}
+
+// send delivers the batch to every voter (a later renewal supersedes a
+// slower answer anyway).
+func (m *Manager) send(ctx context.Context, voters []string, b Batch, sentAt time.Time) {
+	m.toVoters(ctx, voters, b, func(v string, ds []Decision, err error) {
+		if err == nil && len(ds) != len(b.Requests) {
+			err = fmt.Errorf("voter %s answered %d decisions for %d requests", v, len(ds), len(b.Requests))
+		}
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				m.log.Debug("lease voter did not answer", "voter", v, "err", err)
+			}
+			return
+		}
+		m.mu.Lock()
+		for i, d := range ds {
+			m.holder.Observe(b.Requests[i].Partition, v, sentAt, d)
+		}
+		m.mu.Unlock()
+	})
 }
 
 // report tells OnChange what changed: partitions gained or lost, and

@@ -286,14 +286,7 @@ func TestInterruptedMoveResumesAfterARestart(t *testing.T) {
 	token := testnode.AdminToken(t)
 	// The partitions node4 will own: fill some of them, so their copy
 	// takes several chunks.
-	var members []shard.Member
-	for i := 1; i <= 4; i++ {
-		members = append(members, shard.Member{ID: fmt.Sprintf("node%d", i), Sharding: true, Replica: true})
-	}
-	ring, err := shard.NewRing(members, testcluster.Partitions)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ring := ringOf(t, 4)
 	var users []string
 	for i := 0; len(users) < 3; i++ {
 		u := fmt.Sprintf("big%d", i)
@@ -405,4 +398,19 @@ func writePauses(t *testing.T, c *testcluster.Cluster, token string) string {
 		return "no handoff recorded"
 	}
 	return fmt.Sprintf("%d handoffs, writes paused %.0f ms on average, %d over 512 ms", count, 1000*sum/float64(count), over)
+}
+
+// ringOf is the ring of a cluster of n sharding nodes node1..nodeN, as the
+// nodes will build it.
+func ringOf(t *testing.T, n int) *shard.Ring {
+	t.Helper()
+	var members []shard.Member
+	for i := 1; i <= n; i++ {
+		members = append(members, shard.Member{ID: fmt.Sprintf("node%d", i), Sharding: true, Replica: true})
+	}
+	ring, err := shard.NewRing(members, testcluster.Partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ring
 }

@@ -226,14 +226,7 @@ func TestTheMostCurrentCopyIsPromoted(t *testing.T) {
 func TestAHandoffTheReceiverCannotCompleteLeavesNoPartitionMasterless(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	token := testnode.AdminToken(t)
-	var members []shard.Member
-	for i := 1; i <= 4; i++ {
-		members = append(members, shard.Member{ID: fmt.Sprintf("node%d", i), Sharding: true, Replica: true})
-	}
-	ring, err := shard.NewRing(members, testcluster.Partitions)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ring := ringOf(t, 4)
 	// The partitions node1 masters that node4 will own: they move to node4
 	// through handoffs node4 cannot complete.
 	var moving []int

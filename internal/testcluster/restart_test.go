@@ -75,18 +75,7 @@ func TestAFullRestartAfterAFailoverLosesNoMajorityWrite(t *testing.T) {
 func TestAReplacementStillCopyingIsNotPromoted(t *testing.T) {
 	c := testcluster.Start(t, 4, testcluster.Voters(3))
 	token := testnode.AdminToken(t)
-	var user string
-	var p int
-	for i := 0; i < 10000 && user == ""; i++ {
-		u := fmt.Sprintf("user%d", i)
-		q := shard.PartitionOf(u, testcluster.Partitions)
-		if pl := c.Node("node1").Placement(q); pl.Master == "node1" && slices.Equal(pl.Responsible, []string{"node1", "node4"}) {
-			user, p = u, q
-		}
-	}
-	if user == "" {
-		t.Skip("no partition mastered by node1 with node4 as its replica")
-	}
+	user, p := userPlacedOn(t, c, "node1", "node4")
 	// Enough documents that the new replica's copy takes many chunks.
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -104,16 +93,7 @@ func TestAReplacementStillCopyingIsNotPromoted(t *testing.T) {
 	}
 	wg.Wait()
 	base := "/v1/users/" + user + "/collections/c/documents/"
-	var acked []string
-	for i := range 20 {
-		id := fmt.Sprintf("m%d", i)
-		if r := c.Node("node1").Client(token).Do("PUT", base+id, `{"n":1}`, "X-Write-Concern", "majority"); r.Status == 201 {
-			acked = append(acked, id)
-		}
-	}
-	if len(acked) < 20 {
-		t.Fatalf("only %d of 20 majority writes acknowledged", len(acked))
-	}
+	acked := writeMajority(t, c.Node("node1").Client(token), base, 20)
 	c.RemoveFromPeers("node4")
 	var newcomer string
 	testnode.Eventually(t, 30*time.Second, "the replacement replica being copied", func() (bool, string) {
@@ -152,29 +132,9 @@ func TestAReplacementStillCopyingIsNotPromoted(t *testing.T) {
 func TestAMasterCutFromTheVotersIsFailedOverByANonVoter(t *testing.T) {
 	c := testcluster.Start(t, 4, testcluster.Voters(3))
 	token := testnode.AdminToken(t)
-	var user string
-	var p int
-	for i := 0; i < 10000 && user == ""; i++ {
-		u := fmt.Sprintf("user%d", i)
-		q := shard.PartitionOf(u, testcluster.Partitions)
-		if pl := c.Node("node1").Placement(q); pl.Master == "node1" && slices.Equal(pl.Responsible, []string{"node1", "node4"}) {
-			user, p = u, q
-		}
-	}
-	if user == "" {
-		t.Skip("no partition mastered by node1 with node4 as its replica")
-	}
+	user, p := userPlacedOn(t, c, "node1", "node4")
 	base := "/v1/users/" + user + "/collections/c/documents/"
-	var acked []string
-	for i := range 10 {
-		id := fmt.Sprintf("m%d", i)
-		if r := c.Node("node4").Client(token).Do("PUT", base+id, `{"n":1}`, "X-Write-Concern", "majority"); r.Status == 201 {
-			acked = append(acked, id)
-		}
-	}
-	if len(acked) < 10 {
-		t.Fatalf("only %d of 10 majority writes acknowledged", len(acked))
-	}
+	acked := writeMajority(t, c.Node("node4").Client(token), base, 10)
 	// node1 keeps its own vote only: it cannot renew. node4 still reaches it.
 	c.Faults.Cut("node1", "node2")
 	c.Faults.Cut("node1", "node3")
@@ -193,4 +153,34 @@ func TestAMasterCutFromTheVotersIsFailedOverByANonVoter(t *testing.T) {
 	if o := c.History.Overlaps(); len(o) > 0 {
 		t.Fatalf("two nodes accepted writes at once:\n%v", o)
 	}
+}
+
+// userPlacedOn finds a user whose partition responsible lists exactly
+// responsible (the master first), as the master knows it.
+func userPlacedOn(t *testing.T, c *testcluster.Cluster, responsible ...string) (string, int) {
+	t.Helper()
+	for i := 0; i < 10000; i++ {
+		u := fmt.Sprintf("user%d", i)
+		p := shard.PartitionOf(u, testcluster.Partitions)
+		if pl := c.Node(responsible[0]).Placement(p); pl.Master == responsible[0] && slices.Equal(pl.Responsible, responsible) {
+			return u, p
+		}
+	}
+	t.Fatalf("no partition is placed on %v; the test proves nothing", responsible)
+	return "", 0
+}
+
+// writeMajority writes n documents m0..m(n-1) under base with write
+// concern majority, and fails the test unless every one is acknowledged.
+func writeMajority(t *testing.T, cl *testnode.Client, base string, n int) []string {
+	t.Helper()
+	var acked []string
+	for i := range n {
+		id := fmt.Sprintf("m%d", i)
+		if r := cl.Do("PUT", base+id, `{"n":1}`, "X-Write-Concern", "majority"); r.Status != 201 {
+			t.Fatalf("majority write %s: %d %s", id, r.Status, r.Body)
+		}
+		acked = append(acked, id)
+	}
+	return acked
 }
