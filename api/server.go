@@ -188,6 +188,7 @@ func (s *Server) routes() chi.Router {
 		r.Post("/v1/replicate", s.replicate)
 		r.Post("/v1/takeover", s.takeOver)
 		r.Post("/v1/positions", s.positions)
+		r.Post("/v1/voters", s.voters)
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.requireAuth)
@@ -407,6 +408,24 @@ func (s *Server) vote(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.cfg.Voter.Vote(r.Context(), b))
+}
+
+// VoterSetsAnswer is a node's lease voter set in use and the one it is
+// heading for (the same while no change is being applied).
+type VoterSetsAnswer struct {
+	Current []string `json:"current"`
+	Target  []string `json:"target"`
+}
+
+// voters answers which lease voter set this node uses: a node that starts
+// with an empty store asks, so that it steps from the set in use.
+func (s *Server) voters(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.VoterSets == nil {
+		writeProblem(w, unavailable("this node takes no part in leases"))
+		return
+	}
+	cur, target := s.cfg.VoterSets()
+	writeJSON(w, http.StatusOK, VoterSetsAnswer{Current: cur, Target: target})
 }
 
 func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {

@@ -69,8 +69,13 @@ type ManagerConfig struct {
 	// OnChange is told, on the manager's goroutine, when this node starts
 	// holding a partition at a new epoch.
 	OnChange func(partition int, holder string, epoch uint64)
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// InitialVoters is the voter set to start from when the store holds
+	// none: the set in use in the cluster, learned from a peer (nil: the
+	// plan's, as for a new cluster). A change toward the plan's set then
+	// goes one member at a time, as on every node.
+	InitialVoters []string
+	Now           func() time.Time
+	Logger        *slog.Logger
 }
 
 // Manager drives leases for one node: as a candidate and holder it
@@ -121,8 +126,12 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 		return nil, fmt.Errorf("loading the lease voter set: %w", err)
 	}
 	if len(voters) == 0 {
-		// First start: the peer list's set, recorded.
+		// First start: the set in use if a peer told it, else the peer
+		// list's set; recorded.
 		voters, changedAt = slices.Sorted(slices.Values(plan.Voters)), time.Time{}
+		if len(cfg.InitialVoters) > 0 {
+			voters = slices.Sorted(slices.Values(cfg.InitialVoters))
+		}
 		if err := cfg.Store.SaveVoterSet(ctx, voters, changedAt); err != nil {
 			return nil, fmt.Errorf("recording the lease voter set: %w", err)
 		}

@@ -224,3 +224,33 @@ func TestEndedAsksAMajorityOfTheVoters(t *testing.T) {
 		t.Fatal("with no voter answering, the lease counts as ended")
 	}
 }
+
+// A node whose store holds no voter set starts from the set in use in the
+// cluster (learned from a peer) and steps from there toward the peer
+// list's, one member at a time (issue 11, case 11). Before, it took the
+// peer list's set at once, whose majorities need not overlap those of the
+// set the others still use.
+func TestAFreshNodeStepsFromTheVoterSetInUse(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(ctx)
+	now := time.Unix(1_800_000_000, 0)
+	plan := func() Plan {
+		return Plan{Voters: []string{"c", "d", "e"}, Settle: 10 * time.Second, Want: func(int) bool { return false }}
+	}
+	m, err := NewManager(ctx, ManagerConfig{Self: "e", Partitions: 1, TTL: time.Second, Store: st, Transport: cutNetwork{}, Plan: plan,
+		InitialVoters: []string{"a", "b", "c"}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := m.VoterSets(); fmt.Sprint(cur) != "[a b c]" {
+		t.Fatalf("a fresh node starts from %v, want the set in use [a b c]", cur)
+	}
+	m.Round(ctx)
+	if cur, tgt := m.VoterSets(); fmt.Sprint(cur) != "[a b c d]" || fmt.Sprint(tgt) != "[c d e]" {
+		t.Fatalf("after one round: %v toward %v, want one member added", cur, tgt)
+	}
+}

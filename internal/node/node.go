@@ -118,8 +118,13 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	n.handoff = newHandoffs(n)
 	n.promote = newPromotion(n)
 	solo := cfg.PeersEndpoint == ""
+	var initialVoters []string
+	if stored, _, err := st.VoterSet(ctx); err == nil && len(stored) == 0 && !solo {
+		initialVoters = learnVoterSet(ctx, cl, cfg.NodeID, cfg.LeaseTTL, log)
+	}
 	n.leases, err = lease.NewManager(ctx, lease.ManagerConfig{Self: cfg.NodeID, Partitions: cfg.PartitionCount, TTL: cfg.LeaseTTL,
-		Store: st, Transport: leaseTransport{cl}, Plan: n.leasePlan, WaitAtStart: !solo, OnChange: n.masterChanged, Logger: log})
+		Store: st, Transport: leaseTransport{cl}, Plan: n.leasePlan, WaitAtStart: !solo, OnChange: n.masterChanged, Logger: log,
+		InitialVoters: initialVoters})
 	if err != nil {
 		cl.Close()
 		ln.Close()
@@ -204,6 +209,28 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	}
 	log.Info("node started", "url", n.URL(), "store", mode, "partitions", cfg.PartitionCount)
 	return n, nil
+}
+
+// learnVoterSet asks the peers, for a node whose store holds no voter set
+// (new, or wiped), which lease voter set the cluster uses, so that it steps
+// from that set toward its peer list's one member at a time like every
+// node. It returns nil when no peer answers within LEASE_TTL (a new
+// cluster: every node starts from the peer list).
+func learnVoterSet(ctx context.Context, cl *cluster.Cluster, self string, ttl time.Duration, log *slog.Logger) []string {
+	ctx, cancel := context.WithTimeout(ctx, ttl)
+	defer cancel()
+	for _, p := range cl.Peers().Peers {
+		if p.ID == self {
+			continue
+		}
+		var answer api.VoterSetsAnswer
+		if err := callPeer(ctx, cl, "peer", p.ID, "/internal/v1/voters", struct{}{}, &answer); err != nil || len(answer.Current) == 0 {
+			continue
+		}
+		log.Info("no lease voter set stored; starting from the one in use", "voters", answer.Current, "told_by", p.ID)
+		return answer.Current
+	}
+	return nil
 }
 
 // URL is where the node's API answers.
