@@ -183,6 +183,15 @@ func (m *Manager) Fence(partition int, newest uint64) {
 	}
 }
 
+// Learn tells the holder of an epoch of partition seen in this node's own
+// store (its history, a master's batches, its tenures), so its next
+// proposal is higher even if the voters' records were lost.
+func (m *Manager) Learn(partition int, epoch uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.holder.Learn(partition, epoch)
+}
+
 // Holds reports whether this node may accept writes for partition now, and
 // at which epoch.
 func (m *Manager) Holds(partition int) (uint64, bool) {

@@ -254,3 +254,26 @@ func TestAFreshNodeStepsFromTheVoterSetInUse(t *testing.T) {
 		t.Fatalf("after one round: %v toward %v, want one member added", cur, tgt)
 	}
 }
+
+// An epoch learned from the node's own store is never proposed again: with
+// the voters' records lost (a new store), the next tenure is still above
+// it (issue 11, case 11: an epoch could be reused after a voter's disk was
+// wiped).
+func TestAnEpochLearnedFromTheStoreIsNotReused(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(ctx)
+	plan := func() Plan { return Plan{Voters: []string{"a"}, Want: func(int) bool { return true }} }
+	m, err := NewManager(ctx, ManagerConfig{Self: "a", Partitions: 1, TTL: time.Second, Store: st, Transport: cutNetwork{}, Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Learn(0, 7) // the node's store holds history at epoch 7
+	m.Round(ctx)
+	if e, ok := m.Holds(0); !ok || e <= 7 {
+		t.Fatalf("holds epoch %d (%v), want a new tenure above 7", e, ok)
+	}
+}

@@ -292,6 +292,15 @@ func (w *Writer) EpochStart(partition int, epoch uint64) Position {
 	return p.last
 }
 
+// NewestEpoch is the newest epoch this node has seen for a partition: in
+// its stored history, in a master's batches, or as its own tenure.
+func (w *Writer) NewestEpoch(partition int) uint64 {
+	p := w.parts[partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(p.last.Epoch, p.applied.Epoch, p.epochSeen, p.startEpoch)
+}
+
 // Tenure returns the epoch of this node's latest tenure as the partition's
 // master (0: it never mastered it, or its copy was replaced since).
 func (w *Writer) Tenure(partition int) uint64 {

@@ -162,6 +162,9 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	// so that after a full restart no node takes the empty-table path
 	// (the preferred master campaigning) for a partition with history.
 	for p := 0; p < cfg.PartitionCount; p++ {
+		// Epochs this node's store has seen are never proposed again, even
+		// if the voters' records were lost.
+		n.leases.Learn(p, n.writer.NewestEpoch(p))
 		if e := n.writer.Tenure(p); e > 0 {
 			table.Merge(shard.Assignment{Partition: p, Master: cfg.NodeID, Epoch: e, Responsible: []string{cfg.NodeID}})
 		}
