@@ -32,8 +32,8 @@ const (
 	wireDocBase = 192
 	// wireBatchBase bounds a WireBatch's encoding besides its documents,
 	// key range and absent keys (and the request's envelope, counted in
-	// every batch).
-	wireBatchBase = 448
+	// every batch): 448 bytes, and 724 for an epoch chain of 8 entries.
+	wireBatchBase = 1184
 )
 
 // docWireSize bounds the encoded size of a document as a WireDoc.

@@ -31,6 +31,9 @@ func TestWireSizesBoundTheEncoding(t *testing.T) {
 				Updated: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("y", -12*3600)), Body: body}
 			b := store.Batch{Partition: math.MaxInt, Epoch: math.MaxUint64, EpochStart: d.Pos, From: d.Pos, UpTo: d.Pos,
 				Docs: []*store.Doc{d}, Restore: true, Full: true, Horizon: d.Pos}
+			for range 8 { // the longest epoch chain
+				b.Epochs = append(b.Epochs, store.EpochStart{Epoch: math.MaxUint64, Start: d.Pos})
+			}
 			data, err := json.Marshal(Request{Batches: []WireBatch{ToWire(b)}})
 			if err != nil {
 				t.Fatal(err)

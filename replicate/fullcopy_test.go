@@ -52,6 +52,7 @@ type pair struct {
 	fullChunks      int
 	fullCopies      int
 	sent            []sentRequest // every request that reached the wire
+	restores        []WireBatch   // every restore batch sent
 }
 
 // pairOptions shape a pair; the zero value is one partition, chunks of 3
@@ -66,6 +67,10 @@ type pairOptions struct {
 	lease func(partition int) (uint64, bool)
 	// storeURI: the master's store is this MongoDB (""; an embedded one).
 	storeURI string
+	// tenures: the shipper takes the master's epoch from lease, and its
+	// epoch start and chain from the master writer (default: epoch 1
+	// from the zero position, no chain).
+	tenures bool
 }
 
 // sentRequest is what one request carried on the wire.
@@ -95,10 +100,19 @@ func newPairWith(t *testing.T, o pairOptions) *pair {
 	}
 	pr := &pair{mstore: open(o.storeURI), rstore: open(""), opts: o}
 	pr.replica = store.NewWriter(pr.rstore, o.partitions, store.WriterOptions{CacheBytes: 1 << 20})
+	epoch := func(int) (uint64, bool) { return 1, true }
+	epochStart := func(int, uint64) store.Position { return store.Position{} }
+	var epochs func(int, uint64) []store.EpochStart
+	if o.tenures {
+		epoch = o.lease
+		epochStart = func(p int, e uint64) store.Position { return pr.master.EpochStart(p, e) }
+		epochs = func(p int, e uint64) []store.EpochStart { return pr.master.Epochs(p, e) }
+	}
 	pr.shipper = New(Config{MaxBatchDocs: o.maxBatchDocs, MaxBatchBytes: o.maxBatchBytes,
 		Replicas:   func(int) []string { return []string{"r"} },
-		Epoch:      func(int) (uint64, bool) { return 1, true },
-		EpochStart: func(int, uint64) store.Position { return store.Position{} },
+		Epoch:      epoch,
+		EpochStart: epochStart,
+		Epochs:     epochs,
 		Last:       func(p int) store.Position { return pr.master.Position(p) },
 		Horizon:    func(p int) store.Position { return pr.master.Horizon(p) },
 		Scan:       pr.mstore.ScanAfter,
@@ -125,6 +139,9 @@ func (pr *pair) send(ctx context.Context, _ string, req Request) (Response, erro
 		return Response{}, errors.New("link cut")
 	}
 	for _, b := range req.Batches {
+		if b.Restore {
+			pr.restores = append(pr.restores, b)
+		}
 		if b.Full {
 			pr.fullChunks++
 			if pr.fullChunks == pr.failFullChunk {

@@ -32,18 +32,19 @@ type Request struct {
 
 // WireBatch is a store.Batch on the wire.
 type WireBatch struct {
-	Partition  int            `json:"p"`
-	Epoch      uint64         `json:"e"`
-	EpochStart store.Position `json:"start"`
-	From       store.Position `json:"from"`
-	UpTo       store.Position `json:"upto"`
-	Docs       []WireDoc      `json:"docs,omitempty"`
-	Restore    bool           `json:"restore,omitempty"`
-	Absent     []string       `json:"absent,omitempty"`
-	Full       bool           `json:"full,omitempty"`
-	KeyFrom    string         `json:"kfrom,omitempty"`
-	KeyTo      string         `json:"kto,omitempty"`
-	Horizon    store.Position `json:"horizon,omitzero"`
+	Partition  int                `json:"p"`
+	Epoch      uint64             `json:"e"`
+	EpochStart store.Position     `json:"start"`
+	Epochs     []store.EpochStart `json:"epochs,omitempty"` // the master's epoch chain
+	From       store.Position     `json:"from"`
+	UpTo       store.Position     `json:"upto"`
+	Docs       []WireDoc          `json:"docs,omitempty"`
+	Restore    bool               `json:"restore,omitempty"`
+	Absent     []string           `json:"absent,omitempty"`
+	Full       bool               `json:"full,omitempty"`
+	KeyFrom    string             `json:"kfrom,omitempty"`
+	KeyTo      string             `json:"kto,omitempty"`
+	Horizon    store.Position     `json:"horizon,omitzero"`
 }
 
 // WireDoc is a document state on the wire.
@@ -81,7 +82,7 @@ type Result struct {
 
 // ToWire converts a batch for sending.
 func ToWire(b store.Batch) WireBatch {
-	w := WireBatch{Partition: b.Partition, Epoch: b.Epoch, EpochStart: b.EpochStart, From: b.From, UpTo: b.UpTo,
+	w := WireBatch{Partition: b.Partition, Epoch: b.Epoch, EpochStart: b.EpochStart, Epochs: b.Epochs, From: b.From, UpTo: b.UpTo,
 		Docs: make([]WireDoc, len(b.Docs)), Restore: b.Restore, Absent: b.Absent,
 		Full: b.Full, KeyFrom: b.KeyFrom, KeyTo: b.KeyTo, Horizon: b.Horizon}
 	for i, d := range b.Docs {
@@ -94,7 +95,7 @@ func ToWire(b store.Batch) WireBatch {
 // FromWire converts a received batch; body numbers arrive as float64 from
 // JSON and are normalised by the caller's decoder (see api).
 func FromWire(w WireBatch) store.Batch {
-	b := store.Batch{Partition: w.Partition, Epoch: w.Epoch, EpochStart: w.EpochStart, From: w.From, UpTo: w.UpTo,
+	b := store.Batch{Partition: w.Partition, Epoch: w.Epoch, EpochStart: w.EpochStart, Epochs: w.Epochs, From: w.From, UpTo: w.UpTo,
 		Docs: make([]*store.Doc, len(w.Docs)), Restore: w.Restore, Absent: w.Absent,
 		Full: w.Full, KeyFrom: w.KeyFrom, KeyTo: w.KeyTo, Horizon: w.Horizon}
 	for i, d := range w.Docs {
@@ -189,6 +190,12 @@ type Config struct {
 	// EpochStart is the position this node's given epoch of a partition
 	// started from.
 	EpochStart func(partition int, epoch uint64) store.Position
+	// Epochs, if set, is the epoch chain this node's given epoch of a
+	// partition follows (its tenure last, starting at EpochStart), carried
+	// by every batch: a replica tells from it which of its changes, of any
+	// older epoch, the master's history does not contain. Nil: batches
+	// carry the epoch start alone.
+	Epochs func(partition int, epoch uint64) []store.EpochStart
 	// Get reads the master's current state of a document (ErrNotFound: no
 	// record), to restore a replica after a rollback.
 	Get func(ctx context.Context, partition int, key string) (*store.Doc, error)
@@ -665,7 +672,7 @@ func (s *Shipper) takeRuns(pr *progress, p int, rm *room) (out []WireBatch, all 
 			if cur != nil {
 				out = append(out, ToWire(cur.Batch))
 			}
-			piece.EpochStart = s.cfg.EpochStart(p, piece.Epoch) // the epoch it was committed at
+			s.stamp(&piece.Batch) // the epoch it was committed at
 			cur = &piece
 		}
 		if n < len(q.Docs) {
@@ -773,11 +780,20 @@ func (s *Shipper) send(d *dest, req Request) error {
 		return refused
 	}
 	for _, r := range diverged {
-		if err := s.restore(d, r.Partition, r.Diverged); err != nil {
+		if err := s.restore(d, r.Partition, r.Applied, r.Diverged); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// stamp sets a batch's epoch start and chain: those of its epoch on this
+// node.
+func (s *Shipper) stamp(b *store.Batch) {
+	b.EpochStart = s.cfg.EpochStart(b.Partition, b.Epoch)
+	if s.cfg.Epochs != nil {
+		b.Epochs = s.cfg.Epochs(b.Partition, b.Epoch)
+	}
 }
 
 // restoreChunk bounds the documents of one restore request (and
@@ -787,18 +803,22 @@ const restoreChunk = 50
 
 // restore sends a replica that rolled back changes this master's states of
 // those documents (or that it has none), so that the replica then holds the
-// history up to this master's epoch start; catch-up follows.
-func (s *Shipper) restore(d *dest, p int, keys []string) error {
+// history up to agreed, the position it answered its history agrees with
+// this master's up to (which may be before this master's epoch start: its
+// history may have left the replica's in an earlier tenure); catch-up
+// follows from there.
+func (s *Shipper) restore(d *dest, p int, agreed store.Position, keys []string) error {
 	epoch, master := s.cfg.Epoch(p)
 	if !master {
 		return nil
 	}
-	start := s.cfg.EpochStart(p, epoch)
-	s.log.Info("restoring a replica's rolled back documents", "replica", d.id, "partition", p, "documents", len(keys))
+	s.log.Info("restoring a replica's rolled back documents", "replica", d.id, "partition", p, "documents", len(keys),
+		"agreed", agreed)
 	var b store.Batch
 	var rm room
 	next := func() {
-		b = store.Batch{Partition: p, Epoch: epoch, EpochStart: start, From: start, UpTo: start, Restore: true}
+		b = store.Batch{Partition: p, Epoch: epoch, From: agreed, UpTo: agreed, Restore: true}
+		s.stamp(&b)
 		rm = newRoom(min(restoreChunk, s.cfg.MaxBatchDocs), s.cfg.MaxBatchBytes-wireBatchBase)
 	}
 	flush := func() error {
@@ -851,7 +871,9 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	if !known {
 		// Probe: an empty batch from the zero position learns where the
 		// replica is (it answers "gap" with its applied position, or ok).
-		if err := s.send(d, Request{Batches: []WireBatch{{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p, epoch)}}}); err != nil {
+		probe := store.Batch{Partition: p, Epoch: epoch}
+		s.stamp(&probe)
+		if err := s.send(d, Request{Batches: []WireBatch{ToWire(probe)}}); err != nil {
 			s.catchUpFailed(pr)
 			return err
 		}
@@ -910,7 +932,8 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 				return nil
 			}
 		}
-		b := store.Batch{Partition: p, Epoch: epoch, EpochStart: s.cfg.EpochStart(p, epoch), From: acked, UpTo: upTo, Docs: docs}
+		b := store.Batch{Partition: p, Epoch: epoch, From: acked, UpTo: upTo, Docs: docs}
+		s.stamp(&b)
 		if ok, err := s.sendChunk(d, pr, b); !ok {
 			return err
 		}
@@ -1057,7 +1080,7 @@ func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, ta
 		}
 		// Read after the scan: it covers every tombstone the scan missed.
 		b, last := fullCopyChunk(p, epoch, after, docs, more, acked, target, s.horizon(p))
-		b.EpochStart = s.cfg.EpochStart(p, epoch)
+		s.stamp(&b)
 		if ok, err := s.sendChunk(d, pr, b); !ok {
 			return err
 		}

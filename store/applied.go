@@ -56,7 +56,7 @@ func (w *Writer) setRecord(rec appliedDoc) {
 	if w.recs.byID == nil {
 		w.recs.byID, w.recs.dirty = map[int]appliedDoc{}, map[int]bool{}
 	}
-	if old, ok := w.recs.byID[rec.Partition]; ok && old == rec {
+	if old, ok := w.recs.byID[rec.Partition]; ok && old.same(rec) {
 		return
 	}
 	w.recs.byID[rec.Partition] = rec
@@ -66,7 +66,7 @@ func (w *Writer) setRecord(rec appliedDoc) {
 
 // noteLoaded remembers a record read from the store (already durable).
 func (w *Writer) noteLoaded(rec appliedDoc) {
-	if rec == (appliedDoc{Partition: rec.Partition}) {
+	if rec.same(appliedDoc{Partition: rec.Partition}) {
 		return
 	}
 	w.recs.mu.Lock()

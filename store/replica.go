@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -32,7 +33,8 @@ type appliedDoc struct {
 	// Restoring: the epoch of a master this node answered "diverged": it
 	// holds changes that master never had, kept in the rollback
 	// collection, and until that master has restored every one of them
-	// each of its batches is checked for them again (see rollBack).
+	// each of its batches is checked for them again (see rollBack). Also
+	// set when the check of a master's first batch failed.
 	Restoring uint64 `bson:"rs,omitempty"`
 	// The tenure: the epoch this node last mastered the partition at, and
 	// the position its history was complete up to when that tenure began.
@@ -42,14 +44,21 @@ type appliedDoc struct {
 	TenureEpoch uint64 `bson:"te,omitempty"`
 	TenureFrom  uint64 `bson:"tfe,omitempty"`
 	TenureSeq   uint64 `bson:"tfs,omitempty"`
+	// Chain: the epoch chain of the history this node's copy follows (see
+	// chain.go): its own tenure, appended when the tenure began, or the
+	// chain of the last batch it applied.
+	Chain []EpochStart `bson:"ch,omitempty"`
 }
+
+// same reports whether two records say the same.
+func (d appliedDoc) same(o appliedDoc) bool { return reflect.DeepEqual(d, o) }
 
 // record builds the partition's record with the given applied position
 // and horizon, and everything else as the partition has it now.
 func (p *partition) record(applied, horizon Position) appliedDoc {
 	return appliedDoc{Partition: p.id, Epoch: applied.Epoch, Seq: applied.Seq, Seen: p.epochSeen,
 		HorizonEpoch: horizon.Epoch, HorizonSeq: horizon.Seq, Recopy: p.recopy, Restoring: p.restoring,
-		TenureEpoch: p.startEpoch, TenureFrom: p.startPos.Epoch, TenureSeq: p.startPos.Seq}
+		TenureEpoch: p.startEpoch, TenureFrom: p.startPos.Epoch, TenureSeq: p.startPos.Seq, Chain: p.chain}
 }
 
 // Applied returns the position up to which this node holds a partition's
@@ -128,9 +137,13 @@ type Batch struct {
 	// EpochStart is the position the master's epoch started from: anything
 	// a replica holds after it from an older epoch, the master never had.
 	EpochStart Position
-	From       Position
-	UpTo       Position
-	Docs       []*Doc
+	// Epochs is the master's epoch chain (see chain.go), its own tenure
+	// last: what a replica holds of an older epoch after the start of the
+	// tenure that followed that epoch, the master never had either.
+	Epochs []EpochStart
+	From   Position
+	UpTo   Position
+	Docs   []*Doc
 	// Restore replaces the replica's states of Docs and removes Absent
 	// (keys the master has no record of), whatever their positions: the
 	// repair after a rollback.
@@ -263,15 +276,18 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 		return r
 	}
 	// The first batch of a newer master is checked for changes this node
-	// holds that the master never had, and so is every batch of a master
-	// whose restore of them is not finished.
+	// holds that the master never had, whatever epoch they are of (the
+	// master's chain tells, see diverged), and so is every batch of a
+	// master whose restore of them is not finished.
+	chain := batchChain(b)
 	restoring := p.restoring != 0 && p.restoring == b.Epoch
-	if (restoring || b.Epoch > newest && held.Compare(b.EpochStart) > 0 && held.Epoch < b.Epoch) && !p.recopy {
-		purged := p.horizon.Compare(b.EpochStart) > 0 && p.horizon.Epoch < b.Epoch
-		r := w.rollBack(p, b, newest)
+	if (restoring || b.Epoch > newest && held.Epoch < b.Epoch) && !p.recopy {
+		agreed := agreement(p.chain, applied, chain)
+		_, purged := diverged(chain, p.horizon)
+		r := w.rollBack(p, b, chain, agreed, newest)
 		if purged && (r.Err == nil || errors.Is(r.Err, ErrDiverged) || errors.Is(r.Err, errNothingDiverged)) {
 			p.restoring = 0 // the full copy replaces every document
-			return w.startRecopy(p, b)
+			return w.startRecopy(p, b, minPosition(p.horizon, agreed))
 		}
 		switch {
 		case errors.Is(r.Err, ErrDiverged):
@@ -283,6 +299,9 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 			r.Epoch = p.epochSeen
 			return r
 		case !errors.Is(r.Err, errNothingDiverged):
+			// The check itself failed: the next batch of this master
+			// checks again (the epoch now counts as seen).
+			p.restoring = b.Epoch
 			return refuse(r)
 		case restoring:
 			p.restoring = 0 // restored: nothing diverged is left
@@ -298,7 +317,7 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	var newLast Position
 	var err error
 	if b.Full {
-		newLast, err = w.applyFull(p, b, last)
+		newLast, err = w.applyFull(p, b, chain, last)
 	} else {
 		newLast, err = w.applyRun(p, b.Docs, last)
 	}
@@ -317,7 +336,14 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	if recopyDone {
 		p.recopy = false // the last chunk of the full copy: the copy is whole again
 	}
-	if next != applied || p.epochSeen != seenBefore || horizon != p.horizon || recopyDone {
+	// The copy follows the master's history now: its chain is this node's.
+	adopt := !slices.Equal(chain, p.chain)
+	if adopt {
+		p.mu.Lock()
+		p.chain = chain
+		p.mu.Unlock()
+	}
+	if next != applied || p.epochSeen != seenBefore || horizon != p.horizon || recopyDone || adopt {
 		// Durable at the caller's SyncApplied, before it answers.
 		w.setRecord(p.record(next, horizon))
 	}
@@ -418,55 +444,77 @@ var ErrNeedsFullCopy = errors.New("this node needs a full copy of the partition"
 // in the rollback collection; now it holds nothing for sure, asks for a
 // full copy (which also replaces every document of the abandoned history),
 // and takes nothing else until the copy's last chunk. The horizon is capped
-// at the epoch start: what it purged beyond it belongs to the abandoned
-// history.
-func (w *Writer) startRecopy(p *partition, b *Batch) ApplyResult {
+// at horizon, where its history and the master's part: what it purged
+// beyond belongs to the abandoned history.
+func (w *Writer) startRecopy(p *partition, b *Batch, horizon Position) ApplyResult {
 	seen := max(p.epochSeen, b.Epoch)
 	p.mu.Lock()
-	p.applied, p.horizon, p.epochSeen, p.startEpoch, p.recopy = Position{}, b.EpochStart, seen, 0, true
+	p.applied, p.horizon, p.epochSeen, p.startEpoch, p.recopy, p.chain = Position{}, horizon, seen, 0, true, nil
 	p.mu.Unlock()
-	w.setRecord(p.record(Position{}, b.EpochStart))
+	w.setRecord(p.record(Position{}, horizon))
 	w.log.Warn("this node purged deletes its new master never had; asking for a full copy of the partition",
-		"partition", p.id, "new_epoch", b.Epoch, "epoch_start", b.EpochStart)
+		"partition", p.id, "new_epoch", b.Epoch, "epoch_start", b.EpochStart, "agreed", horizon)
 	return ApplyResult{Epoch: seen, Err: ErrNeedsFullCopy}
 }
+
+// rollbackScan is how many documents one read of rollBack's search takes.
+const rollbackScan = 256
 
 // errNothingDiverged: rollBack found no change to keep; the batch applies
 // as usual.
 var errNothingDiverged = errors.New("nothing diverged")
 
 // rollBack keeps, in the rollback collection, every change this node holds
-// after the new master's epoch start from an older epoch (changes the new
-// master never had), and asks the master to restore those documents.
-func (w *Writer) rollBack(p *partition, b *Batch, newest uint64) ApplyResult {
-	docs, err := w.store.ScanAfter(w.ctx, p.id, b.EpochStart, 0)
-	if err != nil {
-		return ApplyResult{Err: err}
-	}
+// that the new master never had (diverged by the master's chain, looked
+// for after agreed, where the two histories are known to be the same), and
+// asks the master to restore those documents. It answers the position up
+// to which this node's history agrees with the master's: the restore
+// leaves it there, and the catch-up that follows starts there (not at the
+// master's epoch start: the master's history may hold changes of earlier
+// tenures after the point where this node's history left it).
+func (w *Writer) rollBack(p *partition, b *Batch, chain []EpochStart, agreed Position, newest uint64) ApplyResult {
 	var divergent []*Doc
 	var keys []string
-	for _, d := range docs {
-		if d.Pos.Epoch < b.Epoch {
-			divergent = append(divergent, d)
-			keys = append(keys, d.Key)
+	// In pages: only the divergent documents are kept (the agreement point
+	// of a copy whose chain names no epoch the master's does may be far
+	// back).
+	for from := agreed; ; {
+		docs, err := w.store.ScanAfter(w.ctx, p.id, from, rollbackScan)
+		if err != nil {
+			return ApplyResult{Err: err}
 		}
+		for _, d := range docs {
+			if boundary, ok := diverged(chain, d.Pos); ok {
+				divergent = append(divergent, d)
+				keys = append(keys, d.Key)
+				agreed = minPosition(agreed, boundary)
+			}
+		}
+		if len(docs) < rollbackScan {
+			break
+		}
+		from = docs[len(docs)-1].Pos
 	}
 	if len(divergent) == 0 {
-		// The history went past the epoch start only through tombstones
-		// purged since: nothing is left to keep or restore.
+		// Nothing held is outside the master's history (what went past
+		// the agreement point, if anything, were tombstones purged since):
+		// nothing is left to keep or restore.
 		return ApplyResult{Err: errNothingDiverged}
 	}
 	if err := w.store.saveRollback(w.ctx, p.id, divergent, b.Epoch, b.EpochStart); err != nil {
 		return ApplyResult{Err: err}
 	}
 	w.log.Warn("moved changes the new master never had to the rollback collection", "partition", p.id,
-		"documents", len(divergent), "new_epoch", b.Epoch, "epoch_start", b.EpochStart)
-	return ApplyResult{Applied: b.EpochStart, Epoch: newest, Err: ErrDiverged, Diverged: keys}
+		"documents", len(divergent), "new_epoch", b.Epoch, "epoch_start", b.EpochStart, "agreed", agreed)
+	return ApplyResult{Applied: agreed, Epoch: newest, Err: ErrDiverged, Diverged: keys}
 }
 
 // restore makes this replica's copies of a rollback's documents the
 // master's: given states replace whatever is held, absent keys are
-// removed, and the replica then holds the history up to the epoch start.
+// removed, and the replica then holds the history up to b.UpTo, the
+// position it answered its history agrees with the master's up to. Its
+// chain stays its own until a batch passes the check again (a restore
+// may be cut short).
 func (w *Writer) restore(p *partition, b *Batch) ApplyResult {
 	writes := make([]write, len(b.Docs))
 	for i, d := range b.Docs {

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -456,5 +458,83 @@ func TestANewTenureStartsAtTheCompletePosition(t *testing.T) {
 	}
 	if got, want := w.EpochStart(0, 2), (Position{Epoch: 1, Seq: 2}); got != want {
 		t.Fatalf("epoch 2 starts at %s, want the complete position %s (not the newest document held, 1.5)", got, want)
+	}
+}
+
+// A node that was master at epoch 2 holds x (2.5), a change the next
+// master, whose epoch 3 started from 2.1, never had; that master then
+// began a second tenure, epoch 4, from 3.4. Its batches carry its epoch
+// chain [(3, 2.1), (4, 3.4)]: x is of epoch 2 and after the start of
+// epoch 3, so it is rolled back, and the node answers that its history
+// agrees with the master's up to 2.1 (not 3.4: it lacks epoch 3's
+// changes); after the restore and a catch-up from 2.1 it holds exactly the
+// master's state. Before, only the epoch start (3.4) was compared: x,
+// older than it, stayed live here and no rollback listed it (issue 11,
+// item 4).
+func TestAChangeOfAnAbandonedEpochIsRolledBackAfterTwoMasterChanges(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	key := func(id string) string { return DocKey("u", "c", id) }
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 5},
+		Docs: []*Doc{doc("a", 2, 1, 1, false), doc("x", 2, 5, 1, false)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	chain := []EpochStart{{Epoch: 3, Start: Position{Epoch: 2, Seq: 1}}, {Epoch: 4, Start: Position{Epoch: 3, Seq: 4}}}
+	start, agreed := Position{Epoch: 3, Seq: 4}, Position{Epoch: 2, Seq: 1}
+	live := Batch{Partition: 0, Epoch: 4, EpochStart: start, Epochs: chain, From: start, UpTo: Position{Epoch: 4, Seq: 5},
+		Docs: []*Doc{doc("c", 4, 5, 1, false)}}
+	r := w.Apply(ctx, live)
+	if !errors.Is(r.Err, ErrDiverged) || !slices.Equal(r.Diverged, []string{key("x")}) || r.Applied != agreed {
+		t.Fatalf("the first batch of epoch 4: %+v, want diverged with x, agreeing up to %s", r, agreed)
+	}
+	kept, err := s.Rollbacks(ctx, 10)
+	if err != nil || len(kept) != 1 || kept[0].ID != "x" || kept[0].Position != (Position{Epoch: 2, Seq: 5}) {
+		t.Fatalf("rollback collection: %+v %v, want x@2.5", kept, err)
+	}
+	// The master has no record of x.
+	restore := Batch{Partition: 0, Epoch: 4, EpochStart: start, Epochs: chain, From: agreed, UpTo: agreed, Restore: true,
+		Absent: []string{key("x")}}
+	if r := w.Apply(ctx, restore); r.Err != nil || r.Applied != agreed {
+		t.Fatalf("restore: %+v", r)
+	}
+	// The catch-up from the agreement point brings epoch 3's changes too.
+	catchUp := Batch{Partition: 0, Epoch: 4, EpochStart: start, Epochs: chain, From: agreed, UpTo: Position{Epoch: 4, Seq: 5},
+		Docs: []*Doc{doc("b", 3, 2, 1, false), doc("y", 3, 4, 1, false), doc("c", 4, 5, 1, false)}}
+	if r := w.Apply(ctx, catchUp); r.Err != nil || r.Applied != (Position{Epoch: 4, Seq: 5}) {
+		t.Fatalf("catch-up from %s: %+v", agreed, r)
+	}
+	all, err := s.ScanKeys(ctx, 0, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(all), []string{"a@2.1", "b@3.2", "c@4.5", "y@3.4"}; !slices.Equal(got, want) {
+		t.Fatalf("the node holds %v, the master %v", got, want)
+	}
+	if kept, _ := s.Rollbacks(ctx, 10); len(kept) != 1 {
+		t.Fatalf("the rollback collection holds %d changes, want x only", len(kept))
+	}
+}
+
+// The search for divergent changes reads the partition in pages: all of
+// them are found when they span several.
+func TestTheSearchForDivergedChangesGoesInPages(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{})
+	defer w.Close(ctx)
+	n := 2*rollbackScan + 50
+	var docs []*Doc
+	for i := 1; i <= n; i++ {
+		docs = append(docs, doc(fmt.Sprintf("d%04d", i), 2, uint64(i), 1, false))
+	}
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: uint64(n)}, Docs: docs}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	start := Position{Epoch: 2, Seq: 10}
+	r := w.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: start, Epochs: []EpochStart{{Epoch: 3, Start: start}}})
+	if !errors.Is(r.Err, ErrDiverged) || len(r.Diverged) != n-10 || r.Applied != start {
+		t.Fatalf("probe: %v, %d diverged, applied %s; want %d after %s", r.Err, len(r.Diverged), r.Applied, n-10, start)
 	}
 }

@@ -199,16 +199,18 @@ func inKeyRange(key, after, upTo string) bool {
 }
 
 // planFullChunk decides what a replica does with one chunk of a full copy,
-// given what it holds in the chunk's key range: the keys to remove (held,
-// but not in the chunk), and the chunk's documents newer than the copies
-// held (insert marks those not held at all).
-func planFullChunk(held []*Doc, chunk []*Doc, epoch uint64, epochStart Position) (gone []string, writes []write) {
+// given what it holds in the chunk's key range and the master's epoch
+// chain: the keys to remove (held, but not in the chunk), the chunk's
+// documents newer than the copies held (insert marks those not held at
+// all), and the keys held in a state the master's history does not
+// contain (diverged by its chain: an abandoned history), which the
+// master's state replaces whatever its position.
+func planFullChunk(held []*Doc, chunk []*Doc, chain []EpochStart) (gone []string, writes []write, abandoned []string) {
 	have := make(map[string]Position, len(held))
 	for _, d := range held {
-		if d.Pos.Compare(epochStart) > 0 && d.Pos.Epoch < epoch {
-			// A change the master never had (an abandoned history, kept in
-			// the rollback collection): the master's state replaces it.
+		if _, ok := diverged(chain, d.Pos); ok {
 			have[d.Key] = Position{}
+			abandoned = append(abandoned, d.Key)
 			continue
 		}
 		have[d.Key] = d.Pos
@@ -225,17 +227,21 @@ func planFullChunk(held []*Doc, chunk []*Doc, epoch uint64, epochStart Position)
 		gone = append(gone, k)
 	}
 	slices.Sort(gone)
-	return gone, writes
+	slices.Sort(abandoned)
+	return gone, writes, abandoned
 }
 
 // applyFull applies one chunk of a full copy on the partition's goroutine
 // and returns the newest position stored.
-func (w *Writer) applyFull(p *partition, b *Batch, last Position) (Position, error) {
+func (w *Writer) applyFull(p *partition, b *Batch, chain []EpochStart, last Position) (Position, error) {
 	held, err := w.store.keyRange(w.ctx, p.id, b.KeyFrom, b.KeyTo)
 	if err != nil {
 		return last, err
 	}
-	gone, writes := planFullChunk(held, b.Docs, b.Epoch, b.EpochStart)
+	gone, writes, abandoned := planFullChunk(held, b.Docs, chain)
+	if err := w.keepAbandoned(p, b, abandoned); err != nil {
+		return last, err
+	}
 	if len(gone) > 0 {
 		p.commits.Add(1)
 		err := w.store.remove(w.ctx, p.id, gone)
@@ -258,4 +264,26 @@ func (w *Writer) applyFull(p *partition, b *Batch, last Position) (Position, err
 			"removed", len(gone), "written", len(writes))
 	}
 	return last, w.commitApplied(p, writes)
+}
+
+// keepAbandoned keeps, in the rollback collection, the states a full copy
+// is about to replace that the master's history does not contain. The
+// check of the master's first batch normally kept them already (the
+// records are idempotent); this is so that no path drops one unlisted.
+func (w *Writer) keepAbandoned(p *partition, b *Batch, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	docs := make([]*Doc, 0, len(keys))
+	for _, k := range keys {
+		d, err := w.store.Get(w.ctx, p.id, k)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		docs = append(docs, d)
+	}
+	return w.store.saveRollback(w.ctx, p.id, docs, b.Epoch, b.EpochStart)
 }

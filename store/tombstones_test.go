@@ -276,9 +276,9 @@ func TestFullCopyChunksReplaceTheirKeyRange(t *testing.T) {
 func TestPlanFullChunk(t *testing.T) {
 	held := []*Doc{doc("a", 1, 1, 1, false), doc("b", 1, 5, 1, false), doc("c", 1, 3, 1, true)}
 	chunk := []*Doc{doc("a", 1, 2, 2, false), doc("b", 1, 4, 1, false), doc("n", 1, 6, 1, false)}
-	gone, writes := planFullChunk(held, chunk, 0, Position{})
-	if !slices.Equal(gone, []string{DocKey("u", "c", "c")}) {
-		t.Fatalf("gone %v", gone)
+	gone, writes, abandoned := planFullChunk(held, chunk, []EpochStart{{Epoch: 1}})
+	if !slices.Equal(gone, []string{DocKey("u", "c", "c")}) || len(abandoned) != 0 {
+		t.Fatalf("gone %v, abandoned %v", gone, abandoned)
 	}
 	var got []string
 	for _, w := range writes {
@@ -286,5 +286,25 @@ func TestPlanFullChunk(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{"a insert=false", "n insert=true"}) {
 		t.Fatalf("writes %v", got)
+	}
+}
+
+// A full copy from a master whose chain says a held state is of an
+// abandoned history replaces it with the master's state even when that
+// is older (a), and removes one the master has no record of (x): the
+// same rule as the check of a new master's first batch. Judged by the
+// master's epoch start alone (3.4), both looked held and a kept its
+// abandoned state.
+func TestPlanFullChunkReplacesAnAbandonedHistory(t *testing.T) {
+	chain := []EpochStart{{Epoch: 3, Start: Position{Epoch: 2, Seq: 1}}, {Epoch: 4, Start: Position{Epoch: 3, Seq: 4}}}
+	held := []*Doc{doc("a", 2, 4, 2, false), doc("b", 3, 2, 1, false), doc("x", 2, 5, 1, false)}
+	chunk := []*Doc{doc("a", 2, 1, 1, false), doc("b", 3, 2, 1, false)}
+	gone, writes, abandoned := planFullChunk(held, chunk, chain)
+	key := func(id string) string { return DocKey("u", "c", id) }
+	if !slices.Equal(gone, []string{key("x")}) || !slices.Equal(abandoned, []string{key("a"), key("x")}) {
+		t.Fatalf("gone %v, abandoned %v; want x gone, a and x abandoned", gone, abandoned)
+	}
+	if len(writes) != 1 || writes[0].doc.ID != "a" || writes[0].doc.Pos != (Position{Epoch: 2, Seq: 1}) || writes[0].insert {
+		t.Fatalf("writes %+v, want the master's a@2.1 over the abandoned a@2.4", writes)
 	}
 }

@@ -129,6 +129,10 @@ type partition struct {
 	startEpoch     uint64
 	startPos       Position
 	tenureRecorded bool
+	// chain: the epoch chain of the history this copy follows (see
+	// chain.go); read by Epochs under mu, replaced whole, never changed in
+	// place.
+	chain []EpochStart
 	// horizon is the highest position of any tombstone purged here: a
 	// replica behind it cannot be caught up in position order (deletes
 	// are missing from the log) and gets a full copy instead.
@@ -136,7 +140,8 @@ type partition struct {
 	// recopy: this node waits for a full copy (see startRecopy).
 	recopy bool
 	// restoring: the epoch of the master whose restore of this node's
-	// diverged changes is not finished (see rollBack).
+	// diverged changes is not finished, or whose check for them failed:
+	// each of its batches is checked (see rollBack).
 	restoring uint64
 	// tombstones is false only when the partition is known to hold no
 	// tombstone, so the purge can skip it; set by every committed or
@@ -281,15 +286,35 @@ func (w *Writer) Get(ctx context.Context, partition int, key string) (*Doc, erro
 
 // EpochStart returns where a master's epoch of a partition began: the
 // partition's history as it stood before the first commit at that epoch
-// (or now, if nothing was committed at it yet).
+// (or where it would begin now, if nothing was committed at it yet: the
+// position this node's copy is complete up to). For another node's epoch,
+// the start its chain names, if it names one.
 func (w *Writer) EpochStart(partition int, epoch uint64) Position {
 	p := w.parts[partition]
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.epochStart(epoch)
+}
+
+// epochStart is EpochStart with p.mu held.
+func (p *partition) epochStart(epoch uint64) Position {
 	if p.startEpoch == epoch {
 		return p.startPos
 	}
-	return p.last
+	if i := slices.IndexFunc(p.chain, func(e EpochStart) bool { return e.Epoch == epoch }); i >= 0 {
+		return p.chain[i].Start
+	}
+	return p.held()
+}
+
+// Epochs returns the epoch chain a master at epoch ships with its batches
+// of a partition: the tenures of its history before epoch, then epoch's
+// own, starting where EpochStart says.
+func (w *Writer) Epochs(partition int, epoch uint64) []EpochStart {
+	p := w.parts[partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return withTenure(p.chain, EpochStart{Epoch: epoch, Start: p.epochStart(epoch)})
 }
 
 // NewestEpoch is the newest epoch this node has seen for a partition: in
@@ -493,10 +518,12 @@ func (w *Writer) process(p *partition, batch []*request) {
 		// catch-up or full copy in progress stores documents out of
 		// order), and it is recorded before any of its writes is
 		// acknowledged, so that after a restart this node still counts
-		// its own writes as held.
+		// its own writes as held. The tenure joins the partition's epoch
+		// chain in the same record.
 		p.mu.Lock()
 		start := p.held()
 		p.startEpoch, p.startPos = epoch, start
+		p.chain = withTenure(p.chain, EpochStart{Epoch: epoch, Start: start})
 		p.mu.Unlock()
 		p.tenureRecorded = false
 	}
@@ -662,6 +689,11 @@ func (p *partition) setLoaded(last Position, rec appliedDoc) {
 	p.epochSeen, p.horizon, p.recopy, p.restoring, p.loaded = rec.Seen, horizon, rec.Recopy, rec.Restoring, true
 	p.startEpoch, p.startPos = rec.TenureEpoch, Position{Epoch: rec.TenureFrom, Seq: rec.TenureSeq}
 	p.tenureRecorded = rec.TenureEpoch != 0
+	p.chain = rec.Chain
+	if len(p.chain) == 0 && rec.TenureEpoch != 0 {
+		// Recorded before chains existed: its own tenure is all it knows.
+		p.chain = []EpochStart{{Epoch: rec.TenureEpoch, Start: p.startPos}}
+	}
 }
 
 func maxPosition(a, b Position) Position {

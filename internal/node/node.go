@@ -145,6 +145,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		Last:       func(p int) store.Position { return n.writer.Position(p) },
 		Epoch:      n.writable,
 		EpochStart: func(p int, epoch uint64) store.Position { return n.writer.EpochStart(p, epoch) },
+		Epochs:     func(p int, epoch uint64) []store.EpochStart { return n.writer.Epochs(p, epoch) },
 		Get:        func(ctx context.Context, p int, key string) (*store.Doc, error) { return n.writer.Get(ctx, p, key) }})
 	metrics.Registry.MustRegister(api.NewReplicationCollector(n.shipper.Lags))
 	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes, OnCommitted: n.shipper.Committed,
