@@ -534,9 +534,30 @@ func (m *Manager) Round(ctx context.Context) {
 	voters := m.holder.Voters()
 	m.mu.Unlock()
 
-	if len(b.Requests) > 0 {
-		m.send(ctx, voters, b, now)
+	// Renewals and campaigns go in separate batches, side by side: a voter
+	// answers a campaign only once its grant is in its store, and a slow
+	// store must not hold up the renewals (they record nothing new) until
+	// the leases run out.
+	var renew, fresh Batch
+	for _, r := range b.Requests {
+		if renewing[r.Partition] {
+			renew.Requests = append(renew.Requests, r)
+		} else {
+			fresh.Requests = append(fresh.Requests, r)
+		}
 	}
+	var wg sync.WaitGroup
+	for _, part := range []Batch{renew, fresh} {
+		if len(part.Requests) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.send(ctx, voters, part, now)
+		}()
+	}
+	wg.Wait()
 	m.report(now)
 }
 
