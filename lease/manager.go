@@ -98,6 +98,11 @@ type Manager struct {
 
 	voterMu []sync.Mutex // one per partition: a voter's decisions are serialised per partition
 	records []Record
+	// seen is a copy of records for readers that must never wait behind a
+	// decision (which holds its partition's lock across a store write):
+	// Lapsed and VotedHolder are asked by every round's plan, and queries.
+	seenMu sync.Mutex
+	seen   []Record
 
 	voterMuState sync.Mutex
 	voter        VoterState
@@ -146,10 +151,11 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, holder: h, lastVoters: voters, changedAt: changedAt,
 		attempt: make([]time.Time, cfg.Partitions), reported: make([]uint64, cfg.Partitions),
-		voterMu: make([]sync.Mutex, cfg.Partitions), records: make([]Record, cfg.Partitions),
+		voterMu: make([]sync.Mutex, cfg.Partitions), records: make([]Record, cfg.Partitions), seen: make([]Record, cfg.Partitions),
 		urgent: make(chan struct{}, 1), rounded: make(chan struct{}), eager: make([]bool, cfg.Partitions)}
 	for p := range m.records {
 		m.records[p].Partition = p
+		m.seen[p].Partition = p
 	}
 	m.durable = votes
 	for p, v := range votes {
@@ -159,6 +165,7 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 		// The expiry is not stored: WaitAtStart covers every lease granted
 		// before the restart. The epoch is, so it never goes back.
 		m.records[p] = Record{Partition: p, Holder: v.Holder, Epoch: v.Epoch}
+		m.seen[p] = m.records[p]
 		// This node may have held these epochs itself before it restarted:
 		// its next proposal must be higher.
 		h.Learn(p, v.Epoch)
@@ -219,10 +226,7 @@ func (m *Manager) VotedHolder(partition int) string {
 	if partition < 0 || partition >= m.cfg.Partitions {
 		return ""
 	}
-	mu := &m.voterMu[partition]
-	mu.Lock()
-	defer mu.Unlock()
-	if rec := m.records[partition]; rec.Live(m.cfg.Now()) {
+	if rec := m.seenRecord(partition); rec.Live(m.cfg.Now()) {
 		return rec.Holder
 	}
 	return ""
@@ -238,14 +242,19 @@ func (m *Manager) Lapsed(partition int) (holder string, epoch uint64, lapsed boo
 	if partition < 0 || partition >= m.cfg.Partitions {
 		return "", 0, false
 	}
-	mu := &m.voterMu[partition]
-	mu.Lock()
-	defer mu.Unlock()
-	rec := m.records[partition]
+	rec := m.seenRecord(partition)
 	if !rec.Ended(m.cfg.Now(), m.cfg.TTL) {
 		return "", 0, false
 	}
 	return rec.Holder, rec.Epoch, true
+}
+
+// seenRecord is this voter's record of partition as last decided, read
+// without waiting for a decision in progress.
+func (m *Manager) seenRecord(partition int) Record {
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
+	return m.seen[partition]
 }
 
 // Vote decides a batch as this node's voter. The partitions of the batch
@@ -259,7 +268,6 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 	for _, r := range b.Releases {
 		parts = append(parts, r.Partition)
 	}
-	parts = append(parts, b.Queries...)
 	slices.Sort(parts)
 	parts = slices.Compact(parts)
 	parts = slices.DeleteFunc(parts, func(p int) bool { return p < 0 || p >= m.cfg.Partitions })
@@ -321,15 +329,18 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 			}
 		}
 	}
+	m.seenMu.Lock()
 	for p, r := range next {
 		m.records[p] = r
+		m.seen[p] = r
 	}
+	m.seenMu.Unlock()
 	for _, p := range b.Queries {
 		if p < 0 || p >= m.cfg.Partitions {
 			out = append(out, Decision{Reason: ReasonInvalid, Record: Record{Partition: p}})
 			continue
 		}
-		rec := m.records[p]
+		rec := m.seenRecord(p)
 		// A voter still waiting out its first TTL may have forgotten a
 		// grant: it vouches for nothing.
 		ended := m.voterState().Wait(now, m.cfg.TTL) == 0 && rec.Ended(now, m.cfg.TTL)
@@ -448,6 +459,20 @@ func (m *Manager) Release(ctx context.Context, partition int) bool {
 		}
 	})
 	return true
+}
+
+// Yield releases the lease of partition (like Release: the caller took no
+// write in this tenure, or paused them) and makes this node skip it in the
+// next campaign round, even in a round that decided to want it before the
+// release: a node that found a copy ahead must leave the campaign to it.
+func (m *Manager) Yield(ctx context.Context, partition int) bool {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return false
+	}
+	m.mu.Lock()
+	m.attempt[partition] = m.cfg.Now().Add(m.cfg.TTL)
+	m.mu.Unlock()
+	return m.Release(ctx, partition)
 }
 
 // Acquire campaigns for partition now, without waiting for the next round

@@ -288,7 +288,9 @@ func (n *Node) leasePlan() lease.Plan {
 			return wantsPartition(wantInput{
 				self: n.cfg.NodeID, a: a, regular: regularCopies(a, copies), succession: shard.Succession(ring, p),
 				holding: holding, handingOff: n.handoff.inProgress(p), receiving: n.handoff.receiving(p),
-				superseded: learned != "" && learned != n.cfg.NodeID,
+				// Superseded also when this node gave its tenure up
+				// because a copy was ahead (ConfirmTenure).
+				superseded: learned != "" && learned != n.cfg.NodeID || a.Master == n.cfg.NodeID && n.promote.yieldedAt(p, a.Epoch),
 				up:         func(id string) bool { return states[id] == cluster.Up && !l.over(id, a) },
 				lost:       lost,
 				promote: func(regular []string, up func(string) bool) bool {

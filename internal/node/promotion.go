@@ -34,6 +34,10 @@ type promotion struct {
 	// of (lease.Manager.Ended), and when.
 	votersSaid  map[int]heardLapse
 	lastQueried time.Time
+	// yielded: tenures this node gave up because a copy was ahead; while
+	// the table names no later master, the promotion rule decides for it
+	// (it must not take its own lease back).
+	yielded map[int]uint64
 }
 
 type heardLapse struct {
@@ -64,7 +68,7 @@ type heardPosition struct {
 
 func newPromotion(n *Node) *promotion {
 	return &promotion{n: n, wake: make(chan struct{}, 1), asks: map[int]*positionAsk{},
-		campaigned: map[int]time.Time{}, unconfirmed: map[int]tenureCheck{}, votersSaid: map[int]heardLapse{}}
+		campaigned: map[int]time.Time{}, unconfirmed: map[int]tenureCheck{}, votersSaid: map[int]heardLapse{}, yielded: map[int]uint64{}}
 }
 
 // mayCampaign says whether this node should campaign for partition p,
@@ -162,6 +166,19 @@ func (pr *promotion) lapseHeard(p int) lapse {
 	return h.l
 }
 
+// yieldedAt reports whether this node gave up its tenure of p at epoch
+// (or later) because a copy was ahead.
+func (pr *promotion) yieldedAt(p int, epoch uint64) bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	e, ok := pr.yielded[p]
+	if ok && e < epoch {
+		delete(pr.yielded, p) // a later tenure is known: over
+		return false
+	}
+	return ok
+}
+
 // won is told of every tenure this node starts: one won by the promotion
 // rule (it campaigned by it within the last two LEASE_TTL) must be
 // confirmed before it takes writes.
@@ -255,9 +272,11 @@ func (pr *promotion) confirm(ctx context.Context) {
 			// so releasing the lease at once is safe.
 			n.log.Warn("won a partition by the promotion rule, but a copy is ahead; stepping down so that it campaigns",
 				"partition", p, "epoch", c.epoch, "why", why)
-			n.leases.Release(ctx, p)
+			n.leases.Yield(ctx, p)
 			pr.mu.Lock()
 			delete(pr.unconfirmed, p)
+			delete(pr.asks, p) // answers heard before are stale: ask again
+			pr.yielded[p] = c.epoch
 			pr.mu.Unlock()
 		}
 	}
