@@ -350,7 +350,7 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 	if !ok {
 		return nil, fmt.Errorf("%w: node %q is not in the peer list", ErrNotSent, peer)
 	}
-	if c.cfg.Faults.IsCut(c.cfg.NodeID, peer) {
+	if c.cfg.Faults.callsBlocked(c.cfg.NodeID, peer) {
 		return nil, fmt.Errorf("%w: sending to %s: %w", ErrNotSent, peer, ErrLinkCut)
 	}
 	u, err := url.Parse(base)
@@ -381,7 +381,7 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 		}
 		return nil, err
 	}
-	if c.cfg.Faults.IsCut(c.cfg.NodeID, peer) {
+	if c.cfg.Faults.callsBlocked(c.cfg.NodeID, peer) {
 		resp.Body.Close()
 		return nil, fmt.Errorf("answer from %s: %w", peer, ErrLinkCut)
 	}

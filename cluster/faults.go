@@ -15,14 +15,33 @@ import (
 // and enforced by the sender on both sides, for gossip and HTTP alike, so a
 // cut node looks to the others exactly like a network partition.
 type Faults struct {
-	mu     sync.RWMutex
-	cut    map[[2]string]bool
-	byAddr map[string]string // gossip address -> node id
+	mu       sync.RWMutex
+	cut      map[[2]string]bool
+	callsCut map[[2]string]bool // node-to-node HTTP only; gossip still flows
+	byAddr   map[string]string  // gossip address -> node id
 }
 
 // NewFaults returns an empty fault table.
 func NewFaults() *Faults {
-	return &Faults{cut: map[[2]string]bool{}, byAddr: map[string]string{}}
+	return &Faults{cut: map[[2]string]bool{}, callsCut: map[[2]string]bool{}, byAddr: map[string]string{}}
+}
+
+// CutCalls stops the node-to-node calls between a and b (both ways) but
+// not their gossip: each still sees the other UP.
+func (f *Faults) CutCalls(a, b string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.callsCut[pair(a, b)] = true
+}
+
+// callsBlocked reports whether node-to-node calls between a and b fail.
+func (f *Faults) callsBlocked(a, b string) bool {
+	if f == nil {
+		return false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.cut[pair(a, b)] || f.callsCut[pair(a, b)]
 }
 
 func pair(a, b string) [2]string {
@@ -44,13 +63,14 @@ func (f *Faults) Heal(a, b string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.cut, pair(a, b))
+	delete(f.callsCut, pair(a, b))
 }
 
 // HealAll restores every link.
 func (f *Faults) HealAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cut = map[[2]string]bool{}
+	f.cut, f.callsCut = map[[2]string]bool{}, map[[2]string]bool{}
 }
 
 // Isolate cuts node a from every node in others.

@@ -294,7 +294,7 @@ func (n *Node) leasePlan() lease.Plan {
 				up:         func(id string) bool { return states[id] == cluster.Up && !l.over(id, a) },
 				lost:       lost,
 				promote: func(regular []string, up func(string) bool) bool {
-					return n.promote.mayCampaign(p, regular, up)
+					return n.promote.mayCampaign(p, regular, up, func(id string) bool { return states[id] == cluster.Up })
 				},
 			})
 		}}
@@ -778,6 +778,11 @@ func (n *Node) Close(ctx context.Context) error {
 // Moves lists the partitions moving from this node to their preferred
 // master (tests and /v1/cluster).
 func (n *Node) Moves() []api.MoveStatus { return n.handoff.Moves() }
+
+// PromotionHeard lists the positions of partition p this node has heard
+// from the other copies while it finds the master gone (tests watch a
+// promotion with it).
+func (n *Node) PromotionHeard(p int) map[string]store.Position { return n.promote.heardOf(p) }
 
 // Lags is the progress of every replica of the partitions this node
 // masters (tests).

@@ -76,12 +76,27 @@ func newPromotion(n *Node) *promotion {
 // responsible list it has heard from since, it holds the most history
 // (ties to the lowest id), and it has heard from enough of them that a
 // write acknowledged by a majority of the copies is among them.
-func (pr *promotion) mayCampaign(p int, regular []string, up func(string) bool) bool {
+//
+// The copies asked are those up (not merely seen by gossip, but not found
+// gone by their lease either). When they are too few for the quorum, the
+// copies gossip still reaches are asked too, whose lease is over: a
+// former master that gave its tenure up still knows how far it holds the
+// partition, and without its answer nobody could reach the quorum. (When
+// the up copies suffice, a copy whose lease is over is left out: it may be
+// cut from the voters and unable to win, and nobody should wait for it.)
+func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(string) bool) bool {
 	self := pr.n.cfg.NodeID
 	var others []string
 	for _, id := range regular {
 		if id != self && up(id) {
 			others = append(others, id)
+		}
+	}
+	if need := pr.n.copies() - pr.n.copies()/2; len(others)+1 < need {
+		for _, id := range regular {
+			if id != self && !up(id) && reachable(id) {
+				others = append(others, id)
+			}
 		}
 	}
 	positions := map[string]store.Position{self: pr.n.writer.Applied(p)}
@@ -177,6 +192,22 @@ func (pr *promotion) yieldedAt(p int, epoch uint64) bool {
 		return false
 	}
 	return ok
+}
+
+// heardOf lists the positions of p heard from the other copies in the
+// current spell without a master.
+func (pr *promotion) heardOf(p int) map[string]store.Position {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	out := map[string]store.Position{}
+	if a := pr.asks[p]; a != nil {
+		for id, h := range a.heard {
+			if h.at.After(a.since) {
+				out[id] = h.pos
+			}
+		}
+	}
+	return out
 }
 
 // won is told of every tenure this node starts: one won by the promotion

@@ -184,3 +184,71 @@ func writeMajority(t *testing.T, cl *testnode.Client, base string, n int) []stri
 	}
 	return acked
 }
+
+// A copy that won a partition by the promotion rule on an answer heard
+// before the old master's last majority writes takes no writes until it
+// has asked the copies again, and yields when one is ahead (issue 11, case
+// 10). RF 3: node1 masters the partition, with a voter C and node4 (not a
+// voter) as replicas. C is cut from node1, so it sees node1's lease lapse
+// on its own voter and asks node4 how far it holds the partition; then
+// C's calls to node4 are cut (gossip still flows, so node4 stays UP):
+// node4's answer is frozen in C's spell. node1 acknowledges more majority
+// writes (on node1 and node4) and stops. C wins the lease with its own
+// vote and the third voter's, on the frozen answer. Before, it then
+// mastered the partition with its stale copy, and once the links healed
+// node4 rolled the majority writes back (10 of 10 lost).
+func TestAPromotionOnAStaleAnswerDoesNotLoseMajorityWrites(t *testing.T) {
+	c := testcluster.Start(t, 4, testcluster.Voters(3), testcluster.ReplicationFactor(3))
+	token := testnode.AdminToken(t)
+	var user, cand string
+	var p int
+	for _, v := range []string{"node2", "node3"} {
+		for i := 0; i < 10000 && user == ""; i++ {
+			u := fmt.Sprintf("user%d", i)
+			q := shard.PartitionOf(u, testcluster.Partitions)
+			if pl := c.Node("node1").Placement(q); pl.Master == "node1" && len(pl.Responsible) == 3 &&
+				slices.Contains(pl.Responsible, v) && slices.Contains(pl.Responsible, "node4") {
+				user, p, cand = u, q, v
+			}
+		}
+	}
+	if user == "" {
+		t.Fatal("no partition mastered by node1 with a voter and node4 as its replicas; the test proves nothing")
+	}
+	base := "/v1/users/" + user + "/collections/c/documents/"
+	m1 := c.Node("node1").Client(token)
+	if r := m1.Do("PUT", base+"first", `{"n":0}`, "X-Write-Concern", "all"); r.Status != 201 {
+		t.Fatalf("first write: %d %s", r.Status, r.Body)
+	}
+	c.Faults.Cut(cand, "node1")
+	testnode.Eventually(t, 20*time.Second, cand+" hearing node4 in its promotion spell", func() (bool, string) {
+		_, ok := c.Node(cand).PromotionHeard(p)["node4"]
+		return ok, fmt.Sprint(c.Node(cand).PromotionHeard(p))
+	})
+	c.Faults.CutCalls(cand, "node4")
+	acked := writeMajority(t, m1, base, 10)
+	c.Node("node1").Stop()
+	testnode.Eventually(t, 20*time.Second, cand+" winning the lease", func() (bool, string) {
+		_, ok := c.Node(cand).Leases().Holds(p)
+		return ok, fmt.Sprint("heard ", c.Node(cand).PromotionHeard(p))
+	})
+	c.Faults.HealAll()
+	var master string
+	testnode.Eventually(t, 30*time.Second, "a master that takes writes", func() (bool, string) {
+		master = c.MasterOf(p)
+		if master == "" {
+			pl := c.Node("node4").Placement(p)
+			return false, fmt.Sprintf("no master; node4 knows %s@%d %v, heard %v", pl.Master, pl.Epoch, pl.States, c.Node("node4").PromotionHeard(p))
+		}
+		r, err := c.Node(master).Client(token).TryDo("PUT", base+"after", `{"n":2}`, "X-Write-Concern", "majority", "X-Write-Timeout", "2s")
+		return err == nil && (r.Status == 200 || r.Status == 201), fmt.Sprint(master, " ", err)
+	})
+	lost := 0
+	for _, id := range append([]string{"first"}, acked...) {
+		if r := c.Node(master).Client(token).Do("GET", base+id, nil, "X-Read-Preference", "local"); r.Status != 200 {
+			lost++
+			t.Errorf("majority write %s reads %d on %s, the master after the promotion", id, r.Status, master)
+		}
+	}
+	t.Logf("%s won on a stale answer; %s masters the partition after the links healed; %d of %d majority writes lost", cand, master, lost, len(acked)+1)
+}
