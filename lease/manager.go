@@ -135,7 +135,9 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 		// list's set; recorded.
 		voters, changedAt = slices.Sorted(slices.Values(plan.Voters)), time.Time{}
 		if len(cfg.InitialVoters) > 0 {
-			voters = slices.Sorted(slices.Values(cfg.InitialVoters))
+			// The set in use may itself be a step of a change: the next
+			// step waits as on every node.
+			voters, changedAt = slices.Sorted(slices.Values(cfg.InitialVoters)), cfg.Now()
 		}
 		if err := cfg.Store.SaveVoterSet(ctx, voters, changedAt); err != nil {
 			return nil, fmt.Errorf("recording the lease voter set: %w", err)

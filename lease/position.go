@@ -62,22 +62,34 @@ func MayCampaign(self string, positions map[string]Position, rf int) (bool, stri
 // heard before it won, and the old master may have acknowledged majority
 // writes through another copy after one of those answers: only positions
 // heard since the win count here (the old master stopped writing before
-// the new lease could be granted). The tenure is confirmed once rf - rf/2
-// copies (this node included) have answered since the win and none is
-// ahead of it; a copy ahead makes it step down, so that the most current
-// copy campaigns. Otherwise it waits for more answers.
-func ConfirmTenure(self string, positions map[string]Position, rf int) (confirmed, stepDown bool, why string) {
-	own, ok := positions[self]
-	if !ok {
-		return false, false, "own position unknown"
-	}
-	for id, pos := range positions {
+// the new lease could be granted).
+//
+// up are the answers of copies that could campaign themselves; over those
+// of copies whose lease is over (a former master cut off from the voters,
+// or a winner that yielded). A copy up and ahead makes this node step down,
+// so that it campaigns. The tenure is confirmed once rf - rf/2 copies,
+// this node included, have answered and none up is ahead; answers of
+// copies whose lease is over count towards that only when the others are
+// too few, and then one of them ahead makes this node wait (its extra
+// writes may have a majority with a copy not heard), never step down: it
+// may be unable to win.
+func ConfirmTenure(self string, own Position, up, over map[string]Position, rf int) (confirmed, stepDown bool, why string) {
+	for id, pos := range up {
 		if id != self && pos.Compare(own) > 0 {
 			return false, true, fmt.Sprintf("%s is ahead at %s, this node is at %s", id, pos, own)
 		}
 	}
-	if need := rf - rf/2; len(positions) < need {
-		return false, false, fmt.Sprintf("heard from %d copies since winning, need %d", len(positions), need)
+	need := rf - rf/2
+	if len(up)+1 >= need {
+		return true, false, ""
 	}
-	return true, false, ""
+	for id, pos := range over {
+		if id != self && pos.Compare(own) > 0 {
+			return false, false, fmt.Sprintf("%s, whose lease is over, is ahead at %s and the others are too few to decide", id, pos)
+		}
+	}
+	if len(up)+len(over)+1 >= need {
+		return true, false, ""
+	}
+	return false, false, fmt.Sprintf("heard from %d copies since winning, need %d", len(up)+len(over)+1, need)
 }

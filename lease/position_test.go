@@ -73,27 +73,31 @@ func TestMayCampaignOneWinner(t *testing.T) {
 }
 
 // Only answers heard since a promotion's win confirm it; a copy found ahead
-// makes the winner step down (issue 11, case 10: with RF 3 an answer from
-// before the old master's last majority writes would otherwise let a stale
-// copy keep the partition).
+// makes the winner step down, unless its lease is over (issue 11, case 10:
+// with RF 3 an answer from before the old master's last majority writes
+// would otherwise let a stale copy keep the partition).
 func TestConfirmTenure(t *testing.T) {
 	p := func(e, s uint64) Position { return Position{Epoch: e, Seq: s} }
+	own := p(2, 9)
+	none := map[string]Position{}
 	cases := []struct {
 		name              string
-		positions         map[string]Position
+		up, over          map[string]Position
 		rf                int
 		confirmed, stepDn bool
 	}{
-		{"RF 2: itself suffices", map[string]Position{"c": p(2, 9)}, 2, true, false},
-		{"RF 3: waits for another answer", map[string]Position{"c": p(2, 9)}, 3, false, false},
-		{"RF 3: another copy as current", map[string]Position{"c": p(2, 9), "r": p(2, 9)}, 3, true, false},
-		{"RF 3: another copy behind", map[string]Position{"c": p(2, 9), "r": p(2, 4)}, 3, true, false},
-		{"a copy ahead: step down", map[string]Position{"c": p(2, 9), "r": p(2, 11)}, 3, false, true},
-		{"a copy ahead at a later epoch", map[string]Position{"c": p(2, 9), "r": p(3, 1)}, 2, false, true},
-		{"own position unknown", map[string]Position{"r": p(2, 1)}, 2, false, false},
+		{"RF 2: itself suffices", none, none, 2, true, false},
+		{"RF 2: a copy whose lease is over ahead does not matter", none, map[string]Position{"m": p(2, 12)}, 2, true, false},
+		{"RF 3: waits for another answer", none, none, 3, false, false},
+		{"RF 3: another copy as current", map[string]Position{"r": p(2, 9)}, none, 3, true, false},
+		{"RF 3: another copy behind", map[string]Position{"r": p(2, 4)}, none, 3, true, false},
+		{"a copy up and ahead: step down", map[string]Position{"r": p(2, 11)}, none, 3, false, true},
+		{"a copy up and ahead at a later epoch", map[string]Position{"r": p(3, 1)}, none, 2, false, true},
+		{"RF 3: only a copy whose lease is over, behind: it completes the quorum", none, map[string]Position{"m": p(2, 3)}, 3, true, false},
+		{"RF 3: only a copy whose lease is over, ahead: wait", none, map[string]Position{"m": p(2, 12)}, 3, false, false},
 	}
 	for _, c := range cases {
-		confirmed, stepDown, why := ConfirmTenure("c", c.positions, c.rf)
+		confirmed, stepDown, why := ConfirmTenure("c", own, c.up, c.over, c.rf)
 		if confirmed != c.confirmed || stepDown != c.stepDn {
 			t.Errorf("%s: confirmed %v step down %v (%s), want %v %v", c.name, confirmed, stepDown, why, c.confirmed, c.stepDn)
 		}

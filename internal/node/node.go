@@ -379,9 +379,12 @@ func wantsPartition(in wantInput) bool {
 		return in.promote(in.regular, in.up)
 	}
 	for _, id := range in.a.Responsible {
-		// The master alone (a partition with no replica yet) cannot hold a
-		// majority write: only the other copies are waited for.
-		if id != in.self && id != in.a.Master && !in.lost(id) {
+		// A master that was the only regular copy (no replica yet) held
+		// no majority write: then only the other copies are waited for.
+		if id == in.self || id == in.a.Master && len(in.regular) <= 1 {
+			continue
+		}
+		if !in.lost(id) {
 			return false // a copy may still come back: wait for it
 		}
 	}
@@ -415,7 +418,7 @@ func (n *Node) masterChanged(partition int, holder string, epoch uint64) {
 		}
 	}
 	if holder == n.cfg.NodeID {
-		n.promote.won(partition, epoch)
+		n.promote.won(partition, epoch, n.table.Get(partition).Master)
 	}
 	if n.table.Merge(a) && holder == n.cfg.NodeID {
 		n.log.Info("master of partition", "partition", partition, "epoch", epoch)

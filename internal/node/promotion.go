@@ -48,8 +48,9 @@ type heardLapse struct {
 // tenureCheck is a tenure won by the promotion rule, waiting to be
 // confirmed.
 type tenureCheck struct {
-	epoch uint64
-	won   time.Time
+	epoch    uint64
+	won      time.Time
+	previous string // the master the table named before: its lease is over
 }
 
 // positionAsk is one spell of a partition without a master: the positions
@@ -213,7 +214,7 @@ func (pr *promotion) heardOf(p int) map[string]store.Position {
 // won is told of every tenure this node starts: one won by the promotion
 // rule (it campaigned by it within the last two LEASE_TTL) must be
 // confirmed before it takes writes.
-func (pr *promotion) won(p int, epoch uint64) {
+func (pr *promotion) won(p int, epoch uint64, previous string) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	at, ok := pr.campaigned[p]
@@ -221,7 +222,7 @@ func (pr *promotion) won(p int, epoch uint64) {
 		return
 	}
 	delete(pr.campaigned, p)
-	pr.unconfirmed[p] = tenureCheck{epoch: epoch, won: time.Now()}
+	pr.unconfirmed[p] = tenureCheck{epoch: epoch, won: time.Now(), previous: previous}
 	select {
 	case pr.wake <- struct{}{}:
 	default:
@@ -233,8 +234,13 @@ func (pr *promotion) won(p int, epoch uint64) {
 func (pr *promotion) confirmed(p int, epoch uint64) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	c, ok := pr.unconfirmed[p]
-	return !ok || c.epoch != epoch
+	if c, ok := pr.unconfirmed[p]; ok && c.epoch == epoch {
+		return false
+	}
+	// Won by the promotion rule but not yet told (won runs after the
+	// round that won it): not before the check is registered.
+	at, ok := pr.campaigned[p]
+	return !ok || time.Since(at) > 2*pr.n.cfg.LeaseTTL
 }
 
 // confirm asks the regular copies of each unconfirmed tenure again and
@@ -267,7 +273,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 	}
 	heard := map[int]map[string]store.Position{}
 	for p := range checks {
-		heard[p] = map[string]store.Position{n.cfg.NodeID: n.writer.Applied(p)}
+		heard[p] = map[string]store.Position{}
 	}
 	askCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL/3)
 	defer cancel()
@@ -292,7 +298,25 @@ func (pr *promotion) confirm(ctx context.Context) {
 	}
 	wg.Wait()
 	for p, c := range checks {
-		ok, stepDown, why := lease.ConfirmTenure(n.cfg.NodeID, heard[p], n.copies())
+		// Copies whose lease is over (the previous master, or by this
+		// node's voter record or the voters' answers) may be unable to
+		// campaign (cut off from the voters): they never make this node
+		// step down.
+		var l lapse
+		l.holder, l.epoch, l.ended = n.leases.Lapsed(p)
+		if !l.ended {
+			l = pr.lapseHeard(p)
+		}
+		a := n.table.Get(p)
+		up, over := map[string]store.Position{}, map[string]store.Position{}
+		for id, pos := range heard[p] {
+			if id == c.previous || l.over(id, a) {
+				over[id] = pos
+			} else {
+				up[id] = pos
+			}
+		}
+		ok, stepDown, why := lease.ConfirmTenure(n.cfg.NodeID, n.writer.Applied(p), up, over, n.copies())
 		switch {
 		case ok:
 			pr.mu.Lock()
