@@ -172,7 +172,7 @@ func waitMoved(t *testing.T, c *testcluster.Cluster, timeout time.Duration) time
 // a quarter of the partitions move to it (copied first, then handed over),
 // none moves between the old members, and no acknowledged write is lost.
 func TestGrowingMovesAQuarterToTheNewNodeAndLosesNothing(t *testing.T) {
-	c := testcluster.Start(t, 3)
+	c := testcluster.Start(t, 3, testcluster.Tolerant())
 	token := testnode.AdminToken(t)
 	l := startLoad(t, c, token, c.Nodes)
 	testnode.Eventually(t, 30*time.Second, "writes flowing", func() (bool, string) { return l.acked() > 200, fmt.Sprint(l.acked()) })
@@ -230,7 +230,7 @@ func TestGrowingMovesAQuarterToTheNewNodeAndLosesNothing(t *testing.T) {
 // it holds nothing, with no acknowledged write lost and no partition moved
 // between the remaining members.
 func TestRemovedNodeDrainsAndLosesNothing(t *testing.T) {
-	c := testcluster.Start(t, 4, testcluster.Voters(3))
+	c := testcluster.Start(t, 4, testcluster.Voters(3), testcluster.Tolerant())
 	token := testnode.AdminToken(t)
 	l := startLoad(t, c, token, c.Nodes[:3])
 	testnode.Eventually(t, 30*time.Second, "writes flowing", func() (bool, string) { return l.acked() > 200, fmt.Sprint(l.acked()) })
