@@ -20,11 +20,7 @@ func (cutNetwork) Vote(context.Context, string, Batch) ([]Decision, error) {
 
 func TestVoterSetStepsSurviveARestart(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close(ctx)
+	st := openStore(t)
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
 	target := []string{"a", "b", "c"}
@@ -76,14 +72,7 @@ func (v voteVia) Vote(ctx context.Context, _ string, b Batch) ([]Decision, error
 func TestReleaseLetsTheNextHolderInAtOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	open := func() *store.Store {
-		st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close(context.Background()) })
-		return st
-	}
+	open := func() *store.Store { return openStore(t) }
 	plan := func() Plan { return Plan{Voters: []string{"a"}, Want: func(int) bool { return true }} }
 	const ttl = time.Minute
 	a, err := NewManager(ctx, ManagerConfig{Self: "a", Partitions: 1, TTL: ttl, Store: open(), Transport: cutNetwork{}, Plan: plan})
@@ -180,14 +169,7 @@ func TestEndedAsksAMajorityOfTheVoters(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
 	const ttl = 3 * time.Second
-	open := func() *store.Store {
-		st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close(context.Background()) })
-		return st
-	}
+	open := func() *store.Store { return openStore(t) }
 	want := true
 	voterPlan := func() Plan { return Plan{Voters: []string{"a"}, Want: func(int) bool { return want }} }
 	a, err := NewManager(ctx, ManagerConfig{Self: "a", Partitions: 1, TTL: ttl, Store: open(), Transport: cutNetwork{}, Plan: voterPlan, Now: clock})
@@ -232,11 +214,7 @@ func TestEndedAsksAMajorityOfTheVoters(t *testing.T) {
 // set the others still use.
 func TestAFreshNodeStepsFromTheVoterSetInUse(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close(ctx)
+	st := openStore(t)
 	now := time.Unix(1_800_000_000, 0)
 	plan := func() Plan {
 		return Plan{Voters: []string{"c", "d", "e"}, Settle: 10 * time.Second, Want: func(int) bool { return false }}
@@ -268,11 +246,7 @@ func TestAFreshNodeStepsFromTheVoterSetInUse(t *testing.T) {
 // wiped).
 func TestAnEpochLearnedFromTheStoreIsNotReused(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close(ctx)
+	st := openStore(t)
 	plan := func() Plan { return Plan{Voters: []string{"a"}, Want: func(int) bool { return true }} }
 	m, err := NewManager(ctx, ManagerConfig{Self: "a", Partitions: 1, TTL: time.Second, Store: st, Transport: cutNetwork{}, Plan: plan})
 	if err != nil {
@@ -283,4 +257,15 @@ func TestAnEpochLearnedFromTheStoreIsNotReused(t *testing.T) {
 	if e, ok := m.Holds(0); !ok || e <= 7 {
 		t.Fatalf("holds epoch %d (%v), want a new tenure above 7", e, ok)
 	}
+}
+
+// openStore opens an embedded store for the test, closed when it ends.
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), store.Options{Database: "shoal", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	return st
 }
