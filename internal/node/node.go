@@ -275,13 +275,7 @@ func (n *Node) leasePlan() lease.Plan {
 			// after it: the lapsed holder, and a master the table names at
 			// that epoch or before (its tenure is over even if a later
 			// campaign got a grant here and then lapsed).
-			var l lapse
-			l.holder, l.epoch, l.ended = n.leases.Lapsed(p)
-			if !l.ended {
-				// Not a voter (or its own record vouches for nothing): what
-				// a majority of the voters said, if recent.
-				l = n.promote.lapseHeard(p)
-			}
+			l := n.lapseOf(p)
 			_, holding := n.leases.Holds(p)
 			a := n.table.Get(p)
 			learned := n.leases.LearnedHolder(p)
@@ -300,17 +294,28 @@ func (n *Node) leasePlan() lease.Plan {
 		}}
 }
 
-// lapse is what this node, as a lease voter, saw of a partition's last
-// lease: its holder and epoch, and whether it ended with nobody after it
-// (lease.Record.Ended).
+// lapse is what this node knows of a partition's last lease: its holder
+// and epoch, and whether it ended with nobody after it (lease.Record.Ended),
+// by its own voter record or, for a node that is not a voter, by what a
+// majority of the voters said (promotion.queryVoters).
 type lapse struct {
 	holder string
 	epoch  uint64
 	ended  bool
 }
 
+// lapseOf is what this node knows of partition p's last lease: its own
+// voter record, or else what a majority of the voters said recently.
+func (n *Node) lapseOf(p int) lapse {
+	var l lapse
+	if l.holder, l.epoch, l.ended = n.leases.Lapsed(p); !l.ended {
+		l = n.promote.lapseHeard(p)
+	}
+	return l
+}
+
 // over reports whether node id's tenure of the partition is over by this
-// voter's record: it is the holder whose lease ended, or the master the
+// lapse: it is the holder whose lease ended, or the master the
 // table names at that epoch or before (a later campaign got a grant here
 // and lapsed too, so the table's master is not coming back either).
 func (l lapse) over(id string, a shard.Assignment) bool {

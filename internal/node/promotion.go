@@ -93,7 +93,8 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 			others = append(others, id)
 		}
 	}
-	if need := pr.n.copies() - pr.n.copies()/2; len(others)+1 < need {
+	copies := pr.n.copies()
+	if need := copies - copies/2; len(others)+1 < need {
 		for _, id := range regular {
 			if id != self && !up(id) && reachable(id) {
 				others = append(others, id)
@@ -121,7 +122,7 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 		default:
 		}
 	}
-	ok, why := lease.MayCampaign(self, positions, pr.n.copies())
+	ok, why := lease.MayCampaign(self, positions, copies)
 	if !ok {
 		pr.n.log.Debug("not campaigning for a partition whose master is gone", "partition", p, "why", why)
 		return false
@@ -230,7 +231,8 @@ func (pr *promotion) won(p int, epoch uint64, previous string) {
 }
 
 // confirmed reports whether this node's tenure of p at epoch may take
-// writes (false only while a promotion's win is being checked).
+// writes: false from a campaign by the promotion rule until the tenure it
+// won is confirmed (or for two LEASE_TTL, if it won nothing).
 func (pr *promotion) confirmed(p int, epoch uint64) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -302,12 +304,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 		// node's voter record or the voters' answers) may be unable to
 		// campaign (cut off from the voters): they never make this node
 		// step down.
-		var l lapse
-		l.holder, l.epoch, l.ended = n.leases.Lapsed(p)
-		if !l.ended {
-			l = pr.lapseHeard(p)
-		}
-		a := n.table.Get(p)
+		l, a := n.lapseOf(p), n.table.Get(p)
 		up, over := map[string]store.Position{}, map[string]store.Position{}
 		for id, pos := range heard[p] {
 			if id == c.previous || l.over(id, a) {
