@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,4 +211,48 @@ func TestClusterOfOne(t *testing.T) {
 	if len(v.Members) != 1 || v.Members[0].State != cluster.Up || !v.Members[0].Self || v.PeerList.Source != "" {
 		t.Fatalf("cluster of one: %+v", v)
 	}
+}
+
+// A FIFO put where the peer list file was is refused by the refresh, the
+// refusal shown, and the next reload reads the fixed file (the loop is not
+// stuck waiting for a writer). At start it is refused with the same reason.
+func TestRefreshRefusesAFIFOAndGoesOn(t *testing.T) {
+	peers := newPeers(t, 1)
+	file := filepath.Join(t.TempDir(), "peers.json")
+	writePeers(t, file, peers)
+	peers[0].start(t, file)
+	c := peers[0].c
+
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Runs before the cluster's Close: a reader stuck in open(2) on the
+	// FIFO is let go by one writer opening it (ENXIO when none waits).
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(file, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	c.Reload()
+	testnode.Eventually(t, 10*time.Second, "the FIFO refused", func() (bool, string) {
+		r := c.View().PeerList.Refusal
+		return r != nil && strings.Contains(r.Reason, "not a regular file"), fmt.Sprintf("%+v", r)
+	})
+	if len(c.Peers().Peers) != 1 {
+		t.Fatal("the last good list was dropped")
+	}
+	if _, err := cluster.Start(context.Background(), cluster.Config{NodeID: "n1", PeersEndpoint: file, Secret: []byte("x")}); err == nil ||
+		!strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("starting on a FIFO: %v", err)
+	}
+
+	writePeers(t, file, peers)
+	c.Reload()
+	testnode.Eventually(t, 10*time.Second, "the fixed file read", func() (bool, string) {
+		r := c.View().PeerList.Refusal
+		return r == nil, fmt.Sprintf("%+v", r)
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -189,31 +191,124 @@ func ValidNodeID(id string) error {
 }
 
 // FetchPeerList reads the peer list document from source: an http(s) URL or
-// a file path.
+// a file path. client fetches a URL (nil: a default client); it follows
+// redirects only on the source's own scheme, host and port.
 func FetchPeerList(ctx context.Context, source string, client *http.Client) ([]byte, error) {
 	if strings.HasPrefix(source, "http://") || strings.HasPrefix(source, "https://") {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, source, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("fetching the peer list from %s: %w", source, err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("fetching the peer list from %s: status %s", source, resp.Status)
-		}
-		return readLimited(resp.Body, source)
+		return fetchPeerListURL(ctx, source, client)
 	}
-	f, err := os.Open(source)
+	return readPeerListFile(source)
+}
+
+func fetchPeerListURL(ctx context.Context, source string, client *http.Client) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, source, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := sameOriginRedirects(client).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetching the peer list from %s: %w", source, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("fetching the peer list from %s: status %s", source, resp.Status)
+	}
+	return readLimited(resp.Body, source)
+}
+
+// sameOriginRedirects is a copy of client (the caller's is left as it is)
+// that refuses a redirect leaving the first request's scheme, host and
+// port: whoever answers on that address should not choose, by a redirect,
+// which hosts this node takes its peers from, and an https source must not
+// be downgraded to http. Redirects within the origin are checked further by
+// the client's own CheckRedirect, if any.
+func sameOriginRedirects(client *http.Client) *http.Client {
+	c := &http.Client{}
+	if client != nil {
+		*c = *client
+	}
+	theirs := c.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if first := via[0].URL; !sameOrigin(first, req.URL) {
+			return fmt.Errorf("refusing the redirect to %s: it leaves %s://%s, and the peer list is only taken from the scheme, host and port of PEERS_ENDPOINT; if that address is the right source, point PEERS_ENDPOINT at it",
+				req.URL.Redacted(), first.Scheme, first.Host)
+		}
+		if theirs != nil {
+			return theirs(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return c
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port
+// (an absent port being the scheme's default).
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		switch strings.ToLower(u.Scheme) {
+		case "http":
+			return "80"
+		case "https":
+			return "443"
+		}
+		return ""
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+// readPeerListFile reads a peer list file, refusing anything but a regular
+// file (or a link to one): opening a FIFO would wait for a writer for ever,
+// and a device or a directory is never a peer list. The open does not block
+// (O_NONBLOCK), and what was opened is checked again, since the path may
+// have been replaced between the look and the open. Reading a regular file
+// cannot wait for a writer, and it is bounded by MaxPeerListBytes.
+func readPeerListFile(source string) ([]byte, error) {
+	info, err := os.Stat(source)
+	if err != nil {
+		return nil, fmt.Errorf("reading the peer list: %w", err)
+	}
+	if err := regularFile(source, info.Mode()); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(source, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("reading the peer list: %w", err)
 	}
 	defer f.Close()
+	if info, err = f.Stat(); err != nil {
+		return nil, fmt.Errorf("reading the peer list: %w", err)
+	}
+	if err := regularFile(source, info.Mode()); err != nil {
+		return nil, err
+	}
 	return readLimited(f, source)
+}
+
+// regularFile explains why a peer list file of mode m is refused, if it is.
+func regularFile(source string, m fs.FileMode) error {
+	if m.IsRegular() {
+		return nil
+	}
+	kind := "special file"
+	switch {
+	case m.IsDir():
+		kind = "directory"
+	case m&fs.ModeNamedPipe != 0:
+		kind = "named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		kind = "socket"
+	case m&fs.ModeDevice != 0:
+		kind = "device"
+	}
+	return fmt.Errorf("the peer list %s is a %s, not a regular file: point PEERS_ENDPOINT at a regular JSON file or an http(s) URL", source, kind)
 }
 
 func readLimited(r io.Reader, source string) ([]byte, error) {
