@@ -50,6 +50,7 @@ type Store struct {
 	db       *mongo.Database
 	embedded bool
 	uri      string
+	socket   string
 	log      *slog.Logger
 	observe  func(op string, d time.Duration, err error)
 
@@ -105,21 +106,31 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) startEmbedded(dir string, syncNormal bool) (string, error) {
-	dir = filepath.Join(dir, "store")
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", fmt.Errorf("store: creating %s: %w", dir, err)
-	}
-	abs, err := filepath.Abs(dir)
+func (s *Store) startEmbedded(dataDir string, syncNormal bool) (string, error) {
+	dataDir, err := filepath.Abs(dataDir)
 	if err != nil {
 		return "", err
 	}
-	sqliteURL := "file:" + abs + "/"
+	dir := filepath.Join(dataDir, "store")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("store: creating %s: %w", dir, err)
+	}
+	sqliteURL := "file:" + dir + "/"
 	if syncNormal {
 		sqliteURL += "?_pragma=synchronous(NORMAL)"
 	}
+	socket, tmp, err := prepareSocket(dataDir, s.log)
+	if err != nil {
+		return "", err
+	}
+	removeTmp := func() {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+	}
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
+		// No TCP listener: only this process's user can reach the socket.
+		Listener:  ferretdb.ListenerConfig{Unix: socket},
 		Handler:   "sqlite",
 		SQLiteURL: sqliteURL,
 		// FerretDB logs every command it does not know at warn level
@@ -127,18 +138,25 @@ func (s *Store) startEmbedded(dir string, syncNormal bool) (string, error) {
 		Logger: slog.New(errorsOnly{s.log.With("component", "ferretdb").Handler()}),
 	})
 	if err != nil {
-		return "", fmt.Errorf("store: starting the embedded store in %s: %w", abs, err)
+		removeTmp()
+		return "", fmt.Errorf("store: starting the embedded store in %s: %w", dir, err)
+	}
+	// The socket was made with the umask's mode; its directory (0700)
+	// already keeps others out, and 0600 says so on the socket too.
+	if err := os.Chmod(socket, 0o600); err != nil {
+		s.log.Warn("the embedded store's socket keeps its mode", "socket", socket, "err", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.stopEmbedded = cancel
-	s.embeddedDone = make(chan struct{})
+	s.socket, s.stopEmbedded, s.embeddedDone = socket, cancel, make(chan struct{})
 	go func() {
 		defer close(s.embeddedDone)
+		// The listener removes the socket when it closes.
+		defer removeTmp()
 		if err := f.Run(ctx); err != nil {
 			s.log.Error("embedded store stopped", "err", err)
 		}
 	}()
-	return f.MongoDBURI(), nil
+	return socketURI(socket), nil
 }
 
 // Embedded reports whether the store is the in-process FerretDB.
