@@ -75,8 +75,8 @@ func prepareSocket(dataDir string, log *slog.Logger) (path, tmp string, err erro
 	return short, tmp, nil
 }
 
-// privateDir makes dir (mode 0700) or checks that it is a directory of
-// this user, not a link, and sets its mode to 0700.
+// privateDir makes dir (mode 0700), or checks that it is a directory, not a
+// link, and sets its mode to 0700 (which fails for another user's).
 func privateDir(dir string) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("store: creating %s: %w", dir, err)
@@ -87,9 +87,6 @@ func privateDir(dir string) error {
 	}
 	if !info.IsDir() {
 		return fmt.Errorf("store: %s is in the way of the embedded store's socket directory and is not a directory: remove it", dir)
-	}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("store: %s belongs to user %d, not to this process's user %d: remove it, or run Shoal as its owner", dir, st.Uid, os.Geteuid())
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("store: making %s private: %w", dir, err)
