@@ -170,3 +170,25 @@ func TestEmbeddedStoreSocketOfADeepDataDir(t *testing.T) {
 		t.Fatalf("the socket's directory %s is still there after Close: %v", filepath.Dir(sock), err)
 	}
 }
+
+// The SQLite files hold every tenant's documents: only the node's own user
+// may read them, even when the directory already existed with a looser mode.
+func TestEmbeddedStoreFilesAreTheNodesAlone(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dataDir, "store"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, Options{Database: "shoal", DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	info, err := os.Stat(filepath.Join(dataDir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o700 {
+		t.Fatalf("the store's files are in a directory of mode %v, want 0700", info.Mode().Perm())
+	}
+}

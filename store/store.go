@@ -112,8 +112,13 @@ func (s *Store) startEmbedded(dataDir string, syncNormal bool) (string, error) {
 		return "", err
 	}
 	dir := filepath.Join(dataDir, "store")
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	// The SQLite files hold every tenant's documents: the node's user alone
+	// may read them, whatever mode an older version left.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("store: creating %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return "", fmt.Errorf("store: making %s private to this user: %w", dir, err)
 	}
 	sqliteURL := "file:" + dir + "/"
 	if syncNormal {
