@@ -265,10 +265,14 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
-		s.metrics.requestDuration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		// Every label takes only values from a known set: the route is
+		// the pattern the request matched (never its path), the method a
+		// standard one or "other".
+		method := methodLabel(r.Method)
+		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
+		s.metrics.requestDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		if rec.status >= 500 {
-			s.log.Warn("request failed", "method", r.Method, "route", route, "status", rec.status, "duration", time.Since(start))
+			s.log.Warn("request failed", "method", method, "route", route, "status", rec.status, "duration", time.Since(start))
 		}
 	})
 }
