@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -46,6 +47,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Prob
 // ifMatch parses an If-Match header: a version number, optionally quoted
 // as the ETag we send, or "*" (any existing version). want is -1 when the
 // header is absent, 0 for "*".
+//
+// A weak entity tag (W/"3") is a failed precondition, not a malformed
+// header: If-Match compares entity tags strongly (RFC 9110, section
+// 13.1.1), so a weak tag never matches, whatever the document's version.
 func ifMatch(r *http.Request) (want int64, prob *Problem) {
 	h := strings.TrimSpace(r.Header.Get("If-Match"))
 	if h == "" {
@@ -54,11 +59,27 @@ func ifMatch(r *http.Request) (want int64, prob *Problem) {
 	if h == "*" {
 		return 0, nil
 	}
-	v, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(h, "W/"), `"`), 10, 64)
+	if strings.HasPrefix(h, "W/") {
+		return 0, problem(http.StatusPreconditionFailed, TypePreconditionFailed, "Precondition failed",
+			fmt.Sprintf("If-Match %q is a weak entity tag, and If-Match compares tags strongly (RFC 9110), so it never matches: send the ETag as it was given, e.g. \"3\"", clip(h, 64)))
+	}
+	v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64)
 	if err != nil || v < 1 {
-		return 0, badRequest(TypeInvalidHeader, fmt.Sprintf("If-Match %q is not a document version: send the ETag of the version you read, e.g. \"3\"", h))
+		return 0, badRequest(TypeInvalidHeader, fmt.Sprintf("If-Match %q is not a document version: send the ETag of the version you read, e.g. \"3\"", clip(h, 64)))
 	}
 	return v, nil
+}
+
+// clip shortens outside input to at most n bytes for an answer or a log
+// line, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // checkVersion enforces If-Match against the current state (nil or a

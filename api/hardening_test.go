@@ -53,3 +53,39 @@ func TestMetricsLabelsTakeOnlyKnownMethods(t *testing.T) {
 		t.Fatalf("/metrics grew from %d to %d shoal_ series (%d to %d bytes) after more requests with new methods", a, b, len(first), len(second))
 	}
 }
+
+// If-Match compares entity tags strongly (RFC 9110 13.1.1): a weak tag never
+// matches, so W/"1" is a failed precondition even when the document is at
+// version 1, and nothing is written.
+func TestIfMatchRefusesWeakETags(t *testing.T) {
+	n := testnode.StartNew(t)
+	c := n.Client(testnode.Token(t, "ivan"))
+	path := docsPath("ivan", "notes") + "/w"
+	expectStatus(t, c.Do("PUT", path, `{"a":1}`), 201, "create")
+	for _, tc := range []struct{ method, body, etag string }{
+		{"PUT", `{"a":2}`, `W/"1"`},
+		{"PATCH", `{"a":3}`, `W/"1"`},
+		{"DELETE", "", `W/"1"`},
+		{"PUT", `{"a":4}`, `W/"*"`},
+	} {
+		var body any
+		if tc.body != "" {
+			body = tc.body
+		}
+		r := c.Do(tc.method, path, body, "If-Match", tc.etag)
+		expectProblem(t, r, 412, "urn:shoal:problem:precondition-failed", tc.method+" If-Match "+tc.etag)
+		if d := r.JSON(t)["detail"].(string); !strings.Contains(d, "weak") {
+			t.Errorf("%s If-Match %s: detail %q does not say the tag is weak", tc.method, tc.etag, d)
+		}
+	}
+	// "W/" is case-sensitive: w/"1" is no entity tag at all.
+	expectProblem(t, c.Do("PUT", path, `{"a":4}`, "If-Match", `w/"1"`), 400, "urn:shoal:problem:invalid-header", `If-Match w/"1"`)
+	r := c.Do("GET", path, nil)
+	expectStatus(t, r, 200, "read after refused writes")
+	if r.Header.Get("ETag") != `"1"` || r.JSON(t)["a"] != float64(1) {
+		t.Fatalf("a write with a weak If-Match changed the document: %s %s", r.Header.Get("ETag"), r.Body)
+	}
+	// The strong tag as sent, and the bare version, still match.
+	expectStatus(t, c.Do("PUT", path, `{"a":5}`, "If-Match", `"1"`), 200, `If-Match "1"`)
+	expectStatus(t, c.Do("PUT", path, `{"a":6}`, "If-Match", `2`), 200, `If-Match 2`)
+}
