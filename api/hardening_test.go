@@ -5,6 +5,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/shoal-db/shoal/internal/testnode"
 )
@@ -88,4 +91,55 @@ func TestIfMatchRefusesWeakETags(t *testing.T) {
 	// The strong tag as sent, and the bare version, still match.
 	expectStatus(t, c.Do("PUT", path, `{"a":5}`, "If-Match", `"1"`), 200, `If-Match "1"`)
 	expectStatus(t, c.Do("PUT", path, `{"a":6}`, "If-Match", `2`), 200, `If-Match 2`)
+}
+
+// Tokens carry the cluster's audience, are issued in the past (give or take
+// a minute of clock skew) and live at most TOKEN_MAX_TTL.
+func TestTokenChecksIssuedAtLifetimeAndAudience(t *testing.T) {
+	n := testnode.StartNew(t)
+	path := docsPath("carol", "c") + "/x"
+	sign := func(claims jwt.MapClaims) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(testnode.Secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	now := time.Now()
+	at := func(d time.Duration) int64 { return now.Add(d).Unix() }
+	const aud = "shoal" // TOKEN_AUDIENCE's default
+	refused := []struct {
+		name   string
+		claims jwt.MapClaims
+		detail string // the detail says this
+	}{
+		{"iat in the future", jwt.MapClaims{"sub": "carol", "aud": aud, "iat": at(10 * time.Minute), "exp": at(time.Hour)}, "future"},
+		{"iat not a number", jwt.MapClaims{"sub": "carol", "aud": aud, "iat": "yesterday", "exp": at(time.Hour)}, "iat"},
+		{"no aud", jwt.MapClaims{"sub": "carol", "iat": at(0), "exp": at(time.Hour)}, "TOKEN_AUDIENCE"},
+		{"other aud", jwt.MapClaims{"sub": "carol", "aud": "billing", "iat": at(0), "exp": at(time.Hour)}, "TOKEN_AUDIENCE"},
+		{"other aud list", jwt.MapClaims{"sub": "carol", "aud": []string{"billing", "crm"}, "iat": at(0), "exp": at(time.Hour)}, "TOKEN_AUDIENCE"},
+		{"lifetime over the maximum", jwt.MapClaims{"sub": "carol", "aud": aud, "iat": at(0), "exp": at(48 * time.Hour)}, "TOKEN_MAX_TTL"},
+		{"issued long ago for long", jwt.MapClaims{"sub": "carol", "aud": aud, "iat": at(-30 * 24 * time.Hour), "exp": at(time.Hour)}, "TOKEN_MAX_TTL"},
+		{"no iat, exp far away", jwt.MapClaims{"sub": "carol", "aud": aud, "exp": at(48 * time.Hour)}, "TOKEN_MAX_TTL"},
+		{"no exp", jwt.MapClaims{"sub": "carol", "aud": aud, "iat": at(0)}, "exp"},
+	}
+	for _, tc := range refused {
+		r := n.Client(sign(tc.claims)).Do("GET", path, nil)
+		expectProblem(t, r, 401, "urn:shoal:problem:unauthorized", tc.name)
+		if d := r.JSON(t)["detail"].(string); !strings.Contains(d, tc.detail) {
+			t.Errorf("%s: detail %q does not mention %s", tc.name, d, tc.detail)
+		}
+	}
+	accepted := []struct {
+		name   string
+		claims jwt.MapClaims
+	}{
+		{"iat within the clock skew", jwt.MapClaims{"sub": "carol", "aud": aud, "iat": at(30 * time.Second), "exp": at(time.Hour)}},
+		{"aud list with ours", jwt.MapClaims{"sub": "carol", "aud": []string{"billing", aud}, "iat": at(0), "exp": at(time.Hour)}},
+		{"no iat, exp within the maximum", jwt.MapClaims{"sub": "carol", "aud": aud, "exp": at(time.Hour)}},
+		{"exactly the maximum", jwt.MapClaims{"sub": "carol", "aud": aud, "iat": at(0), "exp": at(24 * time.Hour)}},
+	}
+	for _, tc := range accepted {
+		expectProblem(t, n.Client(sign(tc.claims)).Do("GET", path, nil), 404, "urn:shoal:problem:not-found", tc.name)
+	}
 }

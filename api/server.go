@@ -34,6 +34,11 @@ type Config struct {
 	PartitionCount int
 	MaxBodyBytes   int64
 	AuthSecret     []byte
+	// TokenAudience is the aud every client token must carry (empty: not
+	// checked); TokenMaxTTL the longest a token may be valid (zero:
+	// DefaultTokenMaxTTL).
+	TokenAudience string
+	TokenMaxTTL   time.Duration
 	// Insecure treats every request as admin (development only).
 	Insecure bool
 	Logger   *slog.Logger
@@ -129,8 +134,10 @@ type Server struct {
 	writer    *store.Writer
 	metrics   *Metrics
 	cursorKey []byte
-	ready     atomic.Bool
-	router    chi.Router
+	// tokenMaxTTL is Config.TokenMaxTTL, defaulted.
+	tokenMaxTTL time.Duration
+	ready       atomic.Bool
+	router      chi.Router
 }
 
 // New creates the API of a node over its store and writer.
@@ -144,7 +151,10 @@ func New(cfg Config, st *store.Store, w *store.Writer) *Server {
 	// Cursors are signed with a key every node derives from AUTH_SECRET, so
 	// a page cursor from one node works on another and cannot be forged.
 	key := sha256.Sum256(append([]byte("shoal query cursor\x00"), cfg.AuthSecret...))
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:]}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:], tokenMaxTTL: cfg.TokenMaxTTL}
+	if s.tokenMaxTTL <= 0 {
+		s.tokenMaxTTL = DefaultTokenMaxTTL
+	}
 	s.router = s.routes()
 	return s
 }

@@ -28,6 +28,8 @@ type Config struct {
 	MongoURI       string
 	MongoDB        string
 	AuthSecret     string
+	TokenAudience  string
+	TokenMaxTTL    time.Duration
 	Insecure       bool
 	PartitionCount int
 	MaxBodyBytes   int64
@@ -95,6 +97,10 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { c.MongoDB = v; return nil }},
 	{Key: "AUTH_SECRET", Default: "", Help: "HMAC secret that signs client tokens (HS256 JWT); required unless --insecure", Secret: true,
 		set: func(c *Config, v string) error { c.AuthSecret = v; return nil }},
+	{Key: "TOKEN_AUDIENCE", Default: "shoal", Help: "the aud claim every client token must carry (`shoal token` mints it); empty: aud is not checked",
+		set: func(c *Config, v string) error { c.TokenAudience = v; return nil }},
+	{Key: "TOKEN_MAX_TTL", Default: "24h", Help: "longest a client token may be valid (exp - iat, and exp - now); longer-lived tokens get 401",
+		set: func(c *Config, v string) error { return parseDuration(&c.TokenMaxTTL, v) }},
 	{Key: "INSECURE", Default: "false", Help: "accept every request as admin without a token (development only; logs a warning)",
 		set: func(c *Config, v string) error { return parseBool(&c.Insecure, v) }},
 	{Key: "LEASE_TTL", Default: "3s", Help: "how long a partition's master holds its lease without renewing it; bounds how long a partition has no master after its master dies",
@@ -241,6 +247,8 @@ func (c Config) Validate() error {
 		return errors.New("AUTH_SECRET is empty: set it (e.g. AUTH_SECRET=$(openssl rand -hex 32)) or pass --insecure for development")
 	case c.AuthSecret != "" && len(c.AuthSecret) < 16:
 		return errors.New("AUTH_SECRET is shorter than 16 bytes: use a long random value")
+	case c.TokenMaxTTL < time.Minute:
+		return fmt.Errorf("TOKEN_MAX_TTL %s is too short: use at least 1m (default 24h)", c.TokenMaxTTL)
 	case c.PartitionCount < 1 || c.PartitionCount > 65536:
 		return fmt.Errorf("PARTITION_COUNT %d is out of range: use 1..65536 (default 271)", c.PartitionCount)
 	case c.MaxBodyBytes < 1024:
@@ -350,6 +358,37 @@ func parseDuration(dst *time.Duration, v string) error {
 	}
 	*dst = d
 	return nil
+}
+
+// Resolve reads only the settings keys the way `shoal serve` does
+// (environment, then .env, then the default) for commands that need a few
+// of a node's settings, such as `shoal token`. The other fields keep their
+// defaults; nothing is validated.
+func Resolve(src Source, keys ...string) (Config, error) {
+	dot, err := readDotEnv(src.DotEnv)
+	if err != nil {
+		return Config{}, err
+	}
+	c := Defaults()
+	for _, k := range keys {
+		s, ok := Lookup(k)
+		if !ok {
+			return Config{}, fmt.Errorf("config: no setting %s", k)
+		}
+		v, from := s.Default, "default"
+		if dv, ok := dot[k]; ok {
+			v, from = dv, src.DotEnv
+		}
+		if src.Env != nil {
+			if ev, ok := src.Env(k); ok {
+				v, from = ev, "environment"
+			}
+		}
+		if err := s.set(&c, v); err != nil {
+			return Config{}, fmt.Errorf("%s (from %s): %w", k, from, err)
+		}
+	}
+	return c, nil
 }
 
 // AuthSecret reads AUTH_SECRET the way `shoal serve` does (environment, then
