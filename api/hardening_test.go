@@ -1,9 +1,15 @@
 package api_test
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,5 +147,96 @@ func TestTokenChecksIssuedAtLifetimeAndAudience(t *testing.T) {
 	}
 	for _, tc := range accepted {
 		expectProblem(t, n.Client(sign(tc.claims)).Do("GET", path, nil), 404, "urn:shoal:problem:not-found", tc.name)
+	}
+}
+
+// A node whose partitions' masters cannot be reached answers 503 (or 504
+// when the master may have got the write) naming the nodes it tried and
+// what to do, never their internal URLs or the network error: those go to
+// its log. Peers: this node, "ghost" (nothing listens at its URL) and
+// "mute" (accepts connections and closes them unanswered); all three are
+// voters, so this node alone never holds a lease.
+func TestUnavailableAnswersNameNodesNotURLs(t *testing.T) {
+	ports := testnode.FreePorts(t, 6)
+	mute, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", ports[4]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { mute.Close(); wg.Wait() })
+	ghostURL, muteURL := fmt.Sprintf("127.0.0.1:%d", ports[2]), fmt.Sprintf("127.0.0.1:%d", ports[4])
+	peers := fmt.Sprintf(`{"peers":[
+		{"id":"test-node","url":"http://127.0.0.1:%d","gossip":"127.0.0.1:%d","voter":true},
+		{"id":"ghost","url":"http://%s","gossip":"127.0.0.1:%d","voter":true},
+		{"id":"mute","url":"http://%s","gossip":"127.0.0.1:%d","voter":true}]}`,
+		ports[0], ports[1], ghostURL, ports[3], muteURL, ports[5])
+	dir := t.TempDir()
+	peersFile := filepath.Join(dir, "peers.json")
+	if err := os.WriteFile(peersFile, []byte(peers), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testnode.Config(filepath.Join(dir, "data"))
+	cfg.HTTPAddr, cfg.GossipAddr = fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
+	cfg.PeersEndpoint, cfg.ClusterSecret = peersFile, "test-cluster-secret-0123"
+	cfg.PartitionCount = 16
+	n := testnode.Start(t, cfg)
+	admin := n.Client(testnode.AdminToken(t))
+
+	// A user whose partition each peer should master.
+	userOf := map[string]string{}
+	for i := 0; len(userOf) < 2 && i < 1000; i++ {
+		u := fmt.Sprintf("u%d", i)
+		r := admin.Do("GET", "/v1/users/"+u+"/placement", nil)
+		expectStatus(t, r, 200, "placement")
+		if m, _ := r.JSON(t)["preferred_master"].(string); m != "test-node" && userOf[m] == "" {
+			userOf[m] = u
+		}
+	}
+	if userOf["ghost"] == "" || userOf["mute"] == "" {
+		t.Fatalf("no users for both peers among the first 1000: %v", userOf)
+	}
+	check := func(r *testnode.Response, status int, typ, what, peer string) {
+		t.Helper()
+		expectProblem(t, r, status, typ, what)
+		detail := r.JSON(t)["detail"].(string)
+		for _, leak := range []string{ghostURL, muteURL, "127.0.0.1", "dial", "refused", "EOF", "http://"} {
+			if strings.Contains(string(r.Body), leak) {
+				t.Errorf("%s: the answer contains %q: %s", what, leak, r.Body)
+			}
+		}
+		if !strings.Contains(detail, peer) || !strings.Contains(detail, "/v1/cluster") {
+			t.Errorf("%s: detail %q does not name %s and /v1/cluster", what, detail, peer)
+		}
+	}
+	ghost := docsPath(userOf["ghost"], "c") + "/d"
+	check(admin.Do("PUT", ghost, `{"a":1}`), 503, "urn:shoal:problem:unavailable", "write to a partition of ghost", "ghost")
+	check(admin.Do("GET", ghost, nil), 503, "urn:shoal:problem:unavailable", "read from a partition of ghost", "ghost")
+	muted := docsPath(userOf["mute"], "c") + "/d"
+	check(admin.Do("PUT", muted, `{"a":1}`), 504, "urn:shoal:problem:timeout", "write to a partition of mute", "mute")
+	check(admin.Do("GET", muted, nil), 503, "urn:shoal:problem:unavailable", "read from a partition of mute", "mute")
+}
+
+// /readyz answers anyone: when the store fails it says so without the
+// driver's error, which names the store's address.
+func TestReadyzHidesTheStoreError(t *testing.T) {
+	n := testnode.StartNew(t)
+	if err := n.Store().Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := n.Client("").Do("GET", "/readyz", nil)
+	expectProblem(t, r, 503, "urn:shoal:problem:unavailable", "readyz with the store closed")
+	if d := r.JSON(t)["detail"].(string); d != "the node's store does not answer; its log says why" {
+		t.Fatalf("readyz detail %q: want only that the store does not answer, not why", d)
 	}
 }

@@ -232,7 +232,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.store.Ping(r.Context()); err != nil {
-		writeProblem(w, unavailable("the node's store does not answer: "+err.Error()))
+		// Anyone may ask: the driver's error (it names the store's
+		// address) is for the log.
+		s.log.Warn("readiness check: the store does not answer", "err", clipError(err))
+		writeProblem(w, unavailable("the node's store does not answer; its log says why"))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.cfg.NodeID})
