@@ -33,7 +33,11 @@ type Config struct {
 	NodeID         string
 	PartitionCount int
 	MaxBodyBytes   int64
-	AuthSecret     []byte
+	// MaxDocumentBytes and MaxDocumentKeys bound the document a write
+	// stores (zero: no bound).
+	MaxDocumentBytes int64
+	MaxDocumentKeys  int
+	AuthSecret       []byte
 	// TokenAudience is the aud every client token must carry (empty: not
 	// checked); TokenMaxTTL the longest a token may be valid (zero:
 	// DefaultTokenMaxTTL).
@@ -134,6 +138,7 @@ type Server struct {
 	writer    *store.Writer
 	metrics   *Metrics
 	cursorKey []byte
+	limits    doc.Limits
 	// tokenMaxTTL is Config.TokenMaxTTL, defaulted.
 	tokenMaxTTL time.Duration
 	ready       atomic.Bool
@@ -151,7 +156,8 @@ func New(cfg Config, st *store.Store, w *store.Writer) *Server {
 	// Cursors are signed with a key every node derives from AUTH_SECRET, so
 	// a page cursor from one node works on another and cannot be forged.
 	key := sha256.Sum256(append([]byte("shoal query cursor\x00"), cfg.AuthSecret...))
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:], tokenMaxTTL: cfg.TokenMaxTTL}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:], tokenMaxTTL: cfg.TokenMaxTTL,
+		limits: doc.Limits{MaxKeys: cfg.MaxDocumentKeys, MaxBytes: int(cfg.MaxDocumentBytes)}}
 	if s.tokenMaxTTL <= 0 {
 		s.tokenMaxTTL = DefaultTokenMaxTTL
 	}

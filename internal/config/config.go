@@ -33,9 +33,13 @@ type Config struct {
 	Insecure       bool
 	PartitionCount int
 	MaxBodyBytes   int64
-	DocCacheBytes  int64
-	ShutdownGrace  time.Duration
-	LogLevel       string
+	// MaxDocumentBytes and MaxDocumentKeys bound a stored document,
+	// whatever route makes it.
+	MaxDocumentBytes int64
+	MaxDocumentKeys  int
+	DocCacheBytes    int64
+	ShutdownGrace    time.Duration
+	LogLevel         string
 
 	PublicURL            string
 	GossipAddr           string
@@ -119,6 +123,10 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseInt(&c.PartitionCount, v) }},
 	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413)",
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxBodyBytes, v) }},
+	{Key: "MAX_DOCUMENT_BYTES", Default: "1048576", Help: "largest document stored, in bytes of compact JSON, whatever route makes it (a PATCH is checked once merged; larger: 413)",
+		set: func(c *Config, v string) error { return parseInt64(&c.MaxDocumentBytes, v) }},
+	{Key: "MAX_DOCUMENT_KEYS", Default: "10000", Help: "most keys a document may have, counting those of nested objects (more: 413); storing and scanning a document costs more than linearly in its keys",
+		set: func(c *Config, v string) error { return parseInt(&c.MaxDocumentKeys, v) }},
 	{Key: "DOC_CACHE_BYTES", Default: "67108864", Help: "memory for the write-through document cache, in bytes (0 disables it)",
 		set: func(c *Config, v string) error { return parseInt64(&c.DocCacheBytes, v) }},
 	{Key: "SHUTDOWN_GRACE", Default: "15s", Help: "how long SIGINT/SIGTERM waits for in-flight requests before closing them",
@@ -240,6 +248,10 @@ func readDotEnv(path string) (map[string]string, error) {
 	return m, nil
 }
 
+// maxDocumentBytes is the most MAX_DOCUMENT_BYTES may be: MongoDB stores
+// no document over 16 MiB, and its BSON is often larger than the JSON.
+const maxDocumentBytes = 16 << 20
+
 // Validate explains the first thing wrong with c.
 func (c Config) Validate() error {
 	switch {
@@ -253,6 +265,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("PARTITION_COUNT %d is out of range: use 1..65536 (default 271)", c.PartitionCount)
 	case c.MaxBodyBytes < 1024:
 		return fmt.Errorf("MAX_BODY_BYTES %d is too small: use at least 1024", c.MaxBodyBytes)
+	case c.MaxDocumentBytes < 1024 || c.MaxDocumentBytes > maxDocumentBytes:
+		return fmt.Errorf("MAX_DOCUMENT_BYTES %d is out of range: use 1024..%d (default 1048576)", c.MaxDocumentBytes, maxDocumentBytes)
+	case c.MaxDocumentKeys < 1:
+		return fmt.Errorf("MAX_DOCUMENT_KEYS %d must be at least 1 (default 10000)", c.MaxDocumentKeys)
 	case c.DocCacheBytes < 0:
 		return fmt.Errorf("DOC_CACHE_BYTES %d is negative", c.DocCacheBytes)
 	case c.MongoURI == "" && c.DataDir == "":
