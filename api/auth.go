@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,28 +21,49 @@ type Principal struct {
 // CanAccess reports whether p may act on user's data.
 func (p Principal) CanAccess(user string) bool { return p.Admin || p.User == user }
 
-// MintToken returns an HS256 token for user (or an admin token) that
-// expires after ttl.
-func MintToken(secret []byte, user string, admin bool, ttl time.Duration) (string, error) {
+// TokenSpec is what a minted token says.
+type TokenSpec struct {
+	User  string // its sub claim; empty for an admin token without one
+	Admin bool   // role=admin
+	// Audience is its aud claim: the nodes' TOKEN_AUDIENCE (empty: none).
+	Audience string
+	// TTL is how long it is valid: positive, and at most the nodes'
+	// TOKEN_MAX_TTL.
+	TTL time.Duration
+}
+
+// MintToken returns an HS256 token as spec says, issued now.
+func MintToken(secret []byte, spec TokenSpec) (string, error) {
 	if len(secret) == 0 {
 		return "", errors.New("AUTH_SECRET is empty: tokens cannot be signed")
 	}
-	if user == "" && !admin {
+	if spec.User == "" && !spec.Admin {
 		return "", errors.New("a token needs a user (--user) or the admin role (--admin)")
 	}
-	if ttl <= 0 {
+	if spec.TTL <= 0 {
 		return "", errors.New("the token lifetime must be positive")
 	}
 	now := time.Now()
-	claims := jwt.MapClaims{"iat": now.Unix(), "exp": now.Add(ttl).Unix()}
-	if user != "" {
-		claims["sub"] = user
+	claims := jwt.MapClaims{"iat": now.Unix(), "exp": now.Add(spec.TTL).Unix()}
+	if spec.Audience != "" {
+		claims["aud"] = spec.Audience
 	}
-	if admin {
+	if spec.User != "" {
+		claims["sub"] = spec.User
+	}
+	if spec.Admin {
 		claims["role"] = "admin"
 	}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
 }
+
+// DefaultTokenMaxTTL is TOKEN_MAX_TTL's default, used when Config leaves it
+// zero.
+const DefaultTokenMaxTTL = 24 * time.Hour
+
+// clockSkew is how far in the future a token's iat may be: the clock of the
+// machine that minted it may run a little ahead of this node's.
+const clockSkew = time.Minute
 
 // authenticate checks the request's bearer token.
 func (s *Server) authenticate(r *http.Request) (Principal, *Problem) {
@@ -72,6 +95,12 @@ func (s *Server) authenticate(r *http.Request) (Principal, *Problem) {
 			return Principal{}, unauthorized(fmt.Sprintf("the token is not valid: %v", err))
 		}
 	}
+	if prob := s.checkTokenTimes(claims, time.Now()); prob != nil {
+		return Principal{}, prob
+	}
+	if prob := s.checkAudience(claims); prob != nil {
+		return Principal{}, prob
+	}
 	var p Principal
 	p.User, _ = claims.GetSubject()
 	if role, _ := claims["role"].(string); role == "admin" {
@@ -85,4 +114,55 @@ func (s *Server) authenticate(r *http.Request) (Principal, *Problem) {
 
 func unauthorized(detail string) *Problem {
 	return problem(http.StatusUnauthorized, TypeUnauthorized, "Unauthorized", detail)
+}
+
+// checkTokenTimes refuses a token issued in the future (beyond clockSkew) or
+// valid for longer than TOKEN_MAX_TTL: exp - iat when it says when it was
+// issued, and in any case exp - now, so that a token without iat cannot
+// outlive the maximum either. exp is present (the parser requires it).
+func (s *Server) checkTokenTimes(claims jwt.MapClaims, now time.Time) *Problem {
+	exp, err := claims.GetExpirationTime()
+	if err != nil || exp == nil {
+		return unauthorized("the token has no valid exp claim; tokens must expire")
+	}
+	iat, err := claims.GetIssuedAt()
+	if err != nil {
+		return unauthorized("the token's iat claim is not a number of seconds since 1970; mint a new token with `shoal token`")
+	}
+	if iat != nil {
+		if ahead := iat.Sub(now); ahead > clockSkew {
+			return unauthorized(fmt.Sprintf("the token's iat (issued at) is %s in the future, more than the %s of clock skew allowed: check the clock of the machine that minted it", ahead.Round(time.Second), clockSkew))
+		}
+		if life := exp.Sub(iat.Time); life > s.tokenMaxTTL {
+			return unauthorized(fmt.Sprintf("the token is valid for %s (exp - iat), longer than TOKEN_MAX_TTL (%s): mint one with a shorter --ttl", life, s.tokenMaxTTL))
+		}
+	}
+	if left := exp.Sub(now); left > s.tokenMaxTTL+clockSkew {
+		return unauthorized(fmt.Sprintf("the token is valid for another %s, longer than TOKEN_MAX_TTL (%s): mint one with a shorter --ttl", left.Round(time.Second), s.tokenMaxTTL))
+	}
+	return nil
+}
+
+// checkAudience refuses a token whose aud does not name TOKEN_AUDIENCE
+// (unless that is empty). aud may be one string or a list (RFC 7519).
+func (s *Server) checkAudience(claims jwt.MapClaims) *Problem {
+	want := s.cfg.TokenAudience
+	if want == "" {
+		return nil
+	}
+	aud, err := claims.GetAudience()
+	if err != nil {
+		return unauthorized(fmt.Sprintf("the token's aud claim is neither a string nor a list of strings; it must be %q (TOKEN_AUDIENCE)", want))
+	}
+	if len(aud) == 0 {
+		return unauthorized(fmt.Sprintf("the token has no aud claim; tokens for this cluster must have aud %q (TOKEN_AUDIENCE): mint one with `shoal token`", want))
+	}
+	if !slices.Contains(aud, want) {
+		shown := make([]string, 0, min(len(aud), 4))
+		for _, a := range aud[:min(len(aud), 4)] {
+			shown = append(shown, strconv.Quote(clip(a, 64)))
+		}
+		return unauthorized(fmt.Sprintf("the token is for the audience %s, not for this cluster's %q (TOKEN_AUDIENCE)", strings.Join(shown, ", "), want))
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -43,9 +44,49 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Prob
 	return data, nil
 }
 
+// bodyProblem answers a body that doc.ParseBody or doc.ParsePatch refused;
+// what is "document" or "merge patch".
+func bodyProblem(err error, what string) *Problem {
+	var le *doc.LimitError
+	if errors.As(err, &le) {
+		return documentTooLarge(le, what)
+	}
+	return badRequest(TypeInvalidDocument, err.Error())
+}
+
+// documentTooLarge answers a document over MAX_DOCUMENT_KEYS or
+// MAX_DOCUMENT_BYTES. what is "document" or "merge patch" (the body sent
+// is over), or "patched" (the document a patch would make is). It is a
+// type of its own, not body-too-large: the body may be small and still
+// make a document too large, and what to do differs (split the document,
+// not the request).
+func documentTooLarge(le *doc.LimitError, what string) *Problem {
+	setting, is, becomes := "MAX_DOCUMENT_BYTES", "is", "make the document"
+	size := fmt.Sprintf("%d bytes as compact JSON", le.Have)
+	if le.Keys {
+		setting, is, becomes = "MAX_DOCUMENT_KEYS", "has", "give the document"
+		size = fmt.Sprintf("%d keys (counting those of nested objects)", le.Have)
+	}
+	advice := "split it into several documents"
+	if what == "merge patch" {
+		advice = "send it as several smaller patches"
+	}
+	detail := fmt.Sprintf("the %s %s %s, more than %s (%d): %s, or raise %s",
+		what, is, size, setting, le.Max, advice, setting)
+	if what == "patched" {
+		detail = fmt.Sprintf("applying the patch would %s %s, more than %s (%d); the document is unchanged: remove fields in the same patch, split the document, or raise %s",
+			becomes, size, setting, le.Max, setting)
+	}
+	return problem(http.StatusRequestEntityTooLarge, TypeDocumentTooLarge, "Document too large", detail)
+}
+
 // ifMatch parses an If-Match header: a version number, optionally quoted
 // as the ETag we send, or "*" (any existing version). want is -1 when the
 // header is absent, 0 for "*".
+//
+// A weak entity tag (W/"3") is a failed precondition, not a malformed
+// header: If-Match compares entity tags strongly (RFC 9110, section
+// 13.1.1), so a weak tag never matches, whatever the document's version.
 func ifMatch(r *http.Request) (want int64, prob *Problem) {
 	h := strings.TrimSpace(r.Header.Get("If-Match"))
 	if h == "" {
@@ -54,11 +95,27 @@ func ifMatch(r *http.Request) (want int64, prob *Problem) {
 	if h == "*" {
 		return 0, nil
 	}
-	v, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(h, "W/"), `"`), 10, 64)
+	if strings.HasPrefix(h, "W/") {
+		return 0, problem(http.StatusPreconditionFailed, TypePreconditionFailed, "Precondition failed",
+			fmt.Sprintf("If-Match %q is a weak entity tag, and If-Match compares tags strongly (RFC 9110), so it never matches: send the ETag as it was given, e.g. \"3\"", clip(h, 64)))
+	}
+	v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64)
 	if err != nil || v < 1 {
-		return 0, badRequest(TypeInvalidHeader, fmt.Sprintf("If-Match %q is not a document version: send the ETag of the version you read, e.g. \"3\"", h))
+		return 0, badRequest(TypeInvalidHeader, fmt.Sprintf("If-Match %q is not a document version: send the ETag of the version you read, e.g. \"3\"", clip(h, 64)))
 	}
 	return v, nil
+}
+
+// clip shortens outside input to at most n bytes for an answer or a log
+// line, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // checkVersion enforces If-Match against the current state (nil or a
@@ -117,9 +174,9 @@ func (s *Server) createDocument(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, prob)
 		return
 	}
-	body, id, err := doc.ParseBody(data)
+	body, id, err := doc.ParseBody(data, s.limits)
 	if err != nil {
-		writeProblem(w, badRequest(TypeInvalidDocument, err.Error()))
+		writeProblem(w, bodyProblem(err, "document"))
 		return
 	}
 	fresh := id == ""
@@ -174,9 +231,9 @@ func (s *Server) putDocument(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, prob)
 		return
 	}
-	body, bodyID, err := doc.ParseBody(data)
+	body, bodyID, err := doc.ParseBody(data, s.limits)
 	if err != nil {
-		writeProblem(w, badRequest(TypeInvalidDocument, err.Error()))
+		writeProblem(w, bodyProblem(err, "document"))
 		return
 	}
 	if bodyID != "" && bodyID != id {
@@ -221,9 +278,9 @@ func (s *Server) patchDocument(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, prob)
 		return
 	}
-	patch, patchID, err := doc.ParsePatch(data)
+	patch, patchID, err := doc.ParsePatch(data, s.limits)
 	if err != nil {
-		writeProblem(w, badRequest(TypeInvalidDocument, err.Error()))
+		writeProblem(w, bodyProblem(err, "merge patch"))
 		return
 	}
 	if patchID != "" && patchID != id {
@@ -243,7 +300,16 @@ func (s *Server) patchDocument(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return store.Next{}, err
 			}
-			return store.Next{Body: merged, Size: cur.Size + len(data)}, nil
+			// The limits hold for the document stored, whatever its route:
+			// patches that each fit MAX_BODY_BYTES must not add up to more.
+			// A document stored under larger limits stays readable, and
+			// takes any patch that leaves it within these.
+			size, err := s.limits.Check(merged)
+			var le *doc.LimitError
+			if errors.As(err, &le) {
+				return store.Next{}, documentTooLarge(le, "patched")
+			}
+			return store.Next{Body: merged, Size: size.Bytes}, nil
 		}})
 	if res.Err != nil {
 		s.storeError(w, r, res.Err)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,6 +78,17 @@ func NewMetrics() *Metrics {
 		m.handoffs, m.handoffPause, m.copiedDocs, m.copiedBytes, m.purged, m.fullCopies,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// methodLabel is the method label of a request: the method when it is one
+// the API knows, else "other", so that clients cannot add label values
+// (each would be a new series on /metrics, kept until restart).
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
 }
 
 // ObserveStore records one store operation (store.Options.Observe).

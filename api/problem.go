@@ -36,6 +36,7 @@ const (
 	TypeAlreadyExists      = "urn:shoal:problem:already-exists"
 	TypePreconditionFailed = "urn:shoal:problem:precondition-failed"
 	TypeBodyTooLarge       = "urn:shoal:problem:body-too-large"
+	TypeDocumentTooLarge   = "urn:shoal:problem:document-too-large"
 	TypeUnavailable        = "urn:shoal:problem:unavailable"
 	TypeTimeout            = "urn:shoal:problem:timeout"
 	TypeInternal           = "urn:shoal:problem:internal"

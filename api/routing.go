@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shoal-db/shoal/cluster"
@@ -101,6 +102,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 	deadline := time.Now().Add(routeWait)
 	tried := map[string]int{}
 	why := "no master is known"
+	var lastErr error // for the log only: it names internal URLs
 	for {
 		if _, ok := s.cfg.Leases.Holds(partition); ok {
 			if s.serveLocal(w, r, partition, body, local) {
@@ -129,12 +131,13 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 				return
 			case err != nil && !errors.Is(err, cluster.ErrNotSent):
 				// The master may have got it: retrying could apply it twice.
+				s.log.Warn("forwarding a write failed after the master may have received it", "partition", partition, "master", master, "err", clipError(err))
 				writeProblem(w, problem(http.StatusGatewayTimeout, TypeTimeout, "Outcome unknown",
-					fmt.Sprintf("forwarding to the master %s failed (%v); the write may or may not have been applied: read the document to find out", master, err)))
+					fmt.Sprintf("forwarding to the master %s failed after it may have received the write; it may or may not have been applied: read the document to find out (an admin sees the nodes' states at GET /v1/cluster)", master)))
 				return
 			case err != nil:
-				s.log.Debug("forwarding failed", "partition", partition, "master", master, "err", err)
-				why = fmt.Sprintf("%s did not answer: %v", master, err)
+				s.log.Debug("forwarding failed", "partition", partition, "master", master, "err", clipError(err))
+				why, lastErr = fmt.Sprintf("%s did not answer", master), err
 			case resp.StatusCode == http.StatusMisdirectedRequest:
 				s.learn(partition, resp.Header)
 				resp.Body.Close()
@@ -157,7 +160,22 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 		case <-r.Context().Done():
 		}
 	}
-	writeProblem(w, unavailable(fmt.Sprintf("partition %d has no reachable master right now (%s; a new one is chosen within LEASE_TTL); retry shortly", partition, why)))
+	// The answer names nodes, never their URLs or the network's errors:
+	// those are for the operator, in the log.
+	s.log.Warn("no reachable master", "partition", partition, "why", why, "err", clipError(lastErr))
+	writeProblem(w, unavailable(fmt.Sprintf("partition %d has no reachable master right now (%s; a new one is chosen within LEASE_TTL): retry shortly; an admin sees the nodes' states at GET /v1/cluster", partition, why)))
+}
+
+// maxLoggedError bounds how much of an error a log line carries (a
+// forwarding error quotes the request's URL, query string included).
+const maxLoggedError = 300
+
+// clipError is err's text for a log line, clipped ("" for nil).
+func clipError(err error) string {
+	if err == nil {
+		return ""
+	}
+	return clip(err.Error(), maxLoggedError)
 }
 
 // serveLocal serves a write here from its buffered body. It reports false,
@@ -367,6 +385,7 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 	if pref == "nearest" && holdsCopy {
 		copies = append([]string{s.cfg.NodeID}, slices.DeleteFunc(copies, func(n string) bool { return n == s.cfg.NodeID })...)
 	}
+	var lastErr error // for the log only: it names internal URLs
 	for _, node := range copies {
 		if node == s.cfg.NodeID {
 			if serveHere() {
@@ -386,8 +405,15 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 			}
 			resp.Body.Close()
 			done()
+			err = fmt.Errorf("%s answered %d", node, resp.StatusCode)
 		}
-		s.log.Debug("read try failed; trying the next copy", "partition", partition, "node", node, "err", err)
+		lastErr = err
+		s.log.Debug("read try failed; trying the next copy", "partition", partition, "node", node, "err", clipError(err))
 	}
-	writeProblem(w, unavailable(fmt.Sprintf("no copy of partition %d answered; retry shortly", partition)))
+	tried := "no copy is known"
+	if len(copies) > 0 {
+		tried = "tried " + strings.Join(copies, ", ")
+	}
+	s.log.Warn("no copy answered a read", "partition", partition, "copies", strings.Join(copies, ","), "err", clipError(lastErr))
+	writeProblem(w, unavailable(fmt.Sprintf("no copy of partition %d answered (%s): retry shortly; an admin sees the nodes' states at GET /v1/cluster", partition, tried)))
 }

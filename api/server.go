@@ -33,7 +33,16 @@ type Config struct {
 	NodeID         string
 	PartitionCount int
 	MaxBodyBytes   int64
-	AuthSecret     []byte
+	// MaxDocumentBytes and MaxDocumentKeys bound the document a write
+	// stores (zero: no bound).
+	MaxDocumentBytes int64
+	MaxDocumentKeys  int
+	AuthSecret       []byte
+	// TokenAudience is the aud every client token must carry (empty: not
+	// checked); TokenMaxTTL the longest a token may be valid (zero:
+	// DefaultTokenMaxTTL).
+	TokenAudience string
+	TokenMaxTTL   time.Duration
 	// Insecure treats every request as admin (development only).
 	Insecure bool
 	Logger   *slog.Logger
@@ -129,8 +138,11 @@ type Server struct {
 	writer    *store.Writer
 	metrics   *Metrics
 	cursorKey []byte
-	ready     atomic.Bool
-	router    chi.Router
+	limits    doc.Limits
+	// tokenMaxTTL is Config.TokenMaxTTL, defaulted.
+	tokenMaxTTL time.Duration
+	ready       atomic.Bool
+	router      chi.Router
 }
 
 // New creates the API of a node over its store and writer.
@@ -144,7 +156,11 @@ func New(cfg Config, st *store.Store, w *store.Writer) *Server {
 	// Cursors are signed with a key every node derives from AUTH_SECRET, so
 	// a page cursor from one node works on another and cannot be forged.
 	key := sha256.Sum256(append([]byte("shoal query cursor\x00"), cfg.AuthSecret...))
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:]}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:], tokenMaxTTL: cfg.TokenMaxTTL,
+		limits: doc.Limits{MaxKeys: cfg.MaxDocumentKeys, MaxBytes: int(cfg.MaxDocumentBytes)}}
+	if s.tokenMaxTTL <= 0 {
+		s.tokenMaxTTL = DefaultTokenMaxTTL
+	}
 	s.router = s.routes()
 	return s
 }
@@ -222,7 +238,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.store.Ping(r.Context()); err != nil {
-		writeProblem(w, unavailable("the node's store does not answer: "+err.Error()))
+		// Anyone may ask: the driver's error (it names the store's
+		// address) is for the log.
+		s.log.Warn("readiness check: the store does not answer", "err", clipError(err))
+		writeProblem(w, unavailable("the node's store does not answer; its log says why"))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.cfg.NodeID})
@@ -265,10 +284,14 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
-		s.metrics.requestDuration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		// Every label takes only values from a known set: the route is
+		// the pattern the request matched (never its path), the method a
+		// standard one or "other".
+		method := methodLabel(r.Method)
+		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
+		s.metrics.requestDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		if rec.status >= 500 {
-			s.log.Warn("request failed", "method", r.Method, "route", route, "status", rec.status, "duration", time.Since(start))
+			s.log.Warn("request failed", "method", method, "route", route, "status", rec.status, "duration", time.Since(start))
 		}
 	})
 }

@@ -31,13 +31,16 @@ const (
 //   - "_version", if present, is accepted and dropped, whatever its value:
 //     the server owns versions, but a client may echo back a document it read;
 //   - objects and arrays may nest at most [MaxDepth] deep, counting the
-//     top-level object as depth 1.
+//     top-level object as depth 1;
+//   - the document (without "_id" and "_version") is within lim: a body
+//     with too many keys is refused from its text, before it is decoded.
 //
 // It returns the body without "_id" and "_version", and the id given ("" if
 // none). As with encoding/json, when a key appears twice in one object the
-// last value wins. Every error is an [*Error].
-func ParseBody(data []byte) (body map[string]any, id string, err error) {
-	return parse(data, "document")
+// last value wins. Every error is an [*Error], except that a document over
+// lim is a [*LimitError].
+func ParseBody(data []byte, lim Limits) (body map[string]any, id string, err error) {
+	return parse(data, "document", lim)
 }
 
 // ParsePatch decodes a JSON merge patch (RFC 7396) request body. It must be
@@ -46,14 +49,19 @@ func ParseBody(data []byte) (body map[string]any, id string, err error) {
 // is returned, but it is the caller's job to check that it equals the id of
 // the document being patched (removing it with null is refused). "_version"
 // is ignored. The returned patch contains neither key and is ready for
-// [MergePatch]. Every error is an [*Error].
-func ParsePatch(data []byte) (patch map[string]any, id string, err error) {
-	return parse(data, "merge patch")
+// [MergePatch]. Of lim, only MaxKeys applies, to the patch's own keys (nulls
+// included), as a [*LimitError]: the document a patch makes is checked with
+// [Limits.Check] once it is merged. Every other error is an [*Error].
+func ParsePatch(data []byte, lim Limits) (patch map[string]any, id string, err error) {
+	return parse(data, "merge patch", Limits{MaxKeys: lim.MaxKeys})
 }
 
 // parse implements ParseBody and ParsePatch; what names the kind of body in
 // error messages.
-func parse(data []byte, what string) (map[string]any, string, error) {
+func parse(data []byte, what string, lim Limits) (map[string]any, string, error) {
+	if err := lim.refuseKeysEarly(data); err != nil {
+		return nil, "", err
+	}
 	if !utf8.Valid(data) {
 		off := invalidUTF8Offset(data)
 		return nil, "", bodyError("request body is not valid UTF-8: byte 0x%02x at byte offset %d does not belong to a UTF-8 sequence; send UTF-8 encoded JSON", data[off], off)
@@ -83,6 +91,11 @@ func parse(data []byte, what string) (map[string]any, string, error) {
 	id, perr := normalizeTop(obj, what)
 	if perr != nil {
 		return nil, "", perr.toError()
+	}
+	if lim != (Limits{}) {
+		if _, err := lim.Check(obj); err != nil {
+			return nil, "", err
+		}
 	}
 	return obj, id, nil
 }

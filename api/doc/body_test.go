@@ -67,16 +67,16 @@ func TestParseBodyAccepts(t *testing.T) {
 		{nested(MaxDepth, "[", false), nil, ""},
 		{nested(MaxDepth, "", true), nil, ""},
 	} {
-		body, id, err := ParseBody([]byte(c.in))
+		body, id, err := ParseBody([]byte(c.in), Limits{})
 		if err != nil {
-			t.Errorf("ParseBody(%.60s): %v", c.in, err)
+			t.Errorf("ParseBody(%.60s, Limits{}): %v", c.in, err)
 			continue
 		}
 		if id != c.id {
-			t.Errorf("ParseBody(%.60s): id %q, want %q", c.in, id, c.id)
+			t.Errorf("ParseBody(%.60s, Limits{}): id %q, want %q", c.in, id, c.id)
 		}
 		if c.want != nil && !reflect.DeepEqual(body, c.want) {
-			t.Errorf("ParseBody(%.60s) = %#v, want %#v", c.in, body, c.want)
+			t.Errorf("ParseBody(%.60s, Limits{}) = %#v, want %#v", c.in, body, c.want)
 		}
 	}
 }
@@ -111,7 +111,7 @@ func TestParseBodyNumbers(t *testing.T) {
 		{"9007199254740993.0", int64(9007199254740992)}, // rounded to float64 first
 		{"1e-400", int64(0)},                            // underflows to 0
 	} {
-		body, _, err := ParseBody([]byte(`{"n":` + c.in + `}`))
+		body, _, err := ParseBody([]byte(`{"n":`+c.in+`}`), Limits{})
 		if err != nil {
 			t.Errorf("%s: %v", c.in, err)
 			continue
@@ -121,7 +121,7 @@ func TestParseBodyNumbers(t *testing.T) {
 		}
 	}
 	// Numbers inside arrays are converted too.
-	body, _, err := ParseBody([]byte(`{"a":[1,1.5,[2]]}`))
+	body, _, err := ParseBody([]byte(`{"a":[1,1.5,[2]]}`), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,31 +210,31 @@ func TestParseBodyRejects(t *testing.T) {
 		{`{"a":[0,{"n":[1e309]}]}`, "body.a[1].n[0]", "too large"},
 		{`{"n":1` + strings.Repeat("0", 400) + `}`, "body.n", "..."},
 	} {
-		body, id, err := ParseBody([]byte(c.in))
+		body, id, err := ParseBody([]byte(c.in), Limits{})
 		if err == nil {
-			t.Errorf("ParseBody(%.60q) = %v, %q; want error", c.in, body, id)
+			t.Errorf("ParseBody(%.60q, Limits{}) = %v, %q; want error", c.in, body, id)
 			continue
 		}
 		var e *Error
 		if !errors.As(err, &e) {
-			t.Errorf("ParseBody(%.60q): error %T is not *Error", c.in, err)
+			t.Errorf("ParseBody(%.60q, Limits{}): error %T is not *Error", c.in, err)
 			continue
 		}
 		if body != nil || id != "" {
-			t.Errorf("ParseBody(%.60q): returned %v, %q with an error", c.in, body, id)
+			t.Errorf("ParseBody(%.60q, Limits{}): returned %v, %q with an error", c.in, body, id)
 		}
 		if c.field != "" && e.Field != c.field {
-			t.Errorf("ParseBody(%.60q): Field %q, want %q (message %q)", c.in, e.Field, c.field, e.Message)
+			t.Errorf("ParseBody(%.60q, Limits{}): Field %q, want %q (message %q)", c.in, e.Field, c.field, e.Message)
 		}
 		if !strings.Contains(e.Message, c.msg) {
-			t.Errorf("ParseBody(%.60q): Message %q does not contain %q", c.in, e.Message, c.msg)
+			t.Errorf("ParseBody(%.60q, Limits{}): Message %q does not contain %q", c.in, e.Message, c.msg)
 		}
 	}
 }
 
 func TestParseBodyLongKeyInField(t *testing.T) {
 	long := strings.Repeat("k", 1000)
-	_, _, err := ParseBody([]byte(`{"` + long + `":{"$x":1}}`))
+	_, _, err := ParseBody([]byte(`{"`+long+`":{"$x":1}}`), Limits{})
 	var e *Error
 	if !errors.As(err, &e) {
 		t.Fatalf("got %v", err)
@@ -245,7 +245,7 @@ func TestParseBodyLongKeyInField(t *testing.T) {
 }
 
 func TestParsePatch(t *testing.T) {
-	patch, id, err := ParsePatch([]byte(`{"a":null,"b":{"c":null,"d":1.0},"_id":"doc1","_version":3}`))
+	patch, id, err := ParsePatch([]byte(`{"a":null,"b":{"c":null,"d":1.0},"_id":"doc1","_version":3}`), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,17 +269,17 @@ func TestParsePatch(t *testing.T) {
 		{`{"_id":"a b"}`, "body._id", "may not contain"},
 		{nested(MaxDepth+1, "{", false), "", "33 deep"},
 	} {
-		_, _, err := ParsePatch([]byte(c.in))
+		_, _, err := ParsePatch([]byte(c.in), Limits{})
 		var e *Error
 		if !errors.As(err, &e) {
-			t.Errorf("ParsePatch(%.60q): got %v, want *Error", c.in, err)
+			t.Errorf("ParsePatch(%.60q, Limits{}): got %v, want *Error", c.in, err)
 			continue
 		}
 		if c.field != "" && e.Field != c.field {
-			t.Errorf("ParsePatch(%.60q): Field %q, want %q", c.in, e.Field, c.field)
+			t.Errorf("ParsePatch(%.60q, Limits{}): Field %q, want %q", c.in, e.Field, c.field)
 		}
 		if !strings.Contains(e.Message, c.msg) {
-			t.Errorf("ParsePatch(%.60q): Message %q does not contain %q", c.in, e.Message, c.msg)
+			t.Errorf("ParsePatch(%.60q, Limits{}): Message %q does not contain %q", c.in, e.Message, c.msg)
 		}
 	}
 }
@@ -292,7 +292,7 @@ func TestParseBodyRoundTrip(t *testing.T) {
 
 func checkRoundTrip(t *testing.T, data []byte) {
 	t.Helper()
-	body, _, err := ParseBody(data)
+	body, _, err := ParseBody(data, Limits{})
 	if err != nil {
 		return
 	}
@@ -301,7 +301,7 @@ func checkRoundTrip(t *testing.T, data []byte) {
 	if err != nil {
 		t.Fatalf("json.Marshal of accepted body %q: %v", data, err)
 	}
-	again, id, err := ParseBody(enc)
+	again, id, err := ParseBody(enc, Limits{})
 	if err != nil {
 		t.Fatalf("re-parsing %q (from %q): %v", enc, data, err)
 	}
@@ -345,7 +345,7 @@ func BenchmarkParseBody(b *testing.B) {
 		`"history":[{"at":"2024-01-01T00:00:00Z","by":"alice","delta":-1},{"at":"2024-01-02T00:00:00Z","by":"bob","delta":2}]}`)
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		if _, _, err := ParseBody(data); err != nil {
+		if _, _, err := ParseBody(data, Limits{}); err != nil {
 			b.Fatal(err)
 		}
 	}

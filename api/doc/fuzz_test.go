@@ -23,6 +23,10 @@ var fuzzSeeds = []string{
 	`{"a":1e400}`,
 	`{} {}`,
 	`[1]`,
+	`{"a":1,"b":{"c":2,"d":[{"e":3}]}}`,
+	`{"a":1,"a":2,"a":3,"a":4,"a":5,"a":6}`,
+	`{"_id":"x","_version":1,"a":1,"b":2,"c":3}`,
+	`{"s":"0123456789012345678901234567890123456789"}`,
 	nested(MaxDepth, "", true),
 	nested(MaxDepth+1, "[", false),
 }
@@ -32,7 +36,7 @@ func FuzzParseBody(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		body, id, err := ParseBody(data)
+		body, id, err := ParseBody(data, Limits{})
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || e.Message == "" || e.Field == "" {
@@ -58,13 +62,40 @@ func FuzzParseBody(f *testing.F) {
 			}
 		}
 		checkRoundTrip(t, data)
+		checkLimits(t, data, body)
 
 		// The same text is a valid patch.
-		patch, pid, err := ParsePatch(data)
+		patch, pid, err := ParsePatch(data, Limits{})
 		if err != nil || pid != id || !reflect.DeepEqual(patch, body) {
 			t.Fatalf("ParsePatch disagrees with ParseBody: %#v, %q, %v", patch, pid, err)
 		}
 	})
+}
+
+// checkLimits checks, for a body that parses without limits, what parsing
+// it with small ones does: refused exactly when it is over them (or, for
+// keys, when its text alone has too many), else the same document; and
+// that Measure counts its compact JSON exactly.
+func checkLimits(t *testing.T, data []byte, body map[string]any) {
+	t.Helper()
+	size := Measure(body)
+	if enc := compactJSON(t, body); size.Bytes != len(enc) {
+		t.Fatalf("Measure says %d bytes, the compact JSON %s is %d", size.Bytes, enc, len(enc))
+	}
+	lim := Limits{MaxKeys: 3, MaxBytes: 40}
+	limited, _, err := ParseBody(data, lim)
+	var le *LimitError
+	switch {
+	case err == nil:
+		if size.Keys > lim.MaxKeys || size.Bytes > lim.MaxBytes || !reflect.DeepEqual(limited, body) {
+			t.Fatalf("accepted %+v with limits %+v", size, lim)
+		}
+	case !errors.As(err, &le):
+		t.Fatalf("with limits: %v, without: accepted", err)
+	case le.Keys && size.Keys <= lim.MaxKeys && countKeys(data) <= lim.MaxKeys+2,
+		!le.Keys && size.Bytes <= lim.MaxBytes:
+		t.Fatalf("refused %+v (%v) with limits %+v", size, err, lim)
+	}
 }
 
 func FuzzMergePatch(f *testing.F) {
@@ -74,11 +105,11 @@ func FuzzMergePatch(f *testing.F) {
 	f.Add([]byte(`{"a":{"b":{"c":[1]}},"d":null}`), []byte(`{"a":{"b":{"c":null,"e":{"f":null}}},"d":{"g":1}}`))
 	f.Add([]byte(nested(MaxDepth, "{", false)), []byte(nested(MaxDepth, "", true)))
 	f.Fuzz(func(t *testing.T, targetJSON, patchJSON []byte) {
-		target, _, err := ParseBody(targetJSON)
+		target, _, err := ParseBody(targetJSON, Limits{})
 		if err != nil {
 			return
 		}
-		patch, _, err := ParsePatch(patchJSON)
+		patch, _, err := ParsePatch(patchJSON, Limits{})
 		if err != nil {
 			return
 		}
@@ -96,6 +127,9 @@ func FuzzMergePatch(f *testing.F) {
 			t.Fatal("MergePatch modified patch")
 		}
 		checkMerged(t, target, patch, got)
+		if size, enc := Measure(got), compactJSON(t, got); size.Bytes != len(enc) {
+			t.Fatalf("Measure of the merged document says %d bytes, its compact JSON %s is %d", size.Bytes, enc, len(enc))
+		}
 
 		again, err := MergePatch(got, patch)
 		if err != nil || !reflect.DeepEqual(again, got) {
@@ -107,7 +141,7 @@ func FuzzMergePatch(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reparsed, _, err := ParseBody(enc)
+		reparsed, _, err := ParseBody(enc, Limits{})
 		if err != nil || !reflect.DeepEqual(reparsed, got) {
 			t.Fatalf("merged document %s does not parse back: %v", enc, err)
 		}

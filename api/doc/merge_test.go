@@ -11,7 +11,7 @@ import (
 // everything else a body may hold.
 func mustParse(t testing.TB, s string) map[string]any {
 	t.Helper()
-	m, _, err := ParsePatch([]byte(s))
+	m, _, err := ParsePatch([]byte(s), Limits{})
 	if err != nil {
 		t.Fatalf("parsing %s: %v", s, err)
 	}

@@ -117,7 +117,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		}
 		defer n.Close(ctx)
 		o.url = n.URL()
-		if o.token, err = api.MintToken([]byte(cfg.AuthSecret), "", true, 24*time.Hour); err != nil {
+		if o.token, err = api.MintToken([]byte(cfg.AuthSecret), api.TokenSpec{Admin: true, Audience: cfg.TokenAudience, TTL: cfg.TokenMaxTTL}); err != nil {
 			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
 			return 1
 		}

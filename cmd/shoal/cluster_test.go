@@ -17,6 +17,7 @@ import (
 
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/internal/testnode"
 )
 
@@ -179,7 +180,7 @@ func waitStates(t *testing.T, observers []*procNode, token, id string, want clus
 
 func TestProcessClusterFailureDetection(t *testing.T) {
 	nodes, peersFile := startProcCluster(t, 3)
-	token, err := api.MintToken([]byte(procAuthSecret), "", true, time.Hour)
+	token, err := api.MintToken([]byte(procAuthSecret), api.TokenSpec{Admin: true, Audience: config.Defaults().TokenAudience, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

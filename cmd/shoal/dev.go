@@ -35,6 +35,7 @@ const (
 	devMaxNodes      = 50
 	devVoters        = 3
 	devTokenTTL      = 30 * 24 * time.Hour
+	devAudience      = "shoal"
 	devUser          = "alice"
 	devPeersRefresh  = "2s"
 	devReadyTimeout  = 60 * time.Second
@@ -194,13 +195,13 @@ func prepareDevDir(dir string, nodes, httpPort, gossipPort int, keepAnyCount boo
 		}
 	}
 	secret := []byte(s.secrets.auth)
-	if s.adminToken, err = api.MintToken(secret, "", true, devTokenTTL); err != nil {
+	if s.adminToken, err = api.MintToken(secret, api.TokenSpec{Admin: true, Audience: devAudience, TTL: devTokenTTL}); err != nil {
 		return devSetup{}, err
 	}
 	if err := writeFileAtomic(filepath.Join(abs, "admin.token"), []byte(s.adminToken+"\n"), 0o600); err != nil {
 		return devSetup{}, fmt.Errorf("writing the admin token: %w", err)
 	}
-	userToken, err := api.MintToken(secret, devUser, false, devTokenTTL)
+	userToken, err := api.MintToken(secret, api.TokenSpec{User: devUser, Audience: devAudience, TTL: devTokenTTL})
 	if err != nil {
 		return devSetup{}, err
 	}
@@ -1106,6 +1107,9 @@ func (s *supervisor) start(n devNode) (*devChild, error) {
 		{"PEERS_ENDPOINT", s.setup.peersPath},
 		{"PEERS_REFRESH", devPeersRefresh},
 		{"AUTH_SECRET", s.setup.secrets.auth},
+		// The dev tokens live 30 days, past TOKEN_MAX_TTL's default.
+		{"TOKEN_AUDIENCE", devAudience},
+		{"TOKEN_MAX_TTL", devTokenTTL.String()},
 		{"CLUSTER_SECRET", s.setup.secrets.cluster},
 		{"LOG_LEVEL", "info"},
 	})

@@ -12,6 +12,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/shoal-db/shoal/internal/testnode"
 )
 
 // The test binary doubles as the shoal binary when SHOAL_RUN_MAIN is set, so
@@ -119,5 +123,50 @@ func TestTokenCommand(t *testing.T) {
 	errb.Reset()
 	if code := run([]string{"token", "--user", "bad name", "--auth-secret", "0123456789abcdef"}, &out, &errb); code == 0 {
 		t.Fatal("minted a token for an invalid user name")
+	}
+}
+
+// `shoal token` mints what the nodes accept: the aud they check and a
+// lifetime within their TOKEN_MAX_TTL, both read from the environment as
+// `shoal serve` reads them; it refuses to mint a token they would refuse.
+func TestTokenCommandMintsTokensNodesAccept(t *testing.T) {
+	t.Setenv("TOKEN_AUDIENCE", "shoal")
+	t.Setenv("TOKEN_MAX_TTL", "24h")
+	mint := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"token", "--auth-secret", testnode.Secret}, args...), &out, &errb)
+		return strings.TrimSpace(out.String()), errb.String(), code
+	}
+	tok, stderr, code := mint("--user", "alice")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	claims := jwt.MapClaims{}
+	if _, _, err := jwt.NewParser().ParseUnverified(tok, claims); err != nil {
+		t.Fatal(err)
+	}
+	iat, _ := claims.GetIssuedAt()
+	exp, _ := claims.GetExpirationTime()
+	if aud, _ := claims.GetAudience(); len(aud) != 1 || aud[0] != "shoal" || iat == nil || exp == nil || exp.Sub(iat.Time) != 24*time.Hour {
+		t.Fatalf("token claims %v: want aud shoal and exp = iat + 24h", claims)
+	}
+	n := testnode.StartNew(t)
+	r := n.Client(tok).Do("GET", "/v1/users/alice/collections", nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("a node refused the token `shoal token` minted: %d %s", r.Status, r.Body)
+	}
+	if _, stderr, code := mint("--user", "alice", "--ttl", "48h"); code == 0 || !strings.Contains(stderr, "TOKEN_MAX_TTL") {
+		t.Fatalf("--ttl 48h over TOKEN_MAX_TTL 24h: exit %d, %q; want a refusal naming TOKEN_MAX_TTL", code, stderr)
+	}
+	t.Setenv("TOKEN_MAX_TTL", "72h")
+	t.Setenv("TOKEN_AUDIENCE", "billing")
+	tok, stderr, code = mint("--admin", "--ttl", "48h")
+	if code != 0 {
+		t.Fatalf("--ttl 48h with TOKEN_MAX_TTL 72h: exit %d: %s", code, stderr)
+	}
+	claims = jwt.MapClaims{}
+	jwt.NewParser().ParseUnverified(tok, claims)
+	if aud, _ := claims.GetAudience(); len(aud) != 1 || aud[0] != "billing" {
+		t.Fatalf("with TOKEN_AUDIENCE=billing the token has aud %v", aud)
 	}
 }

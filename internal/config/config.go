@@ -28,12 +28,18 @@ type Config struct {
 	MongoURI       string
 	MongoDB        string
 	AuthSecret     string
+	TokenAudience  string
+	TokenMaxTTL    time.Duration
 	Insecure       bool
 	PartitionCount int
 	MaxBodyBytes   int64
-	DocCacheBytes  int64
-	ShutdownGrace  time.Duration
-	LogLevel       string
+	// MaxDocumentBytes and MaxDocumentKeys bound a stored document,
+	// whatever route makes it.
+	MaxDocumentBytes int64
+	MaxDocumentKeys  int
+	DocCacheBytes    int64
+	ShutdownGrace    time.Duration
+	LogLevel         string
 
 	PublicURL            string
 	GossipAddr           string
@@ -95,6 +101,10 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { c.MongoDB = v; return nil }},
 	{Key: "AUTH_SECRET", Default: "", Help: "HMAC secret that signs client tokens (HS256 JWT); required unless --insecure", Secret: true,
 		set: func(c *Config, v string) error { c.AuthSecret = v; return nil }},
+	{Key: "TOKEN_AUDIENCE", Default: "shoal", Help: "the aud claim every client token must carry (`shoal token` mints it); empty: aud is not checked",
+		set: func(c *Config, v string) error { c.TokenAudience = v; return nil }},
+	{Key: "TOKEN_MAX_TTL", Default: "24h", Help: "longest a client token may be valid (exp - iat, and exp - now); longer-lived tokens get 401",
+		set: func(c *Config, v string) error { return parseDuration(&c.TokenMaxTTL, v) }},
 	{Key: "INSECURE", Default: "false", Help: "accept every request as admin without a token (development only; logs a warning)",
 		set: func(c *Config, v string) error { return parseBool(&c.Insecure, v) }},
 	{Key: "LEASE_TTL", Default: "3s", Help: "how long a partition's master holds its lease without renewing it; bounds how long a partition has no master after its master dies",
@@ -113,6 +123,10 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseInt(&c.PartitionCount, v) }},
 	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413)",
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxBodyBytes, v) }},
+	{Key: "MAX_DOCUMENT_BYTES", Default: "1048576", Help: "largest document stored, in bytes of compact JSON, whatever route makes it (a PATCH is checked once merged; larger: 413)",
+		set: func(c *Config, v string) error { return parseInt64(&c.MaxDocumentBytes, v) }},
+	{Key: "MAX_DOCUMENT_KEYS", Default: "10000", Help: "most keys a document may have, counting those of nested objects (more: 413); storing and scanning a document costs more than linearly in its keys",
+		set: func(c *Config, v string) error { return parseInt(&c.MaxDocumentKeys, v) }},
 	{Key: "DOC_CACHE_BYTES", Default: "67108864", Help: "memory for the write-through document cache, in bytes (0 disables it)",
 		set: func(c *Config, v string) error { return parseInt64(&c.DocCacheBytes, v) }},
 	{Key: "SHUTDOWN_GRACE", Default: "15s", Help: "how long SIGINT/SIGTERM waits for in-flight requests before closing them",
@@ -234,6 +248,10 @@ func readDotEnv(path string) (map[string]string, error) {
 	return m, nil
 }
 
+// maxDocumentBytes is the most MAX_DOCUMENT_BYTES may be: MongoDB stores
+// no document over 16 MiB, and its BSON is often larger than the JSON.
+const maxDocumentBytes = 16 << 20
+
 // Validate explains the first thing wrong with c.
 func (c Config) Validate() error {
 	switch {
@@ -241,10 +259,16 @@ func (c Config) Validate() error {
 		return errors.New("AUTH_SECRET is empty: set it (e.g. AUTH_SECRET=$(openssl rand -hex 32)) or pass --insecure for development")
 	case c.AuthSecret != "" && len(c.AuthSecret) < 16:
 		return errors.New("AUTH_SECRET is shorter than 16 bytes: use a long random value")
+	case c.TokenMaxTTL < time.Minute:
+		return fmt.Errorf("TOKEN_MAX_TTL %s is too short: use at least 1m (default 24h)", c.TokenMaxTTL)
 	case c.PartitionCount < 1 || c.PartitionCount > 65536:
 		return fmt.Errorf("PARTITION_COUNT %d is out of range: use 1..65536 (default 271)", c.PartitionCount)
 	case c.MaxBodyBytes < 1024:
 		return fmt.Errorf("MAX_BODY_BYTES %d is too small: use at least 1024", c.MaxBodyBytes)
+	case c.MaxDocumentBytes < 1024 || c.MaxDocumentBytes > maxDocumentBytes:
+		return fmt.Errorf("MAX_DOCUMENT_BYTES %d is out of range: use 1024..%d (default 1048576)", c.MaxDocumentBytes, maxDocumentBytes)
+	case c.MaxDocumentKeys < 1:
+		return fmt.Errorf("MAX_DOCUMENT_KEYS %d must be at least 1 (default 10000)", c.MaxDocumentKeys)
 	case c.DocCacheBytes < 0:
 		return fmt.Errorf("DOC_CACHE_BYTES %d is negative", c.DocCacheBytes)
 	case c.MongoURI == "" && c.DataDir == "":
@@ -350,6 +374,37 @@ func parseDuration(dst *time.Duration, v string) error {
 	}
 	*dst = d
 	return nil
+}
+
+// Resolve reads only the settings keys the way `shoal serve` does
+// (environment, then .env, then the default) for commands that need a few
+// of a node's settings, such as `shoal token`. The other fields keep their
+// defaults; nothing is validated.
+func Resolve(src Source, keys ...string) (Config, error) {
+	dot, err := readDotEnv(src.DotEnv)
+	if err != nil {
+		return Config{}, err
+	}
+	c := Defaults()
+	for _, k := range keys {
+		s, ok := Lookup(k)
+		if !ok {
+			return Config{}, fmt.Errorf("config: no setting %s", k)
+		}
+		v, from := s.Default, "default"
+		if dv, ok := dot[k]; ok {
+			v, from = dv, src.DotEnv
+		}
+		if src.Env != nil {
+			if ev, ok := src.Env(k); ok {
+				v, from = ev, "environment"
+			}
+		}
+		if err := s.set(&c, v); err != nil {
+			return Config{}, fmt.Errorf("%s (from %s): %w", k, from, err)
+		}
+	}
+	return c, nil
 }
 
 // AuthSecret reads AUTH_SECRET the way `shoal serve` does (environment, then

@@ -109,20 +109,22 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Token mints a token for user valid for an hour.
+// Token mints a token for user valid for an hour, for the default
+// TOKEN_AUDIENCE.
 func Token(t testing.TB, user string) string {
 	t.Helper()
-	tok, err := api.MintToken([]byte(Secret), user, false, time.Hour)
+	tok, err := api.MintToken([]byte(Secret), api.TokenSpec{User: user, Audience: config.Defaults().TokenAudience, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tok
 }
 
-// AdminToken mints an admin token valid for an hour.
+// AdminToken mints an admin token valid for an hour, for the default
+// TOKEN_AUDIENCE.
 func AdminToken(t testing.TB) string {
 	t.Helper()
-	tok, err := api.MintToken([]byte(Secret), "", true, time.Hour)
+	tok, err := api.MintToken([]byte(Secret), api.TokenSpec{Admin: true, Audience: config.Defaults().TokenAudience, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
