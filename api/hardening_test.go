@@ -240,3 +240,23 @@ func TestReadyzHidesTheStoreError(t *testing.T) {
 		t.Fatalf("readyz detail %q: want only that the store does not answer, not why", d)
 	}
 }
+
+// A 404 or 405 answer names the route asked for, but only so much of it:
+// anyone can send a 64 KB path or method and must not get it echoed back.
+func TestRouteErrorsDoNotEchoLongInput(t *testing.T) {
+	n := testnode.StartNew(t)
+	anon := n.Client("")
+	long := strings.Repeat("x", 16<<10)
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/" + long},
+		{strings.ToUpper(long), "/healthz"},
+	} {
+		resp := anon.Do(c.method, c.path, nil)
+		if resp.Status != 404 && resp.Status != 405 {
+			t.Fatalf("%.20s %.20s: status %d, want 404 or 405", c.method, c.path, resp.Status)
+		}
+		if len(resp.Body) > 1024 {
+			t.Fatalf("%.20s %.20s: a %d-byte answer echoes the request: %.200s", c.method, c.path, len(resp.Body), resp.Body)
+		}
+	}
+}

@@ -184,11 +184,11 @@ func (s *Server) routes() chi.Router {
 	r.Use(s.observe)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusNotFound, TypeRouteNotFound, "No such route",
-			r.Method+" "+r.URL.Path+" is not a Shoal route; see the README for the API"))
+			clip(r.Method, 16)+" "+clip(r.URL.Path, 200)+" is not a Shoal route; see the README for the API"))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusMethodNotAllowed, TypeMethodNotAllowed, "Method not allowed",
-			r.Method+" is not allowed on "+r.URL.Path))
+			clip(r.Method, 16)+" is not allowed on "+clip(r.URL.Path, 200)))
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": s.cfg.NodeID})
