@@ -54,7 +54,7 @@ func bodyProblem(err error, what string) *Problem {
 	return badRequest(TypeInvalidDocument, err.Error())
 }
 
-// documentTooLarge answers a document over MAX_DOCUMENT_KEYS or
+// documentTooLarge answers a document over MAX_DOCUMENT_FIELDS or
 // MAX_DOCUMENT_BYTES. what is "document" or "merge patch" (the body sent
 // is over), or "patched" (the document a patch would make is). It is a
 // type of its own, not body-too-large: the body may be small and still
@@ -63,9 +63,9 @@ func bodyProblem(err error, what string) *Problem {
 func documentTooLarge(le *doc.LimitError, what string) *Problem {
 	setting, is, becomes := "MAX_DOCUMENT_BYTES", "is", "make the document"
 	size := fmt.Sprintf("%d bytes as compact JSON", le.Have)
-	if le.Keys {
-		setting, is, becomes = "MAX_DOCUMENT_KEYS", "has", "give the document"
-		size = fmt.Sprintf("%d keys (counting those of nested objects)", le.Have)
+	if le.Fields {
+		setting, is, becomes = "MAX_DOCUMENT_FIELDS", "has", "give the document"
+		size = fmt.Sprintf("%d fields (object keys and array elements, at every depth)", le.Have)
 	}
 	advice := "split it into several documents"
 	if what == "merge patch" {

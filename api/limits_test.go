@@ -88,15 +88,15 @@ func TestPatchesCannotGrowADocumentPastMaxDocumentBytes(t *testing.T) {
 	expectStatus(t, c.Do("PATCH", path, `{"p1":null,"n":1}`), 200, "shrinking patch")
 }
 
-// A body with more keys than MAX_DOCUMENT_KEYS (default 10,000), at any
+// A body with more keys than MAX_DOCUMENT_FIELDS (default 10,000), at any
 // depth, is refused with a type that says why and the setting to change.
-func TestBodiesWithTooManyKeysAreRefused(t *testing.T) {
+func TestBodiesWithTooManyFieldsAreRefused(t *testing.T) {
 	n := testnode.StartNew(t)
 	c := n.Client(testnode.Token(t, "kim"))
 	base := docsPath("kim", "wide")
-	max := n.Config.MaxDocumentKeys
-	expectTooLarge(t, c.Do("POST", base, flatDoc(max+1)), "MAX_DOCUMENT_KEYS", "POST one key too many")
-	expectTooLarge(t, c.Do("PUT", base+"/w", flatDoc(5*max)), "MAX_DOCUMENT_KEYS", "PUT five times too many")
+	max := n.Config.MaxDocumentFields
+	expectTooLarge(t, c.Do("POST", base, flatDoc(max+1)), "MAX_DOCUMENT_FIELDS", "POST one key too many")
+	expectTooLarge(t, c.Do("PUT", base+"/w", flatDoc(5*max)), "MAX_DOCUMENT_FIELDS", "PUT five times too many")
 	var nestedDoc strings.Builder
 	nestedDoc.WriteString("{")
 	for o := 0; o*100 <= max; o++ {
@@ -106,8 +106,8 @@ func TestBodiesWithTooManyKeysAreRefused(t *testing.T) {
 		fmt.Fprintf(&nestedDoc, `"o%d":%s`, o, flatDoc(99)) // 100 keys each, with o%d
 	}
 	nestedDoc.WriteString("}")
-	expectTooLarge(t, c.Do("PUT", base+"/n", nestedDoc.String()), "MAX_DOCUMENT_KEYS", "PUT too many nested keys")
-	expectTooLarge(t, c.Do("PATCH", base+"/n", flatDoc(max+1)), "MAX_DOCUMENT_KEYS", "PATCH with too many keys")
+	expectTooLarge(t, c.Do("PUT", base+"/n", nestedDoc.String()), "MAX_DOCUMENT_FIELDS", "PUT too many nested keys")
+	expectTooLarge(t, c.Do("PATCH", base+"/n", flatDoc(max+1)), "MAX_DOCUMENT_FIELDS", "PATCH with too many keys")
 	r := c.Do("GET", "/v1/users/kim/collections", nil)
 	if got := strings.TrimSpace(string(r.Body)); got != `{"collections":[]}` {
 		t.Fatalf("refused bodies were stored: %s", got)
@@ -115,11 +115,11 @@ func TestBodiesWithTooManyKeysAreRefused(t *testing.T) {
 }
 
 // With limits below the body limit: a PUT whose document is over
-// MAX_DOCUMENT_BYTES or MAX_DOCUMENT_KEYS is refused, and a patch that
+// MAX_DOCUMENT_BYTES or MAX_DOCUMENT_FIELDS is refused, and a patch that
 // would take a document over either is refused, the document unchanged.
 func TestSmallDocumentLimits(t *testing.T) {
 	cfg := testnode.Config(t.TempDir())
-	cfg.MaxDocumentBytes, cfg.MaxDocumentKeys = 4096, 100
+	cfg.MaxDocumentBytes, cfg.MaxDocumentFields = 4096, 100
 	n := testnode.Start(t, cfg)
 	c := n.Client(testnode.Token(t, "lou"))
 	base := docsPath("lou", "c")
@@ -127,8 +127,8 @@ func TestSmallDocumentLimits(t *testing.T) {
 	expectStatus(t, c.Do("PUT", base+"/s", fmt.Sprintf(`{"s":%q}`, strings.Repeat("x", 4088))), 201, "PUT of exactly MAX_DOCUMENT_BYTES")
 	expectTooLarge(t, c.Do("PATCH", base+"/s", `{"t":1}`), "MAX_DOCUMENT_BYTES", "PATCH one byte over")
 
-	expectStatus(t, c.Do("PUT", base+"/k", flatDoc(100)), 201, "PUT of exactly MAX_DOCUMENT_KEYS")
-	expectTooLarge(t, c.Do("PATCH", base+"/k", `{"more":{"a":1}}`), "MAX_DOCUMENT_KEYS", "PATCH adding keys")
+	expectStatus(t, c.Do("PUT", base+"/k", flatDoc(100)), 201, "PUT of exactly MAX_DOCUMENT_FIELDS keys")
+	expectTooLarge(t, c.Do("PATCH", base+"/k", `{"more":{"a":1}}`), "MAX_DOCUMENT_FIELDS", "PATCH adding keys")
 	r := c.Do("GET", base+"/k", nil)
 	if d := r.JSON(t); r.Header.Get("ETag") != `"1"` || len(d) != 102 || d["more"] != nil {
 		t.Fatalf("a refused patch changed the document: %s %d fields", r.Header.Get("ETag"), len(d))
@@ -149,7 +149,7 @@ func TestDocumentsOverALoweredLimitStayUsable(t *testing.T) {
 	expectStatus(t, c.Do("PUT", base+"/big", big), 201, "store under the old limits")
 	n.Stop()
 
-	cfg.MaxDocumentKeys, cfg.MaxDocumentBytes = 100, 2048
+	cfg.MaxDocumentFields, cfg.MaxDocumentBytes = 100, 2048
 	n = testnode.Start(t, cfg)
 	c = n.Client(testnode.Token(t, "old"))
 	r := c.Do("GET", base+"/big", nil)
@@ -162,7 +162,77 @@ func TestDocumentsOverALoweredLimitStayUsable(t *testing.T) {
 	if !strings.Contains(string(r.Body), `"k499":499`) {
 		t.Fatalf("query lacks the old document: %.200s", r.Body)
 	}
-	expectTooLarge(t, c.Do("PATCH", base+"/big", `{"k0":null}`), "MAX_DOCUMENT_KEYS", "PATCH leaving it over the new limit")
+	expectTooLarge(t, c.Do("PATCH", base+"/big", `{"k0":null}`), "MAX_DOCUMENT_FIELDS", "PATCH leaving it over the new limit")
 	expectStatus(t, c.Do("PUT", base+"/big", flatDoc(50)), 200, "PUT within the new limits")
 	expectStatus(t, c.Do("DELETE", base+"/big", nil), 204, "DELETE")
+}
+
+// numbers is a JSON array of n small numbers.
+func numbers(n int) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "%d", i%10)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// Array elements are fields as object keys are: a 1 MB document of one
+// array of 500,000 small numbers passed a bound on keys alone, and then
+// every scan of its partition decoded it (1.3 s per query of any user).
+// Elements count at every depth, in arrays of objects and arrays of arrays,
+// and a body whose text counts "_id" and "_version" besides is accepted
+// when its document is within the limit.
+func TestArrayElementsCountAsFields(t *testing.T) {
+	n := testnode.StartNew(t)
+	c := n.Client(testnode.Token(t, "arr"))
+	base := docsPath("arr", "c")
+	max := n.Config.MaxDocumentFields
+	const setting = "MAX_DOCUMENT_FIELDS"
+
+	r := c.Do("PUT", base+"/a", `{"a":`+numbers(max+1)+`}`)
+	expectTooLarge(t, r, setting, "PUT one array of MAX+1 numbers")
+	if d := r.JSON(t)["detail"].(string); !strings.Contains(d, "object keys and array elements") {
+		t.Fatalf("detail %q does not say what counts", d)
+	}
+	expectTooLarge(t, c.Do("POST", base, `{"a":`+numbers(50*max)+`}`), setting, "POST one array of 50 x MAX numbers")
+	// max/4 objects of 3 fields each (an element and its two keys) and the
+	// key "a": 3*max/4+1 fields, then twice that.
+	objects := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`{"a":[`)
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(`{"x":1,"y":[]}`)
+		}
+		b.WriteString("]}")
+		return b.String()
+	}
+	expectStatus(t, c.Do("PUT", base+"/o", objects(max/4)), 201, "PUT an array of objects within the limit")
+	expectTooLarge(t, c.Do("PUT", base+"/o", objects(max/2)), setting, "PUT an array of objects over the limit")
+	// Arrays of arrays: "m" and 100 rows of (one element and max/100 numbers).
+	var rows strings.Builder
+	rows.WriteString(`{"m":[`)
+	for i := 0; i < 100; i++ {
+		if i > 0 {
+			rows.WriteString(",")
+		}
+		rows.WriteString(numbers(max / 100))
+	}
+	rows.WriteString("]}")
+	expectTooLarge(t, c.Do("PUT", base+"/m", rows.String()), setting, "PUT nested arrays over the limit")
+
+	// Exactly at the limit: keys "a" and "b" and max-2 elements, with _id
+	// and _version in the text besides.
+	exact := fmt.Sprintf(`{"_id":"e","_version":1,"a":%s,"b":1}`, numbers(max-2))
+	expectStatus(t, c.Do("POST", base, exact), 201, "POST of exactly MAX fields, with _id and _version")
+	expectTooLarge(t, c.Do("PATCH", base+"/e", `{"c":[1]}`), setting, "PATCH adding an element")
+	expectStatus(t, c.Do("PATCH", base+"/e", `{"b":null,"c":[]}`), 200, "PATCH keeping the field count")
+	expectStatus(t, c.Do("GET", base+"/o", nil), 200, "the array of objects is stored")
 }

@@ -33,11 +33,11 @@ type Config struct {
 	NodeID         string
 	PartitionCount int
 	MaxBodyBytes   int64
-	// MaxDocumentBytes and MaxDocumentKeys bound the document a write
+	// MaxDocumentBytes and MaxDocumentFields bound the document a write
 	// stores (zero: no bound).
-	MaxDocumentBytes int64
-	MaxDocumentKeys  int
-	AuthSecret       []byte
+	MaxDocumentBytes  int64
+	MaxDocumentFields int
+	AuthSecret        []byte
 	// TokenAudience is the aud every client token must carry (empty: not
 	// checked); TokenMaxTTL the longest a token may be valid (zero:
 	// DefaultTokenMaxTTL).
@@ -157,7 +157,7 @@ func New(cfg Config, st *store.Store, w *store.Writer) *Server {
 	// a page cursor from one node works on another and cannot be forged.
 	key := sha256.Sum256(append([]byte("shoal query cursor\x00"), cfg.AuthSecret...))
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:], tokenMaxTTL: cfg.TokenMaxTTL,
-		limits: doc.Limits{MaxKeys: cfg.MaxDocumentKeys, MaxBytes: int(cfg.MaxDocumentBytes)}}
+		limits: doc.Limits{MaxFields: cfg.MaxDocumentFields, MaxBytes: int(cfg.MaxDocumentBytes)}}
 	if s.tokenMaxTTL <= 0 {
 		s.tokenMaxTTL = DefaultTokenMaxTTL
 	}

@@ -33,7 +33,8 @@ const (
 //   - objects and arrays may nest at most [MaxDepth] deep, counting the
 //     top-level object as depth 1;
 //   - the document (without "_id" and "_version") is within lim: a body
-//     with too many keys is refused from its text, before it is decoded.
+//     with too many fields (keys and array elements) is refused from its
+//     text, before it is decoded (see [Limits.MaxFields]).
 //
 // It returns the body without "_id" and "_version", and the id given ("" if
 // none). As with encoding/json, when a key appears twice in one object the
@@ -49,17 +50,17 @@ func ParseBody(data []byte, lim Limits) (body map[string]any, id string, err err
 // is returned, but it is the caller's job to check that it equals the id of
 // the document being patched (removing it with null is refused). "_version"
 // is ignored. The returned patch contains neither key and is ready for
-// [MergePatch]. Of lim, only MaxKeys applies, to the patch's own keys (nulls
+// [MergePatch]. Of lim, only MaxFields applies, to the patch's own fields (nulls
 // included), as a [*LimitError]: the document a patch makes is checked with
 // [Limits.Check] once it is merged. Every other error is an [*Error].
 func ParsePatch(data []byte, lim Limits) (patch map[string]any, id string, err error) {
-	return parse(data, "merge patch", Limits{MaxKeys: lim.MaxKeys})
+	return parse(data, "merge patch", Limits{MaxFields: lim.MaxFields})
 }
 
 // parse implements ParseBody and ParsePatch; what names the kind of body in
 // error messages.
 func parse(data []byte, what string, lim Limits) (map[string]any, string, error) {
-	if err := lim.refuseKeysEarly(data); err != nil {
+	if err := lim.refuseFieldsEarly(data); err != nil {
 		return nil, "", err
 	}
 	if !utf8.Valid(data) {

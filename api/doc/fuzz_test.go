@@ -1,8 +1,10 @@
 package doc
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"reflect"
 	"testing"
 	"unicode/utf8"
@@ -27,6 +29,11 @@ var fuzzSeeds = []string{
 	`{"a":1,"a":2,"a":3,"a":4,"a":5,"a":6}`,
 	`{"_id":"x","_version":1,"a":1,"b":2,"c":3}`,
 	`{"s":"0123456789012345678901234567890123456789"}`,
+	`{"a":[1,2,3],"b":[]}`,
+	`{ "a" : [ [ ] , [ 1 , [ 2 , { "c" : [ ] } ] ] ] , "d" : "[,]:" }`,
+	`{"_version":[1,2,3,4],"a":1}`,
+	`{"a":[1],"a":[1,2,3,4,5]}`,
+	`{"\u005fid":"x","_version":1,"a":[1,2]}`,
 	nested(MaxDepth, "", true),
 	nested(MaxDepth+1, "[", false),
 }
@@ -74,27 +81,86 @@ func FuzzParseBody(f *testing.F) {
 
 // checkLimits checks, for a body that parses without limits, what parsing
 // it with small ones does: refused exactly when it is over them (or, for
-// keys, when its text alone has too many), else the same document; and
-// that Measure counts its compact JSON exactly.
+// fields, when its text alone has more than the limit and the two reserved
+// keys), else the same document; that Measure counts its compact JSON and
+// its fields exactly; and that the count of fields off the text is exact.
 func checkLimits(t *testing.T, data []byte, body map[string]any) {
 	t.Helper()
 	size := Measure(body)
-	if enc := compactJSON(t, body); size.Bytes != len(enc) {
+	enc := compactJSON(t, body)
+	if size.Bytes != len(enc) {
 		t.Fatalf("Measure says %d bytes, the compact JSON %s is %d", size.Bytes, enc, len(enc))
 	}
-	lim := Limits{MaxKeys: 3, MaxBytes: 40}
-	limited, _, err := ParseBody(data, lim)
-	var le *LimitError
-	switch {
-	case err == nil:
-		if size.Keys > lim.MaxKeys || size.Bytes > lim.MaxBytes || !reflect.DeepEqual(limited, body) {
-			t.Fatalf("accepted %+v with limits %+v", size, lim)
+	if want := tokenFields(t, enc); size.Fields != want {
+		t.Fatalf("Measure says %d fields, the compact JSON %s has %d", size.Fields, enc, want)
+	}
+	text := tokenFields(t, data)
+	if got := countFields(data); got != text {
+		t.Fatalf("countFields says %d fields, the text %q has %d", got, data, text)
+	}
+	for _, lim := range []Limits{{MaxFields: 3, MaxBytes: 40}, {MaxFields: max(size.Fields, 1)}} {
+		limited, _, err := ParseBody(data, lim)
+		var le *LimitError
+		switch {
+		case err == nil:
+			if size.Fields > lim.MaxFields || lim.MaxBytes > 0 && size.Bytes > lim.MaxBytes || !reflect.DeepEqual(limited, body) {
+				t.Fatalf("accepted %+v with limits %+v", size, lim)
+			}
+		case !errors.As(err, &le):
+			t.Fatalf("with limits %+v: %v, without: accepted", lim, err)
+		case le.Fields && size.Fields <= lim.MaxFields && text <= lim.MaxFields+2,
+			!le.Fields && size.Bytes <= lim.MaxBytes:
+			// The text's fields are the document's, the reserved keys
+			// and what is not stored (repeated keys, _version's value):
+			// only the last may take it past the limit and the margin.
+			t.Fatalf("refused %+v (%v) with limits %+v; the text has %d fields", size, err, lim, text)
 		}
-	case !errors.As(err, &le):
-		t.Fatalf("with limits: %v, without: accepted", err)
-	case le.Keys && size.Keys <= lim.MaxKeys && countKeys(data) <= lim.MaxKeys+2,
-		!le.Keys && size.Bytes <= lim.MaxBytes:
-		t.Fatalf("refused %+v (%v) with limits %+v", size, err, lim)
+	}
+}
+
+// tokenFields counts the object keys and array elements of the JSON text
+// data, repeated keys included, from encoding/json's tokens.
+func tokenFields(t *testing.T, data []byte) int {
+	t.Helper()
+	type frame struct{ array, wantKey bool }
+	var stack []frame
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	n := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return n
+		}
+		if err != nil {
+			t.Fatalf("tokens of %q: %v", data, err)
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && !stack[len(stack)-1].array {
+				stack[len(stack)-1].wantKey = true
+			}
+			continue
+		}
+		if len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			switch {
+			case top.array:
+				n++ // an element
+			case top.wantKey:
+				n++ // a key
+				top.wantKey = false
+				continue
+			default:
+				// A value; a key may follow it (a container's value
+				// ends when it closes, and its parent is not consulted
+				// before).
+				top.wantKey = true
+			}
+		}
+		if d, ok := tok.(json.Delim); ok {
+			stack = append(stack, frame{array: d == '[', wantKey: d == '{'})
+		}
 	}
 }
 

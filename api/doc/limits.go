@@ -11,17 +11,21 @@ import (
 
 // Limits bound how big a document may be. A zero field is no bound.
 type Limits struct {
-	// MaxKeys bounds the keys of the document's objects, at every depth
-	// (array elements are not keys). "_id" and "_version" are not stored
-	// and do not count.
-	MaxKeys int
+	// MaxFields bounds the document's fields: the keys of its objects and
+	// the elements of its arrays, at every depth. "_id" and "_version" are
+	// not stored and do not count.
+	MaxFields int
 	// MaxBytes bounds the document's length as compact JSON (see [Size]).
 	MaxBytes int
 }
 
 // Size is how big a document is.
 type Size struct {
-	Keys int // keys of its objects, at every depth
+	// Fields counts the keys of its objects and the elements of its
+	// arrays, at every depth: {"a":[1,{"b":2}]} has 4 (a, two elements, b).
+	// What a stored document costs to decode, and so every scan of its
+	// partition, grows with its fields.
+	Fields int
 	// Bytes is its length as compact JSON: what json.Encoder with
 	// SetEscapeHTML(false) writes for it, less the newline.
 	Bytes int
@@ -29,16 +33,16 @@ type Size struct {
 
 // LimitError says a document is over one of its [Limits].
 type LimitError struct {
-	Keys bool // over MaxKeys; else over MaxBytes
-	// Have is how many keys or bytes it has. A body refused before it is
-	// decoded (see [ParseBody]) counts every key of its text, "_id" and
-	// "_version" included.
+	Fields bool // over MaxFields; else over MaxBytes
+	// Have is how many fields or bytes it has. A body refused before it is
+	// decoded (see [ParseBody]) counts every field of its text, "_id",
+	// "_version" and repeated keys included.
 	Have, Max int
 }
 
 func (e *LimitError) Error() string {
-	if e.Keys {
-		return fmt.Sprintf("the document has %d keys (counting those of nested objects), more than the maximum of %d", e.Have, e.Max)
+	if e.Fields {
+		return fmt.Sprintf("the document has %d fields (object keys and array elements, at every depth), more than the maximum of %d", e.Have, e.Max)
 	}
 	return fmt.Sprintf("the document is %d bytes as compact JSON, more than the maximum of %d", e.Have, e.Max)
 }
@@ -48,46 +52,77 @@ func (e *LimitError) Error() string {
 func (l Limits) Check(body map[string]any) (Size, error) {
 	size := Measure(body)
 	switch {
-	case l.MaxKeys > 0 && size.Keys > l.MaxKeys:
-		return size, &LimitError{Keys: true, Have: size.Keys, Max: l.MaxKeys}
+	case l.MaxFields > 0 && size.Fields > l.MaxFields:
+		return size, &LimitError{Fields: true, Have: size.Fields, Max: l.MaxFields}
 	case l.MaxBytes > 0 && size.Bytes > l.MaxBytes:
 		return size, &LimitError{Have: size.Bytes, Max: l.MaxBytes}
 	}
 	return size, nil
 }
 
-// refuseKeysEarly returns a *LimitError when the JSON text data has more
-// keys than l allows even if two of them are the "_id" and "_version" that
-// are not stored, so that a hostile body is refused without being decoded.
-// In valid JSON every colon outside strings follows a key; malformed JSON
-// is left to the decoder to describe.
-func (l Limits) refuseKeysEarly(data []byte) error {
-	if l.MaxKeys <= 0 {
+// refuseFieldsEarly returns a *LimitError when the JSON text data has more
+// fields than l allows even if two of them are the "_id" and "_version"
+// keys that are not stored, so that a hostile body is refused without
+// being decoded.
+//
+// It never refuses a body whose document is within l unless the text has
+// fields that the document does not: a key repeated (the last one wins) or
+// fields inside the value of "_version" (which is ignored). "_id" must be
+// a string, so it has none. Malformed JSON is left to the decoder to
+// describe.
+func (l Limits) refuseFieldsEarly(data []byte) error {
+	if l.MaxFields <= 0 {
 		return nil
 	}
-	if n := countKeys(data); n > l.MaxKeys+2 && json.Valid(data) {
-		return &LimitError{Keys: true, Have: n, Max: l.MaxKeys}
+	if n := countFields(data); n > l.MaxFields+2 && json.Valid(data) {
+		return &LimitError{Fields: true, Have: n, Max: l.MaxFields}
 	}
 	return nil
 }
 
-// countKeys counts the colons of a JSON text outside its strings.
-func countKeys(data []byte) int {
-	n := 0
+// countFields counts the fields of a JSON text without decoding it: each
+// colon outside strings (in valid JSON one follows every key), each comma
+// directly inside an array, and one more per non-empty array. For valid
+// JSON nested at most [MaxDepth] deep that is exactly the keys and array
+// elements of the text; deeper, commas whose container is not known are
+// not counted, so the count stays a lower bound (and such a body is
+// refused as too deep anyway). It allocates nothing.
+func countFields(data []byte) int {
+	var inArray [MaxDepth]bool // inArray[d]: the container open at depth d+1 is an array
+	n, depth := 0, 0
 	for i := 0; i < len(data); i++ {
-		j := bytes.IndexAny(data[i:], `:"`)
-		if j < 0 {
-			break
-		}
-		i += j
-		if data[i] == ':' {
-			n++
-			continue
-		}
-		for i++; i < len(data) && data[i] != '"'; i++ { // skip the string
-			if data[i] == '\\' {
-				i++
+		switch data[i] {
+		case '"':
+			for i++; i < len(data); i++ { // skip the string
+				j := bytes.IndexAny(data[i:], `"\`)
+				if j < 0 {
+					return n
+				}
+				i += j
+				if data[i] == '"' {
+					break
+				}
+				i++ // the escaped byte
 			}
+		case ':':
+			n++
+		case ',':
+			if depth > 0 && depth <= len(inArray) && inArray[depth-1] {
+				n++
+			}
+		case '{', '[':
+			depth++
+			isArray := data[i] == '['
+			if depth <= len(inArray) {
+				inArray[depth-1] = isArray
+			}
+			if isArray {
+				if rest := skipSpace(data[i+1:]); len(rest) > 0 && rest[0] != ']' {
+					n++ // the first element
+				}
+			}
+		case '}', ']':
+			depth = max(depth-1, 0)
 		}
 	}
 	return n
@@ -127,6 +162,7 @@ func measure(v any, s *Size) {
 			s.Bytes += len("null")
 			return
 		}
+		s.Fields += len(x)
 		s.Bytes += 2 + max(len(x)-1, 0) // [ ] and commas
 		for _, e := range x {
 			measure(e, s)
@@ -136,7 +172,7 @@ func measure(v any, s *Size) {
 			s.Bytes += len("null")
 			return
 		}
-		s.Keys += len(x)
+		s.Fields += len(x)
 		s.Bytes += 2 + max(len(x)-1, 0) + len(x) // { } commas and colons
 		for k, e := range x {
 			s.Bytes += stringLen(k)

@@ -33,13 +33,13 @@ type Config struct {
 	Insecure       bool
 	PartitionCount int
 	MaxBodyBytes   int64
-	// MaxDocumentBytes and MaxDocumentKeys bound a stored document,
+	// MaxDocumentBytes and MaxDocumentFields bound a stored document,
 	// whatever route makes it.
-	MaxDocumentBytes int64
-	MaxDocumentKeys  int
-	DocCacheBytes    int64
-	ShutdownGrace    time.Duration
-	LogLevel         string
+	MaxDocumentBytes  int64
+	MaxDocumentFields int
+	DocCacheBytes     int64
+	ShutdownGrace     time.Duration
+	LogLevel          string
 
 	PublicURL            string
 	GossipAddr           string
@@ -125,8 +125,8 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxBodyBytes, v) }},
 	{Key: "MAX_DOCUMENT_BYTES", Default: "1048576", Help: "largest document stored, in bytes of compact JSON, whatever route makes it (a PATCH is checked once merged; larger: 413)",
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxDocumentBytes, v) }},
-	{Key: "MAX_DOCUMENT_KEYS", Default: "10000", Help: "most keys a document may have, counting those of nested objects (more: 413); storing and scanning a document costs more than linearly in its keys",
-		set: func(c *Config, v string) error { return parseInt(&c.MaxDocumentKeys, v) }},
+	{Key: "MAX_DOCUMENT_FIELDS", Default: "10000", Help: "most fields a document may have: object keys and array elements, at every depth (more: 413); every scan of a partition decodes its documents, so one document's fields cost every user of the partition",
+		set: func(c *Config, v string) error { return parseInt(&c.MaxDocumentFields, v) }},
 	{Key: "DOC_CACHE_BYTES", Default: "67108864", Help: "memory for the write-through document cache, in bytes (0 disables it)",
 		set: func(c *Config, v string) error { return parseInt64(&c.DocCacheBytes, v) }},
 	{Key: "SHUTDOWN_GRACE", Default: "15s", Help: "how long SIGINT/SIGTERM waits for in-flight requests before closing them",
@@ -267,8 +267,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("MAX_BODY_BYTES %d is too small: use at least 1024", c.MaxBodyBytes)
 	case c.MaxDocumentBytes < 1024 || c.MaxDocumentBytes > maxDocumentBytes:
 		return fmt.Errorf("MAX_DOCUMENT_BYTES %d is out of range: use 1024..%d (default 1048576)", c.MaxDocumentBytes, maxDocumentBytes)
-	case c.MaxDocumentKeys < 1:
-		return fmt.Errorf("MAX_DOCUMENT_KEYS %d must be at least 1 (default 10000)", c.MaxDocumentKeys)
+	case c.MaxDocumentFields < 1:
+		return fmt.Errorf("MAX_DOCUMENT_FIELDS %d must be at least 1 (default 10000; it counts object keys and array elements)", c.MaxDocumentFields)
 	case c.DocCacheBytes < 0:
 		return fmt.Errorf("DOC_CACHE_BYTES %d is negative", c.DocCacheBytes)
 	case c.MongoURI == "" && c.DataDir == "":

@@ -61,7 +61,7 @@ func TestRefusals(t *testing.T) {
 		{"bad duration", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "SHUTDOWN_GRACE": "soon"}, "", "not a duration"},
 		{"bad level", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "LOG_LEVEL": "loud"}, "", "LOG_LEVEL"},
 		{"document limit over MongoDB's", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "MAX_DOCUMENT_BYTES": "33554432"}, "", "MAX_DOCUMENT_BYTES 33554432 is out of range"},
-		{"no keys", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "MAX_DOCUMENT_KEYS": "0"}, "", "MAX_DOCUMENT_KEYS 0"},
+		{"no fields", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "MAX_DOCUMENT_FIELDS": "0"}, "", "MAX_DOCUMENT_FIELDS 0"},
 		{"token lifetime too short", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TOKEN_MAX_TTL": "10s"}, "", "TOKEN_MAX_TTL 10s is too short"},
 	}
 	for _, c := range cases {
