@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -182,7 +181,7 @@ func (s *Server) routes() chi.Router {
 	r.Route("/internal", func(r chi.Router) {
 		r.Use(s.requireSignature)
 		r.Get("/v1/ping", func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, map[string]string{"node": s.cfg.NodeID, "from": r.Header.Get(cluster.HeaderNode)})
+			writeJSON(w, http.StatusOK, map[string]string{"node": s.cfg.NodeID, "from": cluster.SignedBy(r.Context())})
 		})
 		r.Post("/v1/lease", s.vote)
 		r.Post("/v1/replicate", s.replicate)
@@ -337,9 +336,11 @@ func (s *Server) listRollback(w http.ResponseWriter, r *http.Request) {
 
 // replicate applies a replication request as a replica.
 func (s *Server) replicate(w http.ResponseWriter, r *http.Request) {
-	req, err := replicate.DecodeRequest(r.Body)
+	// Validated before anything is touched: a batch's partition indexes
+	// the writer's per-partition state (partition 99999 crashed the node).
+	req, err := replicate.DecodeValid(r.Body, s.cfg.PartitionCount)
 	if err != nil {
-		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable replication request: "+err.Error()))
+		writeProblem(w, badRequest(TypeInvalidInternal, "unusable replication request: "+err.Error()))
 		return
 	}
 	writeJSON(w, http.StatusOK, replicate.Apply(r.Context(), s.writer, req))
@@ -359,13 +360,9 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, unavailable("this node takes no partitions"))
 		return
 	}
-	var req TakeOverRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable takeover request: "+err.Error()))
-		return
-	}
-	if req.Partition < 0 || req.Partition >= s.cfg.PartitionCount {
-		writeProblem(w, badRequest(TypeInvalidDocument, fmt.Sprintf("no partition %d", req.Partition)))
+	req, err := decodeTakeOver(r.Body, s.cfg.PartitionCount)
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidInternal, err.Error()))
 		return
 	}
 	a, err := s.cfg.Handoffs.TakeOver(r.Context(), req.Partition, req.From)
@@ -383,15 +380,14 @@ type PositionsRequest struct {
 
 // positions answers how far this node holds each partition asked about.
 func (s *Server) positions(w http.ResponseWriter, r *http.Request) {
-	var req PositionsRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable positions request: "+err.Error()))
+	req, err := decodePositions(r.Body, s.cfg.PartitionCount)
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidInternal, err.Error()))
 		return
 	}
-	out := map[int]store.Position{}
+	out := positionsAnswer{}
 	if s.cfg.Handoffs != nil {
-		ps := slices.DeleteFunc(req.Partitions, func(p int) bool { return p < 0 || p >= s.cfg.PartitionCount })
-		out = s.cfg.Handoffs.Positions(ps)
+		out = s.cfg.Handoffs.Positions(req.Partitions)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -402,9 +398,9 @@ func (s *Server) vote(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, unavailable("this node takes no part in leases"))
 		return
 	}
-	var b lease.Batch
-	if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
-		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable lease batch: "+err.Error()))
+	b, err := lease.DecodeBatch(r.Body, s.cfg.PartitionCount, cluster.SignedBy(r.Context()))
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidInternal, "unusable lease batch: "+err.Error()))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.cfg.Voter.Vote(r.Context(), b))
@@ -420,6 +416,10 @@ type VoterSetsAnswer struct {
 // voters answers which lease voter set this node uses: a node that starts
 // with an empty store asks, so that it steps from the set in use.
 func (s *Server) voters(w http.ResponseWriter, r *http.Request) {
+	if err := decodeVoters(r.Body); err != nil {
+		writeProblem(w, badRequest(TypeInvalidInternal, err.Error()))
+		return
+	}
 	if s.cfg.VoterSets == nil {
 		writeProblem(w, unavailable("this node takes no part in leases"))
 		return
