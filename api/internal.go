@@ -22,7 +22,8 @@ func decodeOne(r io.Reader, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
+	// Only white space may follow (More would miss a stray "}" or "]").
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errTrailing
 	}
 	return nil
