@@ -190,7 +190,7 @@ func (s *Server) routes() chi.Router {
 		r.Post("/v1/voters", s.voters)
 	})
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.requireAuth)
+		r.Use(s.requireAuth, s.forwardedOnly)
 		r.With(s.requireAdmin).Get("/cluster", s.clusterView)
 		r.With(s.requireAdmin).Get("/admin/rollback", s.listRollback)
 		r.Route("/users/{user}", func(r chi.Router) {
