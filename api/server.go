@@ -21,6 +21,7 @@ import (
 
 	"github.com/shoal-db/shoal/api/doc"
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/logsafe"
 	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
@@ -120,6 +121,14 @@ type PlacementView struct {
 	Replicas []replicate.Lag `json:"replicas,omitempty"`
 }
 
+// The "request failed" line (answers from 500 up) is logged at most
+// failLogMax times per failLogWindow; the next one says how many were held
+// back (the metrics count them all).
+const (
+	failLogMax    = 50
+	failLogWindow = 10 * time.Second
+)
+
 // Server answers HTTP requests for one node.
 type Server struct {
 	cfg       Config
@@ -130,6 +139,8 @@ type Server struct {
 	cursorKey []byte
 	ready     atomic.Bool
 	router    chi.Router
+	// failLogs rate-limits the "request failed" log line.
+	failLogs *logsafe.Limiter
 }
 
 // New creates the API of a node over its store and writer.
@@ -143,7 +154,8 @@ func New(cfg Config, st *store.Store, w *store.Writer) *Server {
 	// Cursors are signed with a key every node derives from AUTH_SECRET, so
 	// a page cursor from one node works on another and cannot be forged.
 	key := sha256.Sum256(append([]byte("shoal query cursor\x00"), cfg.AuthSecret...))
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:]}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:],
+		failLogs: logsafe.NewLimiter(failLogMax, failLogWindow, nil)}
 	s.router = s.routes()
 	return s
 }
@@ -267,7 +279,15 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
 		s.metrics.requestDuration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
 		if rec.status >= 500 {
-			s.log.Warn("request failed", "method", r.Method, "route", route, "status", rec.status, "duration", time.Since(start))
+			// Clients can cause these (a flood during a failover): clipped
+			// and rate-limited.
+			if ok, suppressed := s.failLogs.Allow(); ok {
+				args := []any{"method", logsafe.Clip(r.Method), "route", route, "status", rec.status, "duration", time.Since(start)}
+				if suppressed > 0 {
+					args = append(args, "suppressed", suppressed)
+				}
+				s.log.Warn("request failed", args...)
+			}
 		}
 	})
 }
@@ -280,7 +300,7 @@ func (s *Server) requireAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, prob := s.authenticate(r)
 		if prob != nil {
-			s.log.Debug("request refused", "path", r.URL.Path, "reason", prob.Detail)
+			s.log.Debug("request refused", "path", logsafe.Clip(r.URL.Path), "reason", logsafe.Clip(prob.Detail))
 			writeProblem(w, prob)
 			return
 		}
