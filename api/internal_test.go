@@ -1,18 +1,24 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/internal/testnode"
 	"github.com/shoal-db/shoal/shard"
 )
@@ -21,7 +27,7 @@ const internalSecret = "internal-test-secret-0123"
 
 // signedNode starts a node whose peer list names it and a peer "peer-b"
 // that never runs, and returns it with a signer that signs as peer-b.
-func signedNode(t *testing.T) (*testnode.Node, *cluster.Signer) {
+func signedNode(t *testing.T, tweaks ...func(*config.Config)) (*testnode.Node, *cluster.Signer) {
 	t.Helper()
 	dir := t.TempDir()
 	ports := testnode.FreePorts(t, 4)
@@ -42,6 +48,9 @@ func signedNode(t *testing.T) (*testnode.Node, *cluster.Signer) {
 	cfg.PeersEndpoint = peersFile
 	cfg.ClusterSecret = internalSecret
 	cfg.PartitionCount = 16
+	for _, f := range tweaks {
+		f(&cfg)
+	}
 	return testnode.Start(t, cfg), cluster.NewSigner([]byte(internalSecret), "peer-b", nil, nil)
 }
 
@@ -133,4 +142,67 @@ func TestInternalRequestsAreValidated(t *testing.T) {
 			t.Errorf("%s: the refusal is not an invalid-internal-request problem: %s", tc.name, body)
 		}
 	}
+}
+
+// A body that drips was held as long as the client kept the connection
+// (45 s and 135 s for internal requests, 150 s on /v1): past
+// BODY_READ_TIMEOUT the node answers or closes the connection, on /v1 and
+// on /internal alike.
+func TestDrippingBodyIsCut(t *testing.T) {
+	n, peer := signedNode(t, func(c *config.Config) { c.BodyReadTimeout = 300 * time.Millisecond })
+	token := testnode.Token(t, "alice")
+	signed := func() string {
+		req, _ := http.NewRequest("POST", n.URL()+"/internal/v1/replicate", nil)
+		peer.Sign(req, []byte(`{"batches":[]}`), "test-node")
+		return headerLines(req.Header)
+	}
+	for _, tc := range []struct {
+		name string
+		head func() string
+	}{
+		{"/v1", func() string {
+			return "PUT " + docsPath("alice", "c") + "/d HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+				"\r\nContent-Type: application/json\r\nContent-Length: 14\r\n\r\n"
+		}},
+		{"/internal", func() string {
+			return "POST /internal/v1/replicate HTTP/1.1\r\nHost: x\r\nContent-Length: 14\r\n" + signed() + "\r\n"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			conn, err := net.Dial("tcp", strings.TrimPrefix(n.URL(), "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			io.WriteString(conn, tc.head()+`{"batc`) // 6 of the 14 bytes, and no more until the test ends
+			go func() { <-ctx.Done(); conn.Close() }()
+			conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // a bound for the failure, not a speed
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			switch {
+			case err == nil:
+				resp.Body.Close()
+				t.Logf("answered %s", resp.Status)
+				if resp.StatusCode < 400 {
+					t.Fatalf("a body that stopped half way got %d", resp.StatusCode)
+				}
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				t.Fatal("the node still waits for the body after 30s")
+			default:
+				t.Logf("connection closed: %v", err) // cut
+			}
+		})
+	}
+}
+
+// headerLines writes h as request header lines.
+func headerLines(h http.Header) string {
+	var b strings.Builder
+	for k, vs := range h {
+		for _, v := range vs {
+			b.WriteString(k + ": " + v + "\r\n")
+		}
+	}
+	return b.String()
 }

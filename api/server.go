@@ -33,7 +33,12 @@ type Config struct {
 	NodeID         string
 	PartitionCount int
 	MaxBodyBytes   int64
-	AuthSecret     []byte
+	// BodyReadTimeout bounds how long a request's body may take to arrive
+	// (BODY_READ_TIMEOUT); WriteTimeout how long a client may leave each
+	// part of an answer unread (WRITE_TIMEOUT). Zero: no bound.
+	BodyReadTimeout time.Duration
+	WriteTimeout    time.Duration
+	AuthSecret      []byte
 	// Insecure treats every request as admin (development only).
 	Insecure bool
 	Logger   *slog.Logger
@@ -176,7 +181,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.observe)
+	r.Use(s.deadlines, s.observe)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusNotFound, TypeRouteNotFound, "No such route",
 			r.Method+" "+r.URL.Path+" is not a Shoal route; see the README for the API"))

@@ -31,9 +31,12 @@ type Config struct {
 	Insecure       bool
 	PartitionCount int
 	MaxBodyBytes   int64
-	DocCacheBytes  int64
-	ShutdownGrace  time.Duration
-	LogLevel       string
+	// BodyReadTimeout and WriteTimeout bound a slow client (see Settings).
+	BodyReadTimeout time.Duration
+	WriteTimeout    time.Duration
+	DocCacheBytes   int64
+	ShutdownGrace   time.Duration
+	LogLevel        string
 
 	PublicURL            string
 	GossipAddr           string
@@ -113,6 +116,10 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseInt(&c.PartitionCount, v) }},
 	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413)",
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxBodyBytes, v) }},
+	{Key: "BODY_READ_TIMEOUT", Default: "30s", Help: "how long a request's headers and body may take to arrive (slower: the connection is closed); a request's work after its body is read is not bounded by it",
+		set: func(c *Config, v string) error { return parseDuration(&c.BodyReadTimeout, v) }},
+	{Key: "WRITE_TIMEOUT", Default: "30s", Help: "how long a client may leave each 64 KiB of an answer unread (longer: the connection is closed); a long answer to a client that keeps reading is not cut",
+		set: func(c *Config, v string) error { return parseDuration(&c.WriteTimeout, v) }},
 	{Key: "DOC_CACHE_BYTES", Default: "67108864", Help: "memory for the write-through document cache, in bytes (0 disables it)",
 		set: func(c *Config, v string) error { return parseInt64(&c.DocCacheBytes, v) }},
 	{Key: "SHUTDOWN_GRACE", Default: "15s", Help: "how long SIGINT/SIGTERM waits for in-flight requests before closing them",
@@ -245,6 +252,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("PARTITION_COUNT %d is out of range: use 1..65536 (default 271)", c.PartitionCount)
 	case c.MaxBodyBytes < 1024:
 		return fmt.Errorf("MAX_BODY_BYTES %d is too small: use at least 1024", c.MaxBodyBytes)
+	case c.BodyReadTimeout < 100*time.Millisecond:
+		return fmt.Errorf("BODY_READ_TIMEOUT %s is too short: use at least 100ms (default 30s)", c.BodyReadTimeout)
+	case c.WriteTimeout < 100*time.Millisecond:
+		return fmt.Errorf("WRITE_TIMEOUT %s is too short: use at least 100ms (default 30s)", c.WriteTimeout)
 	case c.DocCacheBytes < 0:
 		return fmt.Errorf("DOC_CACHE_BYTES %d is negative", c.DocCacheBytes)
 	case c.MongoURI == "" && c.DataDir == "":
