@@ -235,8 +235,9 @@ func (s *Server) learn(partition int, h http.Header) {
 const forwardTimeout = 10 * time.Second
 
 // forward sends r to node with the client's own credentials, marked as a
-// hop and signed as a node-to-node call (so node believes the mark). The timeout covers only the wait for the answer's headers, not the
-// copying of its body; cancel releases the request once it is relayed.
+// hop and signed as a node-to-node call (so node believes the mark). The
+// timeout covers only the wait for the answer's headers, not the copying
+// of its body; cancel releases the request once it is relayed.
 func (s *Server) forward(parent context.Context, r *http.Request, node string, body []byte, timeout time.Duration) (*http.Response, context.CancelFunc, error) {
 	ctx, cancel := context.WithCancel(parent)
 	timer := time.AfterFunc(timeout, cancel)
