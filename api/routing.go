@@ -20,7 +20,8 @@ import (
 // Routing headers.
 const (
 	// headerHop marks a request one node forwarded to another; a node that
-	// receives it never forwards it again.
+	// receives it never forwards it again. Forwards are signed (see
+	// forwardedOnly): a client cannot set it.
 	headerHop    = "X-Shoal-Hop"
 	headerMaster = "X-Shoal-Master"
 	headerEpoch  = "X-Shoal-Epoch"
@@ -251,8 +252,9 @@ func (s *Server) learn(partition int, h http.Header) {
 const forwardTimeout = 10 * time.Second
 
 // forward sends r to node with the client's own credentials, marked as a
-// hop. The timeout covers only the wait for the answer's headers, not the
-// copying of its body; cancel releases the request once it is relayed.
+// hop and signed as a node-to-node call (so node believes the mark). The
+// timeout covers only the wait for the answer's headers, not the copying
+// of its body; cancel releases the request once it is relayed.
 func (s *Server) forward(parent context.Context, r *http.Request, node string, body []byte, timeout time.Duration) (*http.Response, context.CancelFunc, error) {
 	ctx, cancel := context.WithCancel(parent)
 	timer := time.AfterFunc(timeout, cancel)
@@ -267,7 +269,7 @@ func (s *Server) forward(parent context.Context, r *http.Request, node string, b
 		}
 	}
 	req.Header.Set(headerHop, s.cfg.NodeID)
-	resp, err := s.cfg.Cluster.Send(node, req, false)
+	resp, err := s.cfg.Cluster.Send(node, req, true)
 	if err != nil || !timer.Stop() {
 		cancel()
 		if err == nil {
@@ -277,6 +279,37 @@ func (s *Server) forward(parent context.Context, r *http.Request, node string, b
 		return nil, nil, err
 	}
 	return resp, cancel, nil
+}
+
+// forwardedOnly keeps the routing marks (X-Shoal-Hop, and the signature
+// headers that vouch for it) only on a request another node of the cluster
+// signed: a forward. From any other request, a client's, every X-Shoal-*
+// header is removed before routing, so a client cannot make a node serve
+// a request as a forward (421 instead of forwarding it, or a read served
+// by this node's copy whatever it asked). A forward's body, at most
+// MAX_BODY_BYTES as any body, is read to check its signature.
+func (s *Server) forwardedOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(headerHop) != "" && r.Header.Get(cluster.HeaderSignature) != "" && s.cfg.Cluster != nil &&
+			s.cfg.Cluster.Signer() != nil && r.ContentLength >= 0 && r.ContentLength <= s.cfg.MaxBodyBytes {
+			body, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength))
+			if err != nil {
+				writeProblem(w, badRequest(TypeInvalidDocument, "the body could not be read: "+err.Error()))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if _, err := s.cfg.Cluster.Signer().Verify(r, body); err == nil {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		for k := range r.Header {
+			if len(k) >= len("X-Shoal-") && strings.EqualFold(k[:len("X-Shoal-")], "X-Shoal-") {
+				delete(r.Header, k)
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // relay copies a forwarded answer to the client.

@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/shoal-db/shoal/api/doc"
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/logsafe"
 	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
@@ -43,6 +43,11 @@ type Config struct {
 	// DefaultTokenMaxTTL).
 	TokenAudience string
 	TokenMaxTTL   time.Duration
+	// BodyReadTimeout bounds how long a request's body may take to arrive
+	// (BODY_READ_TIMEOUT); WriteTimeout how long a client may leave each
+	// part of an answer unread (WRITE_TIMEOUT). Zero: no bound.
+	BodyReadTimeout time.Duration
+	WriteTimeout    time.Duration
 	// Insecure treats every request as admin (development only).
 	Insecure bool
 	Logger   *slog.Logger
@@ -130,6 +135,14 @@ type PlacementView struct {
 	Replicas []replicate.Lag `json:"replicas,omitempty"`
 }
 
+// The "request failed" line (answers from 500 up) is logged at most
+// failLogMax times per failLogWindow; the next one says how many were held
+// back (the metrics count them all).
+const (
+	failLogMax    = 50
+	failLogWindow = 10 * time.Second
+)
+
 // Server answers HTTP requests for one node.
 type Server struct {
 	cfg       Config
@@ -143,6 +156,8 @@ type Server struct {
 	tokenMaxTTL time.Duration
 	ready       atomic.Bool
 	router      chi.Router
+	// failLogs rate-limits the "request failed" log line.
+	failLogs *logsafe.Limiter
 }
 
 // New creates the API of a node over its store and writer.
@@ -157,7 +172,8 @@ func New(cfg Config, st *store.Store, w *store.Writer) *Server {
 	// a page cursor from one node works on another and cannot be forged.
 	key := sha256.Sum256(append([]byte("shoal query cursor\x00"), cfg.AuthSecret...))
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:], tokenMaxTTL: cfg.TokenMaxTTL,
-		limits: doc.Limits{MaxFields: cfg.MaxDocumentFields, MaxBytes: int(cfg.MaxDocumentBytes)}}
+		limits:   doc.Limits{MaxFields: cfg.MaxDocumentFields, MaxBytes: int(cfg.MaxDocumentBytes)},
+		failLogs: logsafe.NewLimiter(failLogMax, failLogWindow, nil)}
 	if s.tokenMaxTTL <= 0 {
 		s.tokenMaxTTL = DefaultTokenMaxTTL
 	}
@@ -181,7 +197,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.observe)
+	r.Use(s.deadlines, s.observe)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusNotFound, TypeRouteNotFound, "No such route",
 			clip(r.Method, 16)+" "+clip(r.URL.Path, 200)+" is not a Shoal route; see the README for the API"))
@@ -198,7 +214,7 @@ func (s *Server) routes() chi.Router {
 	r.Route("/internal", func(r chi.Router) {
 		r.Use(s.requireSignature)
 		r.Get("/v1/ping", func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, map[string]string{"node": s.cfg.NodeID, "from": r.Header.Get(cluster.HeaderNode)})
+			writeJSON(w, http.StatusOK, map[string]string{"node": s.cfg.NodeID, "from": cluster.SignedBy(r.Context())})
 		})
 		r.Post("/v1/lease", s.vote)
 		r.Post("/v1/replicate", s.replicate)
@@ -207,7 +223,7 @@ func (s *Server) routes() chi.Router {
 		r.Post("/v1/voters", s.voters)
 	})
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.requireAuth)
+		r.Use(s.requireAuth, s.forwardedOnly)
 		r.With(s.requireAdmin).Get("/cluster", s.clusterView)
 		r.With(s.requireAdmin).Get("/admin/rollback", s.listRollback)
 		r.Route("/users/{user}", func(r chi.Router) {
@@ -291,7 +307,15 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
 		s.metrics.requestDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		if rec.status >= 500 {
-			s.log.Warn("request failed", "method", method, "route", route, "status", rec.status, "duration", time.Since(start))
+			// Clients can cause these (a flood during a failover): clipped
+			// and rate-limited.
+			if ok, suppressed := s.failLogs.Allow(); ok {
+				args := []any{"method", method, "route", route, "status", rec.status, "duration", time.Since(start)}
+				if suppressed > 0 {
+					args = append(args, "suppressed", suppressed)
+				}
+				s.log.Warn("request failed", args...)
+			}
 		}
 	})
 }
@@ -304,7 +328,7 @@ func (s *Server) requireAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, prob := s.authenticate(r)
 		if prob != nil {
-			s.log.Debug("request refused", "path", r.URL.Path, "reason", prob.Detail)
+			s.log.Debug("request refused", "path", logsafe.Clip(r.URL.Path), "reason", logsafe.Clip(prob.Detail))
 			writeProblem(w, prob)
 			return
 		}
@@ -360,9 +384,11 @@ func (s *Server) listRollback(w http.ResponseWriter, r *http.Request) {
 
 // replicate applies a replication request as a replica.
 func (s *Server) replicate(w http.ResponseWriter, r *http.Request) {
-	req, err := replicate.DecodeRequest(r.Body)
+	// Validated before anything is touched: a batch's partition indexes
+	// the writer's per-partition state (partition 99999 crashed the node).
+	req, err := replicate.DecodeValid(r.Body, s.cfg.PartitionCount)
 	if err != nil {
-		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable replication request: "+err.Error()))
+		writeProblem(w, badRequest(TypeInvalidInternal, "unusable replication request: "+err.Error()))
 		return
 	}
 	writeJSON(w, http.StatusOK, replicate.Apply(r.Context(), s.writer, req))
@@ -382,13 +408,9 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, unavailable("this node takes no partitions"))
 		return
 	}
-	var req TakeOverRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable takeover request: "+err.Error()))
-		return
-	}
-	if req.Partition < 0 || req.Partition >= s.cfg.PartitionCount {
-		writeProblem(w, badRequest(TypeInvalidDocument, fmt.Sprintf("no partition %d", req.Partition)))
+	req, err := decodeTakeOver(r.Body, s.cfg.PartitionCount)
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidInternal, err.Error()))
 		return
 	}
 	a, err := s.cfg.Handoffs.TakeOver(r.Context(), req.Partition, req.From)
@@ -406,15 +428,14 @@ type PositionsRequest struct {
 
 // positions answers how far this node holds each partition asked about.
 func (s *Server) positions(w http.ResponseWriter, r *http.Request) {
-	var req PositionsRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable positions request: "+err.Error()))
+	req, err := decodePositions(r.Body, s.cfg.PartitionCount)
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidInternal, err.Error()))
 		return
 	}
-	out := map[int]store.Position{}
+	out := positionsAnswer{}
 	if s.cfg.Handoffs != nil {
-		ps := slices.DeleteFunc(req.Partitions, func(p int) bool { return p < 0 || p >= s.cfg.PartitionCount })
-		out = s.cfg.Handoffs.Positions(ps)
+		out = s.cfg.Handoffs.Positions(req.Partitions)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -425,9 +446,9 @@ func (s *Server) vote(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, unavailable("this node takes no part in leases"))
 		return
 	}
-	var b lease.Batch
-	if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
-		writeProblem(w, badRequest(TypeInvalidDocument, "unreadable lease batch: "+err.Error()))
+	b, err := lease.DecodeBatch(r.Body, s.cfg.PartitionCount, cluster.SignedBy(r.Context()))
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidInternal, "unusable lease batch: "+err.Error()))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.cfg.Voter.Vote(r.Context(), b))
@@ -443,6 +464,10 @@ type VoterSetsAnswer struct {
 // voters answers which lease voter set this node uses: a node that starts
 // with an empty store asks, so that it steps from the set in use.
 func (s *Server) voters(w http.ResponseWriter, r *http.Request) {
+	if err := decodeVoters(r.Body); err != nil {
+		writeProblem(w, badRequest(TypeInvalidInternal, err.Error()))
+		return
+	}
 	if s.cfg.VoterSets == nil {
 		writeProblem(w, unavailable("this node takes no part in leases"))
 		return

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/shoal-db/shoal/internal/logsafe"
 )
 
 // Config is what the membership of one node needs.
@@ -167,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		// tokens to an address outside the peer list.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	if len(cfg.Secret) > 0 {
-		c.signer = NewSigner(cfg.Secret, cfg.NodeID, cfg.Now)
+		c.signer = NewSigner(cfg.Secret, cfg.NodeID, cfg.Now, c.knows)
 	}
 	if cfg.PeersEndpoint == "" {
 		c.peers = PeerList{Peers: []Peer{{ID: cfg.NodeID, URL: cfg.PublicURL, Sharding: true, Replica: true, Voter: true}}}
@@ -251,7 +253,7 @@ func memberlistConfig(cfg Config, advertise string) (*memberlist.Config, error) 
 	// Full state (the partition table) is exchanged this often; broadcasts
 	// carry changes in between, and this repairs any they lost.
 	mc.PushPullInterval = max(5*cfg.GossipInterval, 2*time.Second)
-	mc.Logger = log.New(slogWriter{cfg.Logger}, "", 0)
+	mc.Logger = log.New(newSlogWriter(cfg.Logger, cfg.Now), "", 0)
 	return mc, nil
 }
 
@@ -326,6 +328,23 @@ func (c *Cluster) PeerURL(id string) (string, bool) {
 	return "", false
 }
 
+// knows reports whether id may sign requests to this node: a peer of the
+// list, or a node removed from it that still gossips (it drains, and hands
+// its partitions over through internal calls). This node's own id is never
+// a sender.
+func (c *Cluster) knows(id string) bool {
+	if id == c.cfg.NodeID {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.peers.Get(id); ok {
+		return true
+	}
+	m := c.members[id]
+	return m != nil && m.alive
+}
+
 // ErrNotSent marks a Send that failed before the request could reach the
 // peer (unknown peer, link cut, connection refused): retrying it cannot
 // apply it twice. Any other error may come after the peer got it.
@@ -369,7 +388,10 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 			}
 			req.Body.Close()
 			req.Body = io.NopCloser(bytes.NewReader(body))
-			req.ContentLength = int64(len(body))
+		}
+		if len(body) == 0 {
+			// A declared length of 0, never chunked: the receiver needs one.
+			req.Body = http.NoBody
 		}
 		c.signer.Sign(req, body, peer)
 	}
@@ -752,16 +774,40 @@ func (c *Cluster) notify(kind eventKind, n memberlist.Node) {
 }
 
 // slogWriter carries memberlist's log lines into slog at debug level
-// (warnings and errors at warn).
-type slogWriter struct{ log *slog.Logger }
+// (warnings and errors at warn). Anyone who reaches the gossip port can
+// cause a warning per packet (one that does not decrypt), so warnings are
+// clipped and rate-limited: at most memberlistLogMax per
+// memberlistLogWindow, the next one saying how many were held back.
+type slogWriter struct {
+	log   *slog.Logger
+	warns *logsafe.Limiter
+}
+
+// Memberlist warnings are logged at most memberlistLogMax times per
+// memberlistLogWindow.
+const (
+	memberlistLogMax    = 10
+	memberlistLogWindow = time.Minute
+)
+
+func newSlogWriter(log *slog.Logger, now func() time.Time) slogWriter {
+	return slogWriter{log: log, warns: logsafe.NewLimiter(memberlistLogMax, memberlistLogWindow, now)}
+}
 
 func (w slogWriter) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	level := slog.LevelDebug
-	if strings.Contains(line, "[ERR]") || strings.Contains(line, "[WARN]") {
-		level = slog.LevelWarn
+	line := logsafe.ClipTo(strings.TrimSpace(string(p)), 512)
+	if !strings.Contains(line, "[ERR]") && !strings.Contains(line, "[WARN]") {
+		w.log.Debug(line, "component", "memberlist")
+		return len(p), nil
 	}
-	w.log.Log(context.Background(), level, line, "component", "memberlist")
+	ok, suppressed := w.warns.Allow()
+	switch {
+	case !ok:
+	case suppressed > 0:
+		w.log.Warn(line, "component", "memberlist", "suppressed", suppressed)
+	default:
+		w.log.Warn(line, "component", "memberlist")
+	}
 	return len(p), nil
 }
 

@@ -77,9 +77,9 @@ func TestDiskChanged(t *testing.T) {
 func TestSignerAcceptsOnceAndRefusesTheRest(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	a := NewSigner([]byte("secret-one-0123456789"), "a", clock)
-	b := NewSigner([]byte("secret-one-0123456789"), "b", clock)
-	other := NewSigner([]byte("secret-two-0123456789"), "x", clock)
+	a := NewSigner([]byte("secret-one-0123456789"), "a", clock, nil)
+	b := NewSigner([]byte("secret-one-0123456789"), "b", clock, knownIDs("a", "x"))
+	other := NewSigner([]byte("secret-two-0123456789"), "x", clock, nil)
 
 	req := httptest.NewRequest("POST", "/internal/v1/ping?x=1", nil)
 	a.Sign(req, []byte("body"), "b")
@@ -122,20 +122,20 @@ func TestSignedRequestIsRefusedByAnotherNode(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
 	secret := []byte("secret-one-0123456789")
-	sender := NewSigner(secret, "s", clock)
+	sender := NewSigner(secret, "s", clock, nil)
 	served := func(s *Signer) http.Handler {
 		return s.Middleware(slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusNoContent)
 		}))
 	}
-	a, b := served(NewSigner(secret, "a", clock)), served(NewSigner(secret, "b", clock))
+	a, b := served(NewSigner(secret, "a", clock, knownIDs("s"))), served(NewSigner(secret, "b", clock, knownIDs("s")))
 
 	body := []byte(`{"batch":1}`)
 	req := httptest.NewRequest("POST", "/internal/v1/replicate", bytes.NewReader(body))
 	sender.Sign(req, body, "a")
 	captured := req.Header.Clone()
 
-	if _, err := NewSigner(secret, "b", clock).Verify(req, body); !errors.Is(err, ErrMisdirected) {
+	if _, err := NewSigner(secret, "b", clock, knownIDs("s")).Verify(req, body); !errors.Is(err, ErrMisdirected) {
 		t.Fatalf("node b verified a request signed for node a: %v, want ErrMisdirected", err)
 	}
 
@@ -158,7 +158,7 @@ func TestSignedRequestIsRefusedByAnotherNode(t *testing.T) {
 	readdressed := httptest.NewRequest("POST", "/internal/v1/replicate", bytes.NewReader(body))
 	readdressed.Header = captured.Clone()
 	readdressed.Header.Set(HeaderTo, "b")
-	if _, err := NewSigner(secret, "b", clock).Verify(readdressed, body); !errors.Is(err, ErrBadSignature) {
+	if _, err := NewSigner(secret, "b", clock, knownIDs("s")).Verify(readdressed, body); !errors.Is(err, ErrBadSignature) {
 		t.Fatalf("a request readdressed to node b after signing: %v, want ErrBadSignature", err)
 	}
 

@@ -264,14 +264,16 @@ func TestProcessClusterFailureDetection(t *testing.T) {
 	}
 
 	t.Run("internal calls need the cluster signature", func(t *testing.T) {
-		testInternalCalls(t, nodes[0], token)
+		testInternalCalls(t, nodes[0], nodes[1].id, token)
 	})
 }
 
-// testInternalCalls checks who may call /internal/ on a running node.
-func testInternalCalls(t *testing.T, n *procNode, adminToken string) {
-	ours := cluster.NewSigner([]byte(procClusterSecret), "tester", nil)
-	theirs := cluster.NewSigner([]byte("another-cluster-secret-99"), "intruder", nil)
+// testInternalCalls checks who may call /internal/ on a running node: only
+// peer, a node of its cluster, signing with the cluster secret.
+func testInternalCalls(t *testing.T, n *procNode, peer, adminToken string) {
+	ours := cluster.NewSigner([]byte(procClusterSecret), peer, nil, nil)
+	theirs := cluster.NewSigner([]byte("another-cluster-secret-99"), peer, nil, nil)
+	stranger := cluster.NewSigner([]byte(procClusterSecret), "tester", nil, nil)
 	ping := n.url() + "/internal/v1/ping"
 	send := func(req *http.Request) int {
 		t.Helper()
@@ -304,6 +306,9 @@ func testInternalCalls(t *testing.T, n *procNode, adminToken string) {
 	}
 	if code := send(signed(theirs, ping)); code != 401 {
 		t.Fatalf("a request signed with another secret got %d, want 401", code)
+	}
+	if code := send(signed(stranger, ping)); code != 401 {
+		t.Fatalf("a request signed by a node outside the cluster got %d, want 401", code)
 	}
 	unsigned, _ := http.NewRequest("GET", ping, nil)
 	if code := send(unsigned); code != 401 {

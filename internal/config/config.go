@@ -37,9 +37,12 @@ type Config struct {
 	// whatever route makes it.
 	MaxDocumentBytes  int64
 	MaxDocumentFields int
-	DocCacheBytes     int64
-	ShutdownGrace     time.Duration
-	LogLevel          string
+	// BodyReadTimeout and WriteTimeout bound a slow client (see Settings).
+	BodyReadTimeout time.Duration
+	WriteTimeout    time.Duration
+	DocCacheBytes   int64
+	ShutdownGrace   time.Duration
+	LogLevel        string
 
 	PublicURL            string
 	GossipAddr           string
@@ -127,6 +130,10 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxDocumentBytes, v) }},
 	{Key: "MAX_DOCUMENT_FIELDS", Default: "10000", Help: "most fields a document may have: object keys and array elements, at every depth (more: 413); every scan of a partition decodes its documents, so one document's fields cost every user of the partition",
 		set: func(c *Config, v string) error { return parseInt(&c.MaxDocumentFields, v) }},
+	{Key: "BODY_READ_TIMEOUT", Default: "30s", Help: "how long a request's headers and body may take to arrive (slower: the connection is closed); a request's work after its body is read is not bounded by it",
+		set: func(c *Config, v string) error { return parseDuration(&c.BodyReadTimeout, v) }},
+	{Key: "WRITE_TIMEOUT", Default: "30s", Help: "how long a client may leave each 64 KiB of an answer unread (longer: the connection is closed); a long answer to a client that keeps reading is not cut",
+		set: func(c *Config, v string) error { return parseDuration(&c.WriteTimeout, v) }},
 	{Key: "DOC_CACHE_BYTES", Default: "67108864", Help: "memory for the write-through document cache, in bytes (0 disables it)",
 		set: func(c *Config, v string) error { return parseInt64(&c.DocCacheBytes, v) }},
 	{Key: "SHUTDOWN_GRACE", Default: "15s", Help: "how long SIGINT/SIGTERM waits for in-flight requests before closing them",
@@ -269,6 +276,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("MAX_DOCUMENT_BYTES %d is out of range: use 1024..%d (default 1048576)", c.MaxDocumentBytes, maxDocumentBytes)
 	case c.MaxDocumentFields < 1:
 		return fmt.Errorf("MAX_DOCUMENT_FIELDS %d must be at least 1 (default 10000; it counts object keys and array elements)", c.MaxDocumentFields)
+	case c.BodyReadTimeout < 100*time.Millisecond:
+		return fmt.Errorf("BODY_READ_TIMEOUT %s is too short: use at least 100ms (default 30s)", c.BodyReadTimeout)
+	case c.WriteTimeout < 100*time.Millisecond:
+		return fmt.Errorf("WRITE_TIMEOUT %s is too short: use at least 100ms (default 30s)", c.WriteTimeout)
 	case c.DocCacheBytes < 0:
 		return fmt.Errorf("DOC_CACHE_BYTES %d is negative", c.DocCacheBytes)
 	case c.MongoURI == "" && c.DataDir == "":

@@ -1,0 +1,158 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/testnode"
+	"github.com/shoal-db/shoal/shard"
+	"github.com/shoal-db/shoal/store"
+)
+
+const hopSecret = "hop-test-cluster-secret-01"
+
+// notMaster is a lease holder that masters nothing; it guesses master.
+type notMaster struct{ master string }
+
+func (l notMaster) Holds(int) (uint64, bool) { return 0, false }
+func (l notMaster) LikelyMaster(int) string  { return l.master }
+
+// seen is what the fake master b saw of one request.
+type seen struct {
+	method, path, hop string
+	signed            bool
+}
+
+// hopSetup runs node a (API over a real store and membership) that masters
+// nothing, and in front of b, the master of every partition, a recorder
+// that checks each request's signature as b would.
+func hopSetup(t *testing.T) (a *httptest.Server, bSigner *cluster.Signer, got func() []seen) {
+	t.Helper()
+	var mu sync.Mutex
+	var log []seen
+	bSigner = cluster.NewSigner([]byte(hopSecret), "b", nil, func(id string) bool { return id == "a" })
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		_, err := bSigner.Verify(r, body)
+		mu.Lock()
+		log = append(log, seen{r.Method, r.URL.Path, r.Header.Get("X-Shoal-Hop"), err == nil})
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprint(w, `{"served_by":"b"}`)
+	}))
+	t.Cleanup(b.Close)
+
+	dir := t.TempDir()
+	ports := testnode.FreePorts(t, 3)
+	peers, _ := json.Marshal(map[string]any{"peers": []map[string]any{
+		{"id": "a", "url": fmt.Sprintf("http://127.0.0.1:%d", ports[0]), "gossip": fmt.Sprintf("127.0.0.1:%d", ports[1])},
+		{"id": "b", "url": b.URL, "gossip": fmt.Sprintf("127.0.0.1:%d", ports[2])},
+	}})
+	peersFile := filepath.Join(dir, "peers.json")
+	if err := os.WriteFile(peersFile, peers, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	logger := testnode.Logger(t)
+	cl, err := cluster.Start(ctx, cluster.Config{NodeID: "a", DataDir: dir, PeersEndpoint: peersFile, PeersRefresh: time.Minute,
+		GossipAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]), Secret: []byte(hopSecret), GossipInterval: 200 * time.Millisecond,
+		SuspectTimeout: time.Second, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: filepath.Join(dir, "store"), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	const partitions = 4
+	w := store.NewWriter(st, partitions, store.WriterOptions{Logger: logger})
+	t.Cleanup(func() { w.Close(context.Background()) })
+	table := shard.NewTable(partitions)
+	for p := 0; p < partitions; p++ {
+		table.Merge(shard.Assignment{Partition: p, Master: "b", Epoch: 1, Responsible: []string{"b"}})
+	}
+	srv := api.New(api.Config{NodeID: "a", PartitionCount: partitions, MaxBodyBytes: 1 << 20, AuthSecret: []byte(testnode.Secret), Logger: logger,
+		Cluster: cl, Leases: notMaster{"b"}, Table: table}, st, w)
+	a = httptest.NewServer(srv)
+	t.Cleanup(a.Close)
+	return a, bSigner, func() []seen {
+		mu.Lock()
+		defer mu.Unlock()
+		out := log
+		log = nil
+		return out
+	}
+}
+
+// X-Shoal-Hop marks a request one node forwarded to another: the node that
+// gets it serves it or answers 421, and never forwards it. A client could
+// set it itself and so change how its request is routed (421 from a node
+// that would have forwarded it). Only a forward signed by a node of the
+// cluster carries it now; a client's X-Shoal-* headers are dropped.
+func TestClientCannotSetTheHopHeader(t *testing.T) {
+	a, _, got := hopSetup(t)
+	c := testnode.NewClient(t, a.URL, testnode.Token(t, "alice"))
+	doc := "/v1/users/alice/collections/c/documents/d"
+	for _, tc := range []struct {
+		method string
+		body   any
+	}{{"PUT", `{"x":1}`}, {"GET", nil}} {
+		for _, headers := range [][]string{nil, {"X-Shoal-Hop", "client"}, {"X-Shoal-Hop", "b", "X-Shoal-Node", "b", "X-Shoal-Signature", "00"}} {
+			r := c.Do(tc.method, doc, tc.body, headers...)
+			reached := got()
+			if r.Status != http.StatusOK || len(reached) != 1 {
+				t.Errorf("%s with headers %v: status %d, %d requests reached the master; want 200 from the master, as without them: %s",
+					tc.method, headers, r.Status, len(reached), r.Body)
+				continue
+			}
+			if s := reached[0]; s.hop != "a" || !s.signed || s.method != tc.method || s.path != doc {
+				t.Errorf("%s with headers %v: the master got %+v; want it forwarded by a (hop a), signed", tc.method, headers, s)
+			}
+		}
+	}
+}
+
+// A forward signed by another node of the cluster keeps its hop mark: a
+// node that is not the partition's master answers 421 and does not send it
+// on (at most one hop).
+func TestSignedForwardIsNotForwardedAgain(t *testing.T) {
+	a, bSigner, got := hopSetup(t)
+	token := testnode.Token(t, "alice")
+	for _, method := range []string{"PUT", "GET"} {
+		body := ""
+		if method == "PUT" {
+			body = `{"x":1}`
+		}
+		req, _ := http.NewRequest(method, a.URL+"/v1/users/alice/collections/c/documents/d", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("X-Shoal-Hop", "b")
+		bSigner.Sign(req, []byte(body), "a")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMisdirectedRequest || resp.Header.Get("X-Shoal-Master") != "b" {
+			t.Errorf("%s forwarded by b to a non-master: status %d, master %q; want 421 naming b", method, resp.StatusCode, resp.Header.Get("X-Shoal-Master"))
+		}
+		if reached := got(); len(reached) != 0 {
+			t.Errorf("%s forwarded by b was forwarded again: %+v", method, reached)
+		}
+	}
+}
