@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/shoal-db/shoal/internal/logsafe"
 )
 
 // Principal is who a request acts as.
@@ -160,7 +162,7 @@ func (s *Server) checkAudience(claims jwt.MapClaims) *Problem {
 	if !slices.Contains(aud, want) {
 		shown := make([]string, 0, min(len(aud), 4))
 		for _, a := range aud[:min(len(aud), 4)] {
-			shown = append(shown, strconv.Quote(clip(a, 64)))
+			shown = append(shown, strconv.Quote(logsafe.ClipTo(a, 64)))
 		}
 		return unauthorized(fmt.Sprintf("the token is for the audience %s, not for this cluster's %q (TOKEN_AUDIENCE)", strings.Join(shown, ", "), want))
 	}

@@ -8,12 +8,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/shoal-db/shoal/api/doc"
 	"github.com/shoal-db/shoal/api/query"
+	"github.com/shoal-db/shoal/internal/logsafe"
 	"github.com/shoal-db/shoal/store"
 )
 
@@ -97,25 +97,13 @@ func ifMatch(r *http.Request) (want int64, prob *Problem) {
 	}
 	if strings.HasPrefix(h, "W/") {
 		return 0, problem(http.StatusPreconditionFailed, TypePreconditionFailed, "Precondition failed",
-			fmt.Sprintf("If-Match %q is a weak entity tag, and If-Match compares tags strongly (RFC 9110), so it never matches: send the ETag as it was given, e.g. \"3\"", clip(h, 64)))
+			fmt.Sprintf("If-Match %q is a weak entity tag, and If-Match compares tags strongly (RFC 9110), so it never matches: send the ETag as it was given, e.g. \"3\"", logsafe.ClipTo(h, 64)))
 	}
 	v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64)
 	if err != nil || v < 1 {
-		return 0, badRequest(TypeInvalidHeader, fmt.Sprintf("If-Match %q is not a document version: send the ETag of the version you read, e.g. \"3\"", clip(h, 64)))
+		return 0, badRequest(TypeInvalidHeader, fmt.Sprintf("If-Match %q is not a document version: send the ETag of the version you read, e.g. \"3\"", logsafe.ClipTo(h, 64)))
 	}
 	return v, nil
-}
-
-// clip shortens outside input to at most n bytes for an answer or a log
-// line, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
 }
 
 // checkVersion enforces If-Match against the current state (nil or a

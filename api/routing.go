@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/logsafe"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -176,7 +177,7 @@ func clipError(err error) string {
 	if err == nil {
 		return ""
 	}
-	return clip(err.Error(), maxLoggedError)
+	return logsafe.ClipTo(err.Error(), maxLoggedError)
 }
 
 // serveLocal serves a write here from its buffered body. It reports false,

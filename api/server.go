@@ -200,11 +200,11 @@ func (s *Server) routes() chi.Router {
 	r.Use(s.deadlines, s.observe)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusNotFound, TypeRouteNotFound, "No such route",
-			clip(r.Method, 16)+" "+clip(r.URL.Path, 200)+" is not a Shoal route; see the README for the API"))
+			logsafe.ClipTo(r.Method, 16)+" "+logsafe.ClipTo(r.URL.Path, 200)+" is not a Shoal route; see the README for the API"))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusMethodNotAllowed, TypeMethodNotAllowed, "Method not allowed",
-			clip(r.Method, 16)+" is not allowed on "+clip(r.URL.Path, 200)))
+			logsafe.ClipTo(r.Method, 16)+" is not allowed on "+logsafe.ClipTo(r.URL.Path, 200)))
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": s.cfg.NodeID})
