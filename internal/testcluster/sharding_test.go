@@ -2,6 +2,7 @@ package testcluster_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -174,11 +175,26 @@ func TestMasterCutOffStopsBeforeAnotherStarts(t *testing.T) {
 func TestForwardedWriteToANonMasterGets421WithTheMaster(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	user, p := userMasteredBy(t, c, c.Nodes[1].ID)
-	other := c.Nodes[2]
-	r := other.Client(testnode.AdminToken(t)).Do("PUT", "/v1/users/"+user+"/collections/c/documents/x", `{}`, "X-Shoal-Hop", "node1")
-	if r.Status != http.StatusMisdirectedRequest {
-		t.Fatalf("forwarded write to a non-master: %d %s", r.Status, r.Body)
+	// A forward is a signed node-to-node call carrying X-Shoal-Hop (a
+	// client's own X-Shoal-Hop is removed): sent by node1 to node3, which
+	// does not master the partition.
+	from, other := c.Nodes[0], c.Nodes[2]
+	req, err := http.NewRequest("PUT", "http://placeholder/v1/users/"+user+"/collections/c/documents/x", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+testnode.AdminToken(t))
+	req.Header.Set("X-Shoal-Hop", from.ID)
+	resp, err := from.Cluster().Send(other.ID, req, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("forwarded write to a non-master: %d %s", resp.StatusCode, body)
+	}
+	r := struct{ Header http.Header }{resp.Header}
 	if m := r.Header.Get("X-Shoal-Master"); m != c.Nodes[1].ID {
 		t.Fatalf("421 names master %q, want %s", m, c.Nodes[1].ID)
 	}
