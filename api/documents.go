@@ -294,7 +294,11 @@ type queryPage struct {
 
 func (s *Server) queryDocuments(w http.ResponseWriter, r *http.Request) {
 	user, coll := chi.URLParam(r, "user"), chi.URLParam(r, "coll")
-	q := r.URL.Query()
+	q, prob := queryParams(r)
+	if prob != nil {
+		writeProblem(w, prob)
+		return
+	}
 	for k := range q {
 		switch k {
 		case "filter", "sort", "limit", "after":
