@@ -33,7 +33,12 @@ type Config struct {
 	NodeID         string
 	PartitionCount int
 	MaxBodyBytes   int64
-	AuthSecret     []byte
+	// QueryBudget is the work one query may do, in query.Budget units
+	// (0: query.DefaultBudget).
+	QueryBudget int64
+	// MaxPageBytes bounds the size of a query page (0: 4 MiB).
+	MaxPageBytes int64
+	AuthSecret   []byte
 	// Insecure treats every request as admin (development only).
 	Insecure bool
 	Logger   *slog.Logger
@@ -131,6 +136,9 @@ type Server struct {
 	cursorKey []byte
 	ready     atomic.Bool
 	router    chi.Router
+	// queryHook, if set, is called before each document a query evaluates
+	// (tests).
+	queryHook func(ctx context.Context)
 }
 
 // New creates the API of a node over its store and writer.

@@ -243,8 +243,27 @@ func (s *Store) ScanUser(ctx context.Context, partition int, user string) ([]*Do
 	return s.find(ctx, "scan_user", partition, bson.D{{Key: fUser, Value: user}, {Key: fDeleted, Value: false}}, nil)
 }
 
+// ScanEach calls fn with each live document of one collection of a user, in
+// no particular order, as it reads them, so that the caller holds only the
+// documents it keeps. It stops at the first error fn returns and returns
+// it. The duration observed for its operation (scan_each) includes fn's.
+func (s *Store) ScanEach(ctx context.Context, partition int, user, coll string, fn func(*Doc) error) error {
+	return s.each(ctx, "scan_each", partition, bson.D{{Key: fUser, Value: user}, {Key: fColl, Value: coll}, {Key: fDeleted, Value: false}}, nil, fn)
+}
+
 func (s *Store) find(ctx context.Context, op string, partition int, filter bson.D, opts *options.FindOptionsBuilder) ([]*Doc, error) {
 	var out []*Doc
+	err := s.each(ctx, op, partition, filter, opts, func(d *Doc) error {
+		out = append(out, d)
+		return nil
+	})
+	return out, err
+}
+
+// each calls fn with every document filter selects. An error of fn ends
+// the scan and is returned as it is (and not observed as the store's).
+func (s *Store) each(ctx context.Context, op string, partition int, filter bson.D, opts *options.FindOptionsBuilder, fn func(*Doc) error) error {
+	var fnErr error
 	err := s.timed(op, func() error {
 		var o []options.Lister[options.FindOptions]
 		if opts != nil {
@@ -260,14 +279,19 @@ func (s *Store) find(ctx context.Context, op string, partition int, filter bson.
 			if err != nil {
 				return err
 			}
-			out = append(out, d)
+			if fnErr = fn(d); fnErr != nil {
+				return nil
+			}
 		}
 		if err := cur.Err(); err != nil {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		return nil
 	})
-	return out, err
+	if fnErr != nil {
+		return fnErr
+	}
+	return err
 }
 
 // CollectionCount is one collection of a user and its live documents.

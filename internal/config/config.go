@@ -31,6 +31,8 @@ type Config struct {
 	Insecure       bool
 	PartitionCount int
 	MaxBodyBytes   int64
+	QueryBudget    int64
+	MaxPageBytes   int64
 	DocCacheBytes  int64
 	ShutdownGrace  time.Duration
 	LogLevel       string
@@ -113,6 +115,10 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseInt(&c.PartitionCount, v) }},
 	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413)",
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxBodyBytes, v) }},
+	{Key: "QUERY_BUDGET", Default: "50000000", Help: "work units one query may spend filtering and sorting (a unit is roughly 5-10 ns of CPU; past it: 400 query-too-expensive)",
+		set: func(c *Config, v string) error { return parseInt64(&c.QueryBudget, v) }},
+	{Key: "MAX_PAGE_BYTES", Default: "4194304", Help: "largest query page, in bytes; a page holds at least one document, and the next cursor continues after the last",
+		set: func(c *Config, v string) error { return parseInt64(&c.MaxPageBytes, v) }},
 	{Key: "DOC_CACHE_BYTES", Default: "67108864", Help: "memory for the write-through document cache, in bytes (0 disables it)",
 		set: func(c *Config, v string) error { return parseInt64(&c.DocCacheBytes, v) }},
 	{Key: "SHUTDOWN_GRACE", Default: "15s", Help: "how long SIGINT/SIGTERM waits for in-flight requests before closing them",
@@ -245,6 +251,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("PARTITION_COUNT %d is out of range: use 1..65536 (default 271)", c.PartitionCount)
 	case c.MaxBodyBytes < 1024:
 		return fmt.Errorf("MAX_BODY_BYTES %d is too small: use at least 1024", c.MaxBodyBytes)
+	case c.QueryBudget < 1_000_000:
+		return fmt.Errorf("QUERY_BUDGET %d is too small: use at least 1000000 (default 50000000)", c.QueryBudget)
+	case c.MaxPageBytes < 4096:
+		return fmt.Errorf("MAX_PAGE_BYTES %d is too small: use at least 4096 (default 4194304)", c.MaxPageBytes)
 	case c.DocCacheBytes < 0:
 		return fmt.Errorf("DOC_CACHE_BYTES %d is negative", c.DocCacheBytes)
 	case c.MongoURI == "" && c.DataDir == "":
