@@ -117,7 +117,7 @@ type andCond []cond
 
 func (c andCond) eval(ls []leaf, expand bool, b *Budget) bool {
 	for _, x := range c {
-		if !x.eval(ls, expand, b) {
+		if !b.charge(1) || !x.eval(ls, expand, b) {
 			return false
 		}
 	}
