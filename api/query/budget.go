@@ -20,8 +20,9 @@ const DefaultBudget = 50_000_000
 var ErrTooExpensive = errors.New("query: the work budget is used up")
 
 // A Budget counts the work a query does, in units, and stops it once the
-// work would pass its limit. A unit is about 5 to 10 ns of one core, by
-// measurement. Evaluating a query charges:
+// work would pass its limit. A unit stands for at most about 10 ns of one
+// core (measured: 2 to 12 ns, depending on the work). Evaluating a query
+// charges:
 //
 //   - 25 for every document offered to the page (its sort values, its
 //     place among the documents kept);

@@ -115,7 +115,7 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseInt(&c.PartitionCount, v) }},
 	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413)",
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxBodyBytes, v) }},
-	{Key: "QUERY_BUDGET", Default: "50000000", Help: "work units one query may spend filtering and sorting (a unit is roughly 5-10 ns of CPU; past it: 400 query-too-expensive)",
+	{Key: "QUERY_BUDGET", Default: "50000000", Help: "work units one query may spend filtering and sorting (a unit is at most about 10 ns of CPU, so the default is about half a second at worst; past it: 400 query-too-expensive)",
 		set: func(c *Config, v string) error { return parseInt64(&c.QueryBudget, v) }},
 	{Key: "MAX_PAGE_BYTES", Default: "4194304", Help: "largest query page, in bytes; a page holds at least one document, and the next cursor continues after the last",
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxPageBytes, v) }},
