@@ -340,15 +340,13 @@ func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// queryPage is the answer to a query.
-type queryPage struct {
-	Documents []map[string]any `json:"documents"`
-	Next      string           `json:"next,omitempty"`
-}
-
 func (s *Server) queryDocuments(w http.ResponseWriter, r *http.Request) {
 	user, coll := chi.URLParam(r, "user"), chi.URLParam(r, "coll")
-	q := r.URL.Query()
+	q, prob := queryParams(r)
+	if prob != nil {
+		writeProblem(w, prob)
+		return
+	}
 	for k := range q {
 		switch k {
 		case "filter", "sort", "limit", "after":
@@ -377,25 +375,47 @@ func (s *Server) queryDocuments(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, badRequest(TypeInvalidQuery, err.Error()))
 		return
 	}
-	docs, err := s.store.Scan(r.Context(), s.partitionOf(user), user, coll)
-	if err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	rendered := make([]map[string]any, len(docs))
-	for i, d := range docs {
-		rendered[i] = render(d)
-	}
-	page, next, err := query.Page(rendered, query.PageRequest{Filter: filter, Sort: sort, Limit: limit,
-		After: q.Get("after"), FilterText: filterText, Key: s.cursorKeyFor(user, coll)})
+	pager, err := query.NewPager(query.PageRequest{Filter: filter, Sort: sort, Limit: limit,
+		After: q.Get("after"), FilterText: filterText, Key: s.cursorKeyFor(user, coll),
+		Budget: query.NewBudget(s.queryBudget()), MaxBytes: s.maxPageBytes()})
 	if err != nil {
 		writeProblem(w, badRequest(TypeInvalidQuery, err.Error()))
 		return
 	}
-	if page == nil {
-		page = []map[string]any{}
+	// Documents are evaluated as they come from the store, and only those
+	// that may be on the page are kept. The evaluation stops when the
+	// request's context ends (the client went away, or the node forwarding
+	// it gave up) and when the work passes the budget.
+	ctx := r.Context()
+	scanned := 0
+	err = s.store.ScanEach(ctx, s.partitionOf(user), user, coll, func(d *store.Doc) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if s.queryHook != nil {
+			s.queryHook(ctx)
+		}
+		scanned++
+		return pager.Add(render(d), int64(d.Size))
+	})
+	var res *query.Result
+	if err == nil {
+		res, err = pager.Result()
 	}
-	writeJSON(w, http.StatusOK, queryPage{Documents: page, Next: next})
+	switch {
+	case errors.Is(err, query.ErrTooExpensive):
+		writeProblem(w, problem(http.StatusBadRequest, TypeQueryTooExpensive, "Query too expensive", fmt.Sprintf(
+			"the query needs more than the %d work units QUERY_BUDGET allows (it stopped at document %d of the collection): "+
+				"narrow the filter (fewer or simpler $regex patterns, which cost in proportion to the text they read; fewer $or and $in alternatives) "+
+				"or sort on smaller fields; a smaller limit does not help, since every document of the collection is evaluated",
+			s.queryBudget(), scanned)))
+	case err != nil && ctx.Err() != nil:
+		writeProblem(w, endedProblem(ctx))
+	case err != nil:
+		s.storeError(w, r, err)
+	default:
+		s.writePage(w, res, s.maxPageBytes())
+	}
 }
 
 func (s *Server) listCollections(w http.ResponseWriter, r *http.Request) {

@@ -27,6 +27,7 @@ const (
 	TypeInvalidDocument    = "urn:shoal:problem:invalid-document"
 	TypeInvalidFilter      = "urn:shoal:problem:invalid-filter"
 	TypeInvalidQuery       = "urn:shoal:problem:invalid-query"
+	TypeQueryTooExpensive  = "urn:shoal:problem:query-too-expensive"
 	TypeInvalidHeader      = "urn:shoal:problem:invalid-header"
 	TypeUnauthorized       = "urn:shoal:problem:unauthorized"
 	TypeForbidden          = "urn:shoal:problem:forbidden"

@@ -48,6 +48,11 @@ type Config struct {
 	// part of an answer unread (WRITE_TIMEOUT). Zero: no bound.
 	BodyReadTimeout time.Duration
 	WriteTimeout    time.Duration
+	// QueryBudget is the work one query may do, in query.Budget units
+	// (0: query.DefaultBudget).
+	QueryBudget int64
+	// MaxPageBytes bounds the size of a query page (0: 4 MiB).
+	MaxPageBytes int64
 	// Insecure treats every request as admin (development only).
 	Insecure bool
 	Logger   *slog.Logger
@@ -158,6 +163,9 @@ type Server struct {
 	router      chi.Router
 	// failLogs rate-limits the "request failed" log line.
 	failLogs *logsafe.Limiter
+	// queryHook, if set, is called before each document a query evaluates
+	// (tests).
+	queryHook func(ctx context.Context)
 }
 
 // New creates the API of a node over its store and writer.
@@ -223,7 +231,7 @@ func (s *Server) routes() chi.Router {
 		r.Post("/v1/voters", s.voters)
 	})
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.requireAuth, s.forwardedOnly)
+		r.Use(s.requireAuth, s.forwardedOnly, checkQuery)
 		r.With(s.requireAdmin).Get("/cluster", s.clusterView)
 		r.With(s.requireAdmin).Get("/admin/rollback", s.listRollback)
 		r.Route("/users/{user}", func(r chi.Router) {
@@ -362,8 +370,13 @@ func (s *Server) requireSignature(next http.Handler) http.Handler {
 // collection: writes it acknowledged as master (write concern 1) that the
 // next master never had.
 func (s *Server) listRollback(w http.ResponseWriter, r *http.Request) {
+	q, prob := queryParams(r)
+	if prob != nil {
+		writeProblem(w, prob)
+		return
+	}
 	limit := 1000
-	if v := r.URL.Query().Get("limit"); v != "" {
+	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10000 {
 			writeProblem(w, badRequest(TypeInvalidQuery, fmt.Sprintf("limit %q must be a whole number from 1 to 10000", v)))
@@ -477,6 +490,11 @@ func (s *Server) voters(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
+	q, prob := queryParams(r)
+	if prob != nil {
+		writeProblem(w, prob)
+		return
+	}
 	if s.cfg.Cluster == nil {
 		writeProblem(w, unavailable("the node's membership is not running"))
 		return
@@ -502,7 +520,7 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 		out.Partitions = ps
 	}
 	if s.cfg.Replication != nil {
-		all := r.URL.Query().Get("all") == "1"
+		all := q.Get("all") == "1"
 		for _, l := range s.cfg.Replication.Lags() {
 			if all || l.Behind > 0 || l.CatchUp {
 				out.Replication = append(out.Replication, l)

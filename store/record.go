@@ -243,8 +243,46 @@ func (s *Store) ScanUser(ctx context.Context, partition int, user string) ([]*Do
 	return s.find(ctx, "scan_user", partition, bson.D{{Key: fUser, Value: user}, {Key: fDeleted, Value: false}}, nil)
 }
 
+// ScanEach reads documents in batches of about scanBatchBytes, so that
+// neither the store nor this side holds more than a few of them at once
+// however large they are, and small documents still come many at a time.
+// The first batch is of scanFirstBatch documents; the next ones are sized
+// by the average document read so far.
+const (
+	scanBatchBytes = 4 << 20
+	scanFirstBatch = 8
+)
+
+// batchFor is how many documents averaging avg bytes make a batch of about
+// target bytes, from 4 to 1024.
+func batchFor(avg, target int64) int32 {
+	return int32(min(max(target/max(avg, 1), 4), 1024))
+}
+
+// ScanEach calls fn with each live document of one collection of a user, in
+// no particular order, as it reads them, so that the caller holds only the
+// documents it keeps. It stops at the first error fn returns and returns
+// it. The duration observed for its operation (scan_each) includes fn's.
+func (s *Store) ScanEach(ctx context.Context, partition int, user, coll string, fn func(*Doc) error) error {
+	return s.each(ctx, "scan_each", partition, bson.D{{Key: fUser, Value: user}, {Key: fColl, Value: coll}, {Key: fDeleted, Value: false}},
+		options.Find().SetBatchSize(scanFirstBatch), scanBatchBytes, fn)
+}
+
 func (s *Store) find(ctx context.Context, op string, partition int, filter bson.D, opts *options.FindOptionsBuilder) ([]*Doc, error) {
 	var out []*Doc
+	err := s.each(ctx, op, partition, filter, opts, 0, func(d *Doc) error {
+		out = append(out, d)
+		return nil
+	})
+	return out, err
+}
+
+// each calls fn with every document filter selects. An error of fn ends
+// the scan and is returned as it is (and not observed as the store's).
+// batchBytes, when positive, sizes the batches after the first (see
+// ScanEach); 0 leaves them to the store.
+func (s *Store) each(ctx context.Context, op string, partition int, filter bson.D, opts *options.FindOptionsBuilder, batchBytes int64, fn func(*Doc) error) error {
+	var fnErr error
 	err := s.timed(op, func() error {
 		var o []options.Lister[options.FindOptions]
 		if opts != nil {
@@ -255,19 +293,29 @@ func (s *Store) find(ctx context.Context, op string, partition int, filter bson.
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		defer cur.Close(ctx)
+		var n, size int64
 		for cur.Next(ctx) {
+			if batchBytes > 0 {
+				n, size = n+1, size+int64(len(cur.Current))
+				cur.SetBatchSize(batchFor(size/n, batchBytes))
+			}
 			d, err := docFromRaw(cur.Current)
 			if err != nil {
 				return err
 			}
-			out = append(out, d)
+			if fnErr = fn(d); fnErr != nil {
+				return nil
+			}
 		}
 		if err := cur.Err(); err != nil {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		return nil
 	})
-	return out, err
+	if fnErr != nil {
+		return fnErr
+	}
+	return err
 }
 
 // CollectionCount is one collection of a user and its live documents.

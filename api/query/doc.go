@@ -75,6 +75,13 @@
 // instructions once compiled (matching time grows with both the text and
 // the program), and $in, $nin, $all and $type arrays at most 1000 items.
 //
+// # Work
+//
+// A query's work is counted in units as it is done and bounded by a
+// [Budget]: past it, evaluation stops with [ErrTooExpensive]. The count is
+// deterministic (it depends on the filter, the sort and the documents, not
+// on the machine or its load); [Budget] says what each step costs.
+//
 // # Sorting
 //
 // A sort names up to three field paths, each optionally prefixed with '-'
@@ -85,7 +92,10 @@
 // # Paging
 //
 // [Page] returns the first page of matching documents strictly after the
-// position named by a cursor, in sort order. The cursor holds the sort values
+// position named by a cursor, in sort order; a [Pager] does the same for
+// documents streamed to it one at a time, keeping only those that may be on
+// the page, and lets its writer cut the page shorter (to a byte bound) and
+// continue after any of its documents. The cursor holds the sort values
 // and _id of the last document returned, never an offset, so a page is
 // stable when documents before it are inserted or deleted. The cursor is
 // bound to the sort and the filter text and authenticated with HMAC-SHA256,

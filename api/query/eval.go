@@ -6,23 +6,29 @@ import "regexp"
 // of nodes, which match documents, whose leaves are field conditions. A
 // condition is evaluated against the leaves a field path leads to (see
 // collect) and is true when the document satisfies it on that field.
+//
+// Every evaluation charges its work to a *Budget (nil: unlimited, see
+// [Budget] for what costs what) and, once the budget refuses a charge,
+// returns early with a meaningless result; the caller checks
+// Budget.Exhausted. Every loop charges at least one unit per iteration,
+// so the work done is bounded by the units charged.
 
 // node is a condition on a whole document (or an object inside $elemMatch).
 type node interface {
-	match(doc map[string]any) bool
+	match(doc map[string]any, b *Budget) bool
 }
 
 // matchAll matches every document; it is an empty query such as {}.
 type matchAll struct{}
 
-func (matchAll) match(map[string]any) bool { return true }
+func (matchAll) match(map[string]any, *Budget) bool { return true }
 
 // andNode matches when all of its nodes match.
 type andNode []node
 
-func (n andNode) match(doc map[string]any) bool {
+func (n andNode) match(doc map[string]any, b *Budget) bool {
 	for _, x := range n {
-		if !x.match(doc) {
+		if !b.charge(1) || !x.match(doc, b) {
 			return false
 		}
 	}
@@ -32,9 +38,12 @@ func (n andNode) match(doc map[string]any) bool {
 // orNode matches when any of its nodes matches.
 type orNode []node
 
-func (n orNode) match(doc map[string]any) bool {
+func (n orNode) match(doc map[string]any, b *Budget) bool {
 	for _, x := range n {
-		if x.match(doc) {
+		if !b.charge(1) {
+			return false
+		}
+		if x.match(doc, b) {
 			return true
 		}
 	}
@@ -44,8 +53,8 @@ func (n orNode) match(doc map[string]any) bool {
 // norNode matches when none of its nodes matches.
 type norNode []node
 
-func (n norNode) match(doc map[string]any) bool {
-	return !orNode(n).match(doc)
+func (n norNode) match(doc map[string]any, b *Budget) bool {
+	return !orNode(n).match(doc, b)
 }
 
 // fieldNode applies a condition to the values at a field path.
@@ -54,9 +63,10 @@ type fieldNode struct {
 	cond cond
 }
 
-func (n *fieldNode) match(doc map[string]any) bool {
+func (n *fieldNode) match(doc map[string]any, b *Budget) bool {
 	var buf [4]leaf
-	return n.cond.eval(collect(doc, n.path, buf[:0]), true)
+	ls := collect(doc, n.path, buf[:0])
+	return b.charge(int64(len(ls))) && n.cond.eval(ls, true, b)
 }
 
 // cond is a condition on a field. eval reports whether it holds for the
@@ -65,30 +75,37 @@ func (n *fieldNode) match(doc map[string]any) bool {
 // is false for the elements of an array tested by $elemMatch, which MongoDB
 // does not expand further.
 type cond interface {
-	eval(ls []leaf, expand bool) bool
+	eval(ls []leaf, expand bool, b *Budget) bool
 }
 
 // pred is a test on a single value, such as $eq or $gt. present is false
-// when the field is missing (v is then nil).
+// when the field is missing (v is then nil). A test charges at least one
+// unit.
 type pred interface {
-	test(v any, present bool) bool
+	test(v any, present bool, b *Budget) bool
 }
 
 // leafCond holds when its predicate holds for any of the values, or (with
 // expand) for any element of an array among them.
 type leafCond struct{ p pred }
 
-func (c leafCond) eval(ls []leaf, expand bool) bool {
+func (c leafCond) eval(ls []leaf, expand bool, b *Budget) bool {
 	for _, l := range ls {
-		if c.p.test(l.v, l.present) {
+		if c.p.test(l.v, l.present, b) {
 			return true
 		}
 		if arr, ok := l.v.([]any); ok && expand {
 			for _, e := range arr {
-				if c.p.test(e, true) {
+				if c.p.test(e, true, b) {
 					return true
 				}
+				if b.Exhausted() {
+					return false
+				}
 			}
+		}
+		if b.Exhausted() {
+			return false
 		}
 	}
 	return false
@@ -98,9 +115,9 @@ func (c leafCond) eval(ls []leaf, expand bool) bool {
 // traversal, as for the several operators of {"$gt": 1, "$lt": 5}.
 type andCond []cond
 
-func (c andCond) eval(ls []leaf, expand bool) bool {
+func (c andCond) eval(ls []leaf, expand bool, b *Budget) bool {
 	for _, x := range c {
-		if !x.eval(ls, expand) {
+		if !b.charge(1) || !x.eval(ls, expand, b) {
 			return false
 		}
 	}
@@ -110,20 +127,23 @@ func (c andCond) eval(ls []leaf, expand bool) bool {
 // allCond is $all: like andCond, but an empty $all matches nothing.
 type allCond []cond
 
-func (c allCond) eval(ls []leaf, expand bool) bool {
-	return len(c) > 0 && andCond(c).eval(ls, expand)
+func (c allCond) eval(ls []leaf, expand bool, b *Budget) bool {
+	return len(c) > 0 && andCond(c).eval(ls, expand, b)
 }
 
 // notCond is $not (and $ne, $nin): it holds when its condition does not,
 // including when the field is missing.
 type notCond struct{ c cond }
 
-func (c notCond) eval(ls []leaf, expand bool) bool { return !c.c.eval(ls, expand) }
+func (c notCond) eval(ls []leaf, expand bool, b *Budget) bool { return !c.c.eval(ls, expand, b) }
 
 // existsCond is $exists.
 type existsCond struct{ want bool }
 
-func (c existsCond) eval(ls []leaf, _ bool) bool {
+func (c existsCond) eval(ls []leaf, _ bool, b *Budget) bool {
+	if !b.charge(int64(len(ls))) {
+		return false
+	}
 	for _, l := range ls {
 		if l.present {
 			return c.want
@@ -135,7 +155,10 @@ func (c existsCond) eval(ls []leaf, _ bool) bool {
 // sizeCond is $size: some value is an array of exactly n elements.
 type sizeCond struct{ n int64 }
 
-func (c sizeCond) eval(ls []leaf, _ bool) bool {
+func (c sizeCond) eval(ls []leaf, _ bool, b *Budget) bool {
+	if !b.charge(int64(len(ls))) {
+		return false
+	}
 	for _, l := range ls {
 		if arr, ok := l.v.([]any); ok && int64(len(arr)) == c.n {
 			return true
@@ -148,14 +171,17 @@ func (c sizeCond) eval(ls []leaf, _ bool) bool {
 // an element for which all of the operators hold.
 type elemMatchValue struct{ c cond }
 
-func (c elemMatchValue) eval(ls []leaf, _ bool) bool {
+func (c elemMatchValue) eval(ls []leaf, _ bool, b *Budget) bool {
 	for _, l := range ls {
 		arr, ok := l.v.([]any)
 		if !ok {
 			continue
 		}
 		for _, e := range arr {
-			if c.c.eval([]leaf{{v: e, present: true}}, false) {
+			if !b.charge(1) {
+				return false
+			}
+			if c.c.eval([]leaf{{v: e, present: true}}, false, b) {
 				return true
 			}
 		}
@@ -167,14 +193,17 @@ func (c elemMatchValue) eval(ls []leaf, _ bool) bool {
 // object element that matches the query.
 type elemMatchDoc struct{ q node }
 
-func (c elemMatchDoc) eval(ls []leaf, _ bool) bool {
+func (c elemMatchDoc) eval(ls []leaf, _ bool, b *Budget) bool {
 	for _, l := range ls {
 		arr, ok := l.v.([]any)
 		if !ok {
 			continue
 		}
 		for _, e := range arr {
-			if m, ok := e.(map[string]any); ok && c.q.match(m) {
+			if !b.charge(1) {
+				return false
+			}
+			if m, ok := e.(map[string]any); ok && c.q.match(m, b) {
 				return true
 			}
 		}
@@ -185,20 +214,26 @@ func (c elemMatchDoc) eval(ls []leaf, _ bool) bool {
 // eqPred is $eq; a null operand also matches a missing field.
 type eqPred struct{ v any }
 
-func (p eqPred) test(v any, present bool) bool {
+func (p eqPred) test(v any, present bool, b *Budget) bool {
 	if !present {
-		return p.v == nil
+		return b.charge(1) && p.v == nil
 	}
-	return equal(v, p.v)
+	return equalIn(v, p.v, b)
 }
 
 // inPred is $in: the value equals one of vals.
 type inPred struct{ vals []any }
 
-func (p inPred) test(v any, present bool) bool {
+func (p inPred) test(v any, present bool, b *Budget) bool {
+	if !b.charge(1) {
+		return false
+	}
 	for _, x := range p.vals {
-		if (eqPred{x}).test(v, present) {
+		if (eqPred{x}).test(v, present, b) {
 			return true
+		}
+		if b.Exhausted() {
+			return false
 		}
 	}
 	return false
@@ -228,7 +263,10 @@ func newCmpPred(op string, v any) cmpPred {
 	return p
 }
 
-func (p cmpPred) test(v any, present bool) bool {
+func (p cmpPred) test(v any, present bool, b *Budget) bool {
+	if !b.charge(1) {
+		return false
+	}
 	if !present {
 		// A missing field is null: only $gte and $lte null match it.
 		return p.cls == classNull && p.equal
@@ -236,7 +274,7 @@ func (p cmpPred) test(v any, present bool) bool {
 	if classOf(v) != p.cls {
 		return false
 	}
-	switch c := Compare(v, p.v); {
+	switch c := compareIn(v, p.v, b); {
 	case c < 0:
 		return p.less
 	case c > 0:
@@ -246,17 +284,26 @@ func (p cmpPred) test(v any, present bool) bool {
 	}
 }
 
-// regexPred is $regex; it only matches strings.
-type regexPred struct{ re *regexp.Regexp }
+// regexPred is $regex; it only matches strings. prog is the number of
+// instructions of its compiled program.
+type regexPred struct {
+	re   *regexp.Regexp
+	prog int
+}
 
-func (p regexPred) test(v any, present bool) bool {
+func (p regexPred) test(v any, present bool, b *Budget) bool {
 	s, ok := v.(string)
-	return ok && present && p.re.MatchString(s)
+	if !ok || !present {
+		b.charge(1)
+		return false
+	}
+	// Charged before it runs: a match cannot be interrupted.
+	return b.charge(regexCost(len(s), p.prog)) && p.re.MatchString(s)
 }
 
 // typePred is $type.
 type typePred struct{ mask typeMask }
 
-func (p typePred) test(v any, present bool) bool {
-	return present && typeOf(v)&p.mask != 0
+func (p typePred) test(v any, present bool, b *Budget) bool {
+	return b.charge(1) && present && typeOf(v)&p.mask != 0
 }

@@ -42,12 +42,25 @@ func ParseFilter(raw string) (*Filter, error) {
 	return &Filter{root: root}, nil
 }
 
-// Match reports whether doc satisfies the filter.
+// Match reports whether doc satisfies the filter, however much work that
+// takes.
 func (f *Filter) Match(doc map[string]any) bool {
+	ok, _ := f.MatchWithin(doc, nil)
+	return ok
+}
+
+// MatchWithin reports whether doc satisfies the filter, charging the work
+// to b (nil: unlimited). When the work would pass what b has left it stops
+// early and returns [ErrTooExpensive]; b is then exhausted.
+func (f *Filter) MatchWithin(doc map[string]any, b *Budget) (bool, error) {
 	if f == nil || f.root == nil {
-		return true
+		return true, nil
 	}
-	return f.root.match(doc)
+	ok := f.root.match(doc, b)
+	if b.Exhausted() {
+		return false, ErrTooExpensive
+	}
+	return ok, nil
 }
 
 // operators are the operators a filter may use, in the order messages list
@@ -493,7 +506,13 @@ func compileRegex(pattern, options, field string) (cond, error) {
 	if err != nil {
 		return nil, fieldError(field, "invalid $regex: %v; patterns use Go's RE2 syntax (no backreferences or lookaround)", err)
 	}
-	return leafCond{regexPred{re}}, nil
+	// The program regexp runs, for the budget (a test costs its length
+	// times the length of the text).
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		return nil, fieldError(field, "invalid $regex: %v; patterns use Go's RE2 syntax (no backreferences or lookaround)", err)
+	}
+	return leafCond{regexPred{re: re, prog: len(prog.Inst)}}, nil
 }
 
 // progSize estimates the number of instructions re compiles to, capped at

@@ -29,6 +29,9 @@ func FuzzParseFilter(f *testing.F) {
 	}
 	f.Add(`{"a.0.b": {"$elemMatch": {"$not": {"$in": [1, {"x": [null]}]}}}}`)
 	f.Add(`{"$nor": [{"a": {"$all": [{"$elemMatch": {"b.c": {"$type": ["int", "array"]}}}]}}]}`)
+	f.Add(`{"$or": [{"b": {"$regex": "(?:a*){1000}b0"}}, {"b": {"$regex": "(?:a*){1000}b0"}}]}`)
+	f.Add(`{"$and": [{}, {}, {"a": {"$in": [1, "x", null, [2, []], {"b": 1}]}}, {"a": {"$gte": {"b": 0}}}]}`)
+	f.Add(`{"a": {"$not": {"$elemMatch": {"$eq": {"b": [{"c": [1, 2]}, {"0": "z"}]}}}}, "0": {"$size": 1}}`)
 	f.Fuzz(func(t *testing.T, raw string) {
 		flt, err := ParseFilter(raw)
 		if err != nil {
@@ -39,7 +42,23 @@ func FuzzParseFilter(f *testing.F) {
 			return
 		}
 		for _, d := range fuzzDocs {
-			flt.Match(d)
+			want := flt.Match(d)
+			// The budget changes nothing but whether the work is done:
+			// with the units a match needs the answer is the same, with
+			// one less it is refused.
+			b := NewBudget(1 << 40)
+			if got, err := flt.MatchWithin(d, b); err != nil || got != want {
+				t.Fatalf("filter %q on %v: MatchWithin = %v, %v; Match = %v", raw, d, got, err, want)
+			}
+			used := b.Used()
+			if got, err := flt.MatchWithin(d, NewBudget(used)); err != nil || got != want {
+				t.Fatalf("filter %q on %v with the %d units it needs: %v, %v", raw, d, used, got, err)
+			}
+			if used > 0 {
+				if _, err := flt.MatchWithin(d, NewBudget(used-1)); !errors.Is(err, ErrTooExpensive) {
+					t.Fatalf("filter %q on %v with %d units, one less than it needs: %v", raw, d, used-1, err)
+				}
+			}
 		}
 	})
 }

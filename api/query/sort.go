@@ -142,10 +142,14 @@ func sortValues(vals []any, doc map[string]any, keys []sortKey) {
 	}
 }
 
-// compareValues compares two lists of sort values in sort order.
-func compareValues(keys []sortKey, a, b []any) int {
+// compareValuesIn is compareValues charging its work to bud.
+func compareValuesIn(keys []sortKey, a, b []any, bud *Budget) int {
 	for i, k := range keys {
-		if c := k.compare(a[i], b[i]); c != 0 {
+		c := compareIn(a[i], b[i], bud)
+		if k.desc {
+			c = -c
+		}
+		if c != 0 || bud.Exhausted() {
 			return c
 		}
 	}

@@ -83,7 +83,14 @@ func asNumber(v any) (i int64, f float64, isInt, ok bool) {
 // compare byte-wise. Objects compare field by field in sorted key order (key,
 // then value), then by number of fields. Arrays compare element-wise, then by
 // length. false < true.
-func Compare(a, b any) int {
+func Compare(a, b any) int { return compareIn(a, b, nil) }
+
+// compareIn is Compare charging its work to bud (see [Budget]). Once the
+// budget is exhausted it returns early with a meaningless result.
+func compareIn(a, b any, bud *Budget) int {
+	if !bud.charge(unitsPerValue) {
+		return 0
+	}
 	ca, cb := classOf(a), classOf(b)
 	if ca != cb {
 		return cmp.Compare(ca, cb)
@@ -92,11 +99,15 @@ func Compare(a, b any) int {
 	case classNumber:
 		return compareNumbers(a, b)
 	case classString:
-		return strings.Compare(a.(string), b.(string))
+		x, y := a.(string), b.(string)
+		if !bud.charge(stringCost(len(x), len(y))) {
+			return 0
+		}
+		return strings.Compare(x, y)
 	case classObject:
-		return compareObjects(a.(map[string]any), b.(map[string]any))
+		return compareObjects(a.(map[string]any), b.(map[string]any), bud)
 	case classArray:
-		return compareArrays(a.([]any), b.([]any))
+		return compareArrays(a.([]any), b.([]any), bud)
 	case classBool:
 		x, y := a.(bool), b.(bool)
 		switch {
@@ -166,22 +177,28 @@ func sortedKeys(m map[string]any) []string {
 	return keys
 }
 
-func compareObjects(a, b map[string]any) int {
+func compareObjects(a, b map[string]any, bud *Budget) int {
+	if !bud.charge(keySortCost(len(a)) + keySortCost(len(b))) {
+		return 0
+	}
 	ak, bk := sortedKeys(a), sortedKeys(b)
 	for i := range min(len(ak), len(bk)) {
+		if !bud.charge(unitsPerValue + stringCost(len(ak[i]), len(bk[i]))) {
+			return 0
+		}
 		if c := strings.Compare(ak[i], bk[i]); c != 0 {
 			return c
 		}
-		if c := Compare(a[ak[i]], b[bk[i]]); c != 0 {
+		if c := compareIn(a[ak[i]], b[bk[i]], bud); c != 0 || bud.Exhausted() {
 			return c
 		}
 	}
 	return cmp.Compare(len(ak), len(bk))
 }
 
-func compareArrays(a, b []any) int {
+func compareArrays(a, b []any, bud *Budget) int {
 	for i := range min(len(a), len(b)) {
-		if c := Compare(a[i], b[i]); c != 0 {
+		if c := compareIn(a[i], b[i], bud); c != 0 || bud.Exhausted() {
 			return c
 		}
 	}
@@ -189,37 +206,42 @@ func compareArrays(a, b []any) int {
 }
 
 // equal reports whether Compare(a, b) == 0, without sorting object keys.
-func equal(a, b any) bool {
+func equal(a, b any) bool { return equalIn(a, b, nil) }
+
+// equalIn is equal charging its work to bud (see [Budget]). Once the budget
+// is exhausted it returns false.
+func equalIn(a, b any, bud *Budget) bool {
 	ca, cb := classOf(a), classOf(b)
 	if ca != cb {
+		bud.charge(unitsPerValue)
 		return false
 	}
 	switch ca {
 	case classObject:
 		x, y := a.(map[string]any), b.(map[string]any)
-		if len(x) != len(y) {
+		if !bud.charge(unitsPerValue) || len(x) != len(y) {
 			return false
 		}
 		for k, xv := range x {
 			yv, ok := y[k]
-			if !ok || !equal(xv, yv) {
+			if !ok || !equalIn(xv, yv, bud) || bud.Exhausted() {
 				return false
 			}
 		}
 		return true
 	case classArray:
 		x, y := a.([]any), b.([]any)
-		if len(x) != len(y) {
+		if !bud.charge(unitsPerValue) || len(x) != len(y) {
 			return false
 		}
 		for i := range x {
-			if !equal(x[i], y[i]) {
+			if !equalIn(x[i], y[i], bud) || bud.Exhausted() {
 				return false
 			}
 		}
 		return true
 	}
-	return Compare(a, b) == 0
+	return compareIn(a, b, bud) == 0
 }
 
 // typeMask is a set of $type names.

@@ -40,6 +40,8 @@ type Config struct {
 	// BodyReadTimeout and WriteTimeout bound a slow client (see Settings).
 	BodyReadTimeout time.Duration
 	WriteTimeout    time.Duration
+	QueryBudget     int64
+	MaxPageBytes    int64
 	DocCacheBytes   int64
 	ShutdownGrace   time.Duration
 	LogLevel        string
@@ -134,6 +136,10 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.BodyReadTimeout, v) }},
 	{Key: "WRITE_TIMEOUT", Default: "30s", Help: "how long a client may leave each 64 KiB of an answer unread (longer: the connection is closed); a long answer to a client that keeps reading is not cut",
 		set: func(c *Config, v string) error { return parseDuration(&c.WriteTimeout, v) }},
+	{Key: "QUERY_BUDGET", Default: "50000000", Help: "work units one query may spend filtering and sorting (a unit is at most about 10 ns of CPU, so the default is about half a second at worst; past it: 400 query-too-expensive)",
+		set: func(c *Config, v string) error { return parseInt64(&c.QueryBudget, v) }},
+	{Key: "MAX_PAGE_BYTES", Default: "4194304", Help: "largest query page, in bytes; a page holds at least one document, and the next cursor continues after the last",
+		set: func(c *Config, v string) error { return parseInt64(&c.MaxPageBytes, v) }},
 	{Key: "DOC_CACHE_BYTES", Default: "67108864", Help: "memory for the write-through document cache, in bytes (0 disables it)",
 		set: func(c *Config, v string) error { return parseInt64(&c.DocCacheBytes, v) }},
 	{Key: "SHUTDOWN_GRACE", Default: "15s", Help: "how long SIGINT/SIGTERM waits for in-flight requests before closing them",
@@ -280,6 +286,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("BODY_READ_TIMEOUT %s is too short: use at least 100ms (default 30s)", c.BodyReadTimeout)
 	case c.WriteTimeout < 100*time.Millisecond:
 		return fmt.Errorf("WRITE_TIMEOUT %s is too short: use at least 100ms (default 30s)", c.WriteTimeout)
+	case c.QueryBudget < 1_000_000:
+		return fmt.Errorf("QUERY_BUDGET %d is too small: use at least 1000000 (default 50000000)", c.QueryBudget)
+	case c.MaxPageBytes < 4096:
+		return fmt.Errorf("MAX_PAGE_BYTES %d is too small: use at least 4096 (default 4194304)", c.MaxPageBytes)
 	case c.DocCacheBytes < 0:
 		return fmt.Errorf("DOC_CACHE_BYTES %d is negative", c.DocCacheBytes)
 	case c.MongoURI == "" && c.DataDir == "":

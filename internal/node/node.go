@@ -173,6 +173,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	n.api = api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
 		MaxDocumentBytes: cfg.MaxDocumentBytes, MaxDocumentFields: cfg.MaxDocumentFields,
 		BodyReadTimeout: cfg.BodyReadTimeout, WriteTimeout: cfg.WriteTimeout,
+		QueryBudget: cfg.QueryBudget, MaxPageBytes: cfg.MaxPageBytes,
 		AuthSecret: []byte(cfg.AuthSecret), TokenAudience: cfg.TokenAudience, TokenMaxTTL: cfg.TokenMaxTTL, Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
 		Replication: n.shipper, Copies: n.copies, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
