@@ -529,3 +529,39 @@ func TestComposeGrowEntryInReadmeFitsNode4(t *testing.T) {
 		}
 	}
 }
+
+// A node's MongoDB has no authentication of its own, so only that node may
+// reach it: it shares no network with another node or another MongoDB, and
+// publishes no port on the host (issue 12: no stranger, tenant or peer can
+// reach the store).
+func TestComposeOnlyItsNodeReachesAMongo(t *testing.T) {
+	p := allProfiles(t)
+	nodes, mongos := split(t, p)
+	networksOf := func(svc types.ServiceConfig) []string {
+		if len(svc.Networks) == 0 {
+			return []string{"default"}
+		}
+		var ns []string
+		for n := range svc.Networks {
+			ns = append(ns, n)
+		}
+		return ns
+	}
+	for _, m := range mongos {
+		svc := p.Services[m]
+		if len(svc.Ports) > 0 {
+			t.Errorf("MongoDB %s publishes ports %v on the host: anyone there could read every tenant's documents", m, svc.Ports)
+		}
+		own := "node" + number(m)
+		for _, net := range networksOf(svc) {
+			for _, other := range append(slices.Clone(nodes), mongos...) {
+				if other == m || other == own {
+					continue
+				}
+				if slices.Contains(networksOf(p.Services[other]), net) {
+					t.Errorf("MongoDB %s shares network %q with %s: only %s may reach it", m, net, other, own)
+				}
+			}
+		}
+	}
+}
