@@ -81,20 +81,29 @@ func checkSocket(t *testing.T, s *Store) string {
 	return s.socket
 }
 
-func TestEmbeddedStoreHasNoTCPListener(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
+// openWithoutTCP opens an embedded store in dir and fails the test if that
+// added a TCP listener to this process.
+func openWithoutTCP(t *testing.T, dir string) *Store {
+	t.Helper()
 	before := listeningTCP(t)
-	s, err := Open(ctx, Options{Database: "shoal", DataDir: dir})
+	s, err := Open(context.Background(), Options{Database: "shoal", DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close(ctx)
 	for inode := range listeningTCP(t) {
 		if !before[inode] {
+			s.Close(context.Background())
 			t.Fatalf("opening the embedded store added a TCP listener (socket inode %s); uri %s", inode, s.uri)
 		}
 	}
+	return s
+}
+
+func TestEmbeddedStoreHasNoTCPListener(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openWithoutTCP(t, dir)
+	defer s.Close(ctx)
 	sock := checkSocket(t, s)
 	if rel, err := filepath.Rel(dir, sock); err != nil || strings.HasPrefix(rel, "..") {
 		t.Fatalf("socket %s is not inside DATA_DIR %s", sock, dir)
@@ -151,17 +160,8 @@ func TestEmbeddedStoreHasNoTCPListener(t *testing.T) {
 func TestEmbeddedStoreSocketOfADeepDataDir(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
-	before := listeningTCP(t)
-	s, err := Open(ctx, Options{Database: "shoal", DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openWithoutTCP(t, dir)
 	defer s.Close(ctx)
-	for inode := range listeningTCP(t) {
-		if !before[inode] {
-			t.Fatalf("opening the embedded store added a TCP listener (socket inode %s); uri %s", inode, s.uri)
-		}
-	}
 	sock := checkSocket(t, s)
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
