@@ -94,7 +94,7 @@ func checkAuthenticated(t *testing.T, header string, p Principal, before time.Ti
 	if exp < float64(before.Unix())-5-1 {
 		t.Fatalf("accepted a token that expired at %v (now %v): %s", exp, now, b)
 	}
-	if exp-now > (fuzzMaxTTL + clockSkew).Seconds()+1 {
+	if exp-now > (fuzzMaxTTL+clockSkew).Seconds()+1 {
 		t.Fatalf("accepted a token valid for another %vs: %s", exp-now, b)
 	}
 	if iat, ok := seconds("iat"); ok {
