@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/logsafe"
 	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
@@ -74,7 +75,7 @@ func (g tableGossip) LocalState() []byte { return shard.EncodeAssignments(g.tabl
 
 func (g tableGossip) Merge(data []byte) {
 	if _, err := g.table.MergeEncoded(data); err != nil {
-		g.log.Warn("unreadable partition table from gossip", "err", err)
+		g.log.Warn("unreadable partition table from gossip", "err", logsafe.Clip(err.Error()))
 	}
 }
 
