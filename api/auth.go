@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/shoal-db/shoal/api/doc"
 	"github.com/shoal-db/shoal/internal/logsafe"
 )
 
@@ -41,6 +42,11 @@ func MintToken(secret []byte, spec TokenSpec) (string, error) {
 	}
 	if spec.User == "" && !spec.Admin {
 		return "", errors.New("a token needs a user (--user) or the admin role (--admin)")
+	}
+	if spec.User != "" {
+		if err := doc.ValidUser(spec.User); err != nil {
+			return "", fmt.Errorf("the token's user cannot be used: %w", err)
+		}
 	}
 	if spec.TTL <= 0 {
 		return "", errors.New("the token lifetime must be positive")
@@ -105,6 +111,13 @@ func (s *Server) authenticate(r *http.Request) (Principal, *Problem) {
 	}
 	var p Principal
 	p.User, _ = claims.GetSubject()
+	if p.User != "" {
+		// A sub that no user can have would never match a user's path, but
+		// it is no principal either: refuse it (an admin token's too).
+		if err := doc.ValidUser(p.User); err != nil {
+			return Principal{}, unauthorized("the token's sub is not a valid user name: " + err.Error())
+		}
+	}
 	if role, _ := claims["role"].(string); role == "admin" {
 		p.Admin = true
 	}

@@ -80,8 +80,8 @@ func documentTooLarge(le *doc.LimitError, what string) *Problem {
 	return problem(http.StatusRequestEntityTooLarge, TypeDocumentTooLarge, "Document too large", detail)
 }
 
-// ifMatch parses an If-Match header: a version number, optionally quoted
-// as the ETag we send, or "*" (any existing version). want is -1 when the
+// ifMatch parses an If-Match header: a version number spelt as in the
+// ETag we send ("3"; the quotes may be left out), or "*" (any existing version). want is -1 when the
 // header is absent, 0 for "*".
 //
 // A weak entity tag (W/"3") is a failed precondition, not a malformed
@@ -99,8 +99,14 @@ func ifMatch(r *http.Request) (want int64, prob *Problem) {
 		return 0, problem(http.StatusPreconditionFailed, TypePreconditionFailed, "Precondition failed",
 			fmt.Sprintf("If-Match %q is a weak entity tag, and If-Match compares tags strongly (RFC 9110), so it never matches: send the ETag as it was given, e.g. \"3\"", logsafe.ClipTo(h, 64)))
 	}
-	v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64)
-	if err != nil || v < 1 {
+	tag := h
+	if len(tag) >= 2 && tag[0] == '"' && tag[len(tag)-1] == '"' {
+		tag = tag[1 : len(tag)-1]
+	}
+	// Only the version as we spell it in an ETag matches it: not +3, 03 or
+	// a stray quote.
+	v, err := strconv.ParseInt(tag, 10, 64)
+	if err != nil || v < 1 || strconv.FormatInt(v, 10) != tag {
 		return 0, badRequest(TypeInvalidHeader, fmt.Sprintf("If-Match %q is not a document version: send the ETag of the version you read, e.g. \"3\"", logsafe.ClipTo(h, 64)))
 	}
 	return v, nil

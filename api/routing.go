@@ -346,12 +346,23 @@ func readToken(r *http.Request, partition int) (*store.Position, *Problem) {
 	var p int
 	var pos store.Position
 	if _, err := fmt.Sscanf(v, "%d:%d.%d", &p, &pos.Epoch, &pos.Seq); err != nil || fmt.Sprintf("%d:%s", p, pos) != v {
-		return nil, badRequest(TypeInvalidHeader, fmt.Sprintf("X-Consistency-Token %q is not a token a write returned", v))
+		return nil, badRequest(TypeInvalidHeader, fmt.Sprintf("X-Consistency-Token %q is not a token a write returned", logsafe.ClipTo(v, 64)))
 	}
 	if p != partition {
-		return nil, badRequest(TypeInvalidHeader, fmt.Sprintf("X-Consistency-Token %q belongs to partition %d, not to this user's partition %d", v, p, partition))
+		return nil, badRequest(TypeInvalidHeader, fmt.Sprintf("X-Consistency-Token %q belongs to partition %d, not to this user's partition %d", logsafe.ClipTo(v, 64), p, partition))
 	}
 	return &pos, nil
+}
+
+// readPreference is the request's X-Read-Preference: "" (master),
+// master, nearest or local.
+func readPreference(r *http.Request) (string, *Problem) {
+	switch pref := r.Header.Get(headerReadPreference); pref {
+	case "", "master", "nearest", "local":
+		return pref, nil
+	default:
+		return "", badRequest(TypeInvalidHeader, fmt.Sprintf("X-Read-Preference %q: use master, nearest or local", logsafe.ClipTo(pref, 64)))
+	}
 }
 
 // routeRead serves a read from a copy of the partition. The copies are its
@@ -367,11 +378,9 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 		writeProblem(w, prob)
 		return
 	}
-	pref := r.Header.Get(headerReadPreference)
-	switch pref {
-	case "", "master", "nearest", "local":
-	default:
-		writeProblem(w, badRequest(TypeInvalidHeader, fmt.Sprintf("X-Read-Preference %q: use master, nearest or local", pref)))
+	pref, prob := readPreference(r)
+	if prob != nil {
+		writeProblem(w, prob)
 		return
 	}
 	// serveHere answers from this node's copy if it holds the token's

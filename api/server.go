@@ -646,12 +646,12 @@ func checkWriteConcern(r *http.Request) *Problem {
 	case "", "1", "majority", "all":
 		if v := r.Header.Get("X-Write-Timeout"); v != "" {
 			if d, err := time.ParseDuration(v); err != nil || d <= 0 {
-				return badRequest(TypeInvalidHeader, fmt.Sprintf("X-Write-Timeout %q: use a duration like 5s or 500ms", v))
+				return badRequest(TypeInvalidHeader, fmt.Sprintf("X-Write-Timeout %q: use a duration like 5s or 500ms", logsafe.ClipTo(v, 64)))
 			}
 		}
 		return nil
 	default:
-		return badRequest(TypeInvalidHeader, fmt.Sprintf("X-Write-Concern %q: use 1, majority or all", wc))
+		return badRequest(TypeInvalidHeader, fmt.Sprintf("X-Write-Concern %q: use 1, majority or all", logsafe.ClipTo(wc, 64)))
 	}
 }
 

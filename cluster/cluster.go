@@ -81,6 +81,7 @@ type Cluster struct {
 	removed  bool                   // the peer list in force does not name this node
 	members  map[string]*memberInfo // by node name (id), as gossip knows them
 	meta     NodeMeta               // this node's metadata
+	metaLogs *logsafe.Limiter       // refusals of peers' metadata (made on first use)
 
 	// gossiped is the latest node each memberlist event reported, copied
 	// in the callback (where memberlist holds its lock), alive unless the
@@ -502,7 +503,7 @@ func (c *Cluster) apply(e event) {
 			c.log.Info("peer joined", "peer", name, "addr", e.node.Address())
 		}
 		m.node, m.alive, m.lastHeard = e.node, true, e.at
-		_ = json.Unmarshal(e.node.Meta, &m.meta)
+		c.takeMeta(m, name, e.node.Meta)
 	case evLeave:
 		if m.alive {
 			c.log.Warn("peer is down", "peer", name)
@@ -542,7 +543,7 @@ func (c *Cluster) resync() {
 			m.lastHeard = now
 		}
 		m.node, m.alive = n, true
-		_ = json.Unmarshal(n.Meta, &m.meta)
+		c.takeMeta(m, name, n.Meta)
 	}
 	for name, m := range c.members {
 		if _, ok := live[name]; !ok {
@@ -550,6 +551,35 @@ func (c *Cluster) resync() {
 		}
 	}
 }
+
+// takeMeta sets the metadata peer name gossiped, or none (unknown) when it
+// is invalid or names another node; a refusal is logged clipped and
+// rate-limited. c.mu is held.
+func (c *Cluster) takeMeta(m *memberInfo, name string, raw []byte) {
+	meta, err := decodeMeta(raw)
+	if err == nil && meta.ID != name {
+		err = fmt.Errorf("node metadata names node %q", meta.ID)
+	}
+	if err != nil {
+		m.meta = NodeMeta{}
+		if c.metaLogs == nil {
+			c.metaLogs = logsafe.NewLimiter(metaLogMax, metaLogWindow, c.cfg.Now)
+		}
+		if ok, suppressed := c.metaLogs.Allow(); ok {
+			c.log.Warn("peer gossips invalid metadata: taken as unknown", "peer", logsafe.ClipTo(name, 80),
+				"err", logsafe.Clip(err.Error()), "suppressed", suppressed)
+		}
+		return
+	}
+	m.meta = meta
+}
+
+// At most metaLogMax refusals of peers' metadata are logged per
+// metaLogWindow.
+const (
+	metaLogMax    = 5
+	metaLogWindow = time.Minute
+)
 
 func (c *Cluster) sendHeartbeats() {
 	c.mu.Lock()
@@ -704,6 +734,14 @@ func freeBytes(dir string) uint64 {
 // encodeMeta encodes m within limit bytes, dropping the least useful
 // fields if it must (memberlist panics on larger metadata).
 func encodeMeta(m NodeMeta, limit int) []byte {
+	// Peers refuse metadata with an invalid public URL or version; they
+	// are only shown, so they are dropped rather than the rest refused.
+	if (NodeMeta{ID: "x", PublicURL: m.PublicURL}).checkOptional() != nil {
+		m.PublicURL = ""
+	}
+	if (NodeMeta{ID: "x", Version: m.Version}).checkOptional() != nil {
+		m.Version = ""
+	}
 	for _, trim := range []func(*NodeMeta){func(*NodeMeta) {}, func(m *NodeMeta) { m.Version = "" }, func(m *NodeMeta) { m.PublicURL = "" }} {
 		trim(&m)
 		if b, err := json.Marshal(m); err == nil && len(b) <= limit {

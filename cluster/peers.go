@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/shoal-db/shoal/internal/nodeid"
 )
 
 // Peer is one node of the configured membership.
@@ -173,22 +175,7 @@ func (rp rawPeer) resolve() (Peer, error) {
 }
 
 // ValidNodeID checks a node id: [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
-func ValidNodeID(id string) error {
-	if id == "" {
-		return errors.New(`"id" is missing`)
-	}
-	if len(id) > 64 {
-		return fmt.Errorf("node id %q is longer than 64 characters", id)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
-			return fmt.Errorf("node id %q must start with a letter or digit and contain only letters, digits, '.', '_' and '-'", id)
-		}
-	}
-	return nil
-}
+func ValidNodeID(id string) error { return nodeid.Check(id) }
 
 // FetchPeerList reads the peer list document from source: an http(s) URL or
 // a file path. client fetches a URL (nil: a default client); it follows

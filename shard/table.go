@@ -2,8 +2,11 @@ package shard
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/shoal-db/shoal/internal/nodeid"
 )
 
 // Assignment is who is responsible for one partition: its master (the
@@ -60,11 +63,12 @@ func (t *Table) Get(partition int) Assignment {
 }
 
 // Merge takes a if it is newer than what the table holds, and reports
-// whether it did. Assignments for partitions out of range are ignored.
+// whether it did. Assignments that fail Check (a partition out of range,
+// a master learned from a peer's 421 that is no node id) are ignored.
 func (t *Table) Merge(a Assignment) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if a.Partition < 0 || a.Partition >= len(t.entries) || !a.newer(t.entries[a.Partition]) {
+	if a.Check(len(t.entries)) != nil || !a.newer(t.entries[a.Partition]) {
 		return false
 	}
 	a.Responsible = slices.Clone(a.Responsible)
@@ -99,11 +103,68 @@ func EncodeAssignments(as []Assignment) []byte {
 	return b
 }
 
-// MergeEncoded merges gossiped assignments and returns how many were newer.
-// Malformed input changes nothing.
-func (t *Table) MergeEncoded(data []byte) (int, error) {
+// MaxResponsible bounds a gossiped responsible list: REPLICATION_FACTOR
+// (at most 7) copies, and an incoming or draining copy or two beyond them.
+const MaxResponsible = 16
+
+// Check reports whether a is an assignment a node could have made for one
+// of partitions partitions: unassigned (epoch 0, no one named), or a valid
+// master at a positive epoch with a responsible list that is empty (a
+// master learned from a 421) or starts with the master, names each node
+// once and has at most MaxResponsible valid node ids.
+func (a Assignment) Check(partitions int) error {
+	if a.Partition < 0 || a.Partition >= partitions {
+		return fmt.Errorf("partition %d is out of range: this cluster has %d", a.Partition, partitions)
+	}
+	if a.Epoch == 0 {
+		if a.Master != "" || len(a.Responsible) > 0 || a.Revision != 0 {
+			return fmt.Errorf("partition %d at epoch 0 names a master or replicas: only a lease (epoch 1 and up) does", a.Partition)
+		}
+		return nil
+	}
+	if err := nodeid.Check(a.Master); err != nil {
+		return fmt.Errorf("partition %d: master: %w", a.Partition, err)
+	}
+	if len(a.Responsible) == 0 {
+		return nil
+	}
+	if len(a.Responsible) > MaxResponsible {
+		return fmt.Errorf("partition %d lists %d responsible nodes, more than %d", a.Partition, len(a.Responsible), MaxResponsible)
+	}
+	if a.Responsible[0] != a.Master {
+		return fmt.Errorf("partition %d: the responsible list does not start with its master %q", a.Partition, a.Master)
+	}
+	for i, r := range a.Responsible {
+		if err := nodeid.Check(r); err != nil {
+			return fmt.Errorf("partition %d: responsible node: %w", a.Partition, err)
+		}
+		if slices.Contains(a.Responsible[:i], r) {
+			return fmt.Errorf("partition %d lists node %q twice", a.Partition, r)
+		}
+	}
+	return nil
+}
+
+// DecodeAssignments decodes gossiped assignments for a table of
+// partitions partitions, refusing all of them if one does not pass Check.
+func DecodeAssignments(data []byte, partitions int) ([]Assignment, error) {
 	var as []Assignment
 	if err := json.Unmarshal(data, &as); err != nil {
+		return nil, fmt.Errorf("gossiped assignments do not decode: %w", err)
+	}
+	for _, a := range as {
+		if err := a.Check(partitions); err != nil {
+			return nil, fmt.Errorf("gossiped assignments refused: %w", err)
+		}
+	}
+	return as, nil
+}
+
+// MergeEncoded merges gossiped assignments and returns how many were newer.
+// Malformed or invalid input (see DecodeAssignments) changes nothing.
+func (t *Table) MergeEncoded(data []byte) (int, error) {
+	as, err := DecodeAssignments(data, len(t.entries))
+	if err != nil {
 		return 0, err
 	}
 	n := 0

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
 
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/logsafe"
 	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
@@ -74,7 +77,7 @@ func (g tableGossip) LocalState() []byte { return shard.EncodeAssignments(g.tabl
 
 func (g tableGossip) Merge(data []byte) {
 	if _, err := g.table.MergeEncoded(data); err != nil {
-		g.log.Warn("unreadable partition table from gossip", "err", err)
+		g.log.Warn("unreadable partition table from gossip", "err", logsafe.Clip(err.Error()))
 	}
 }
 
@@ -98,8 +101,32 @@ func callPeer(ctx context.Context, c *cluster.Cluster, role, peer, path string, 
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s %s answered %s", role, peer, resp.Status)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := decodeAnswer(resp.Body, out); err != nil {
 		return fmt.Errorf("%s %s: unreadable answer: %w", role, peer, err)
+	}
+	return nil
+}
+
+// maxAnswerBytes bounds a peer's answer to an internal call: lease
+// decisions for every one of up to 65,536 partitions (about 8 MB) fit.
+const maxAnswerBytes = 32 << 20
+
+// decodeAnswer decodes one JSON value of at most maxAnswerBytes from a
+// peer's answer into out, refusing anything after it.
+func decodeAnswer(r io.Reader, out any) error {
+	lr := &io.LimitedReader{R: r, N: maxAnswerBytes + 1}
+	d := json.NewDecoder(lr)
+	if err := d.Decode(out); err != nil {
+		if lr.N <= 0 {
+			return fmt.Errorf("the answer is longer than %d bytes", maxAnswerBytes)
+		}
+		return err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		if lr.N <= 0 {
+			return fmt.Errorf("the answer is longer than %d bytes", maxAnswerBytes)
+		}
+		return errors.New("the answer has data after its JSON value")
 	}
 	return nil
 }
