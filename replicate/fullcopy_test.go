@@ -71,6 +71,9 @@ type pairOptions struct {
 	// epoch start and chain from the master writer (default: epoch 1
 	// from the zero position, no chain).
 	tenures bool
+	// tamper, if set, changes the replica's answer before the shipper
+	// reads it (a replica that answers wrongly).
+	tamper func(*Response)
 }
 
 // sentRequest is what one request carried on the wire.
@@ -169,7 +172,11 @@ func (pr *pair) send(ctx context.Context, _ string, req Request) (Response, erro
 	if err != nil {
 		return Response{}, err
 	}
-	return Apply(ctx, pr.replica, decoded), nil
+	resp := Apply(ctx, pr.replica, decoded)
+	if pr.opts.tamper != nil {
+		pr.opts.tamper(&resp)
+	}
+	return resp, nil
 }
 
 func (pr *pair) setCut(cut bool) {
@@ -288,4 +295,49 @@ func TestAReplicaBehindTheHorizonGetsAFullCopy(t *testing.T) {
 	if m, r := contents(t, pr.mstore), contents(t, pr.rstore); !slices.Equal(m, r) {
 		t.Fatalf("after a live change the replica holds\n%v\nthe master\n%v", r, m)
 	}
+}
+
+// A replica's answer gives one result per batch, in order. A result that
+// names another partition than its batch is no acknowledgement of either:
+// taken as one, it would count the replica for writes of a partition it
+// was never sent (a majority write acknowledged on a copy that lacks it).
+func TestAResultForAnotherPartitionAcknowledgesNothing(t *testing.T) {
+	claimed := store.Position{Epoch: 1, Seq: 999}
+	pr := newPairWith(t, pairOptions{partitions: 2, tamper: func(resp *Response) {
+		for i := range resp.Results {
+			if resp.Results[i].Partition == 0 {
+				resp.Results[i].Partition, resp.Results[i].Applied = 1, claimed
+			}
+		}
+	}})
+	pr.shipper.Ensure(2)
+	if res := pr.put(1, "b", map[string]any{"id": "b"}, false); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	pr.waitPartition(t, 1, 30*time.Second)
+	if res := pr.put(0, "a", map[string]any{"id": "a"}, false); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	// The shipper sends partition 0's change and reads the tampered answer
+	// (or refuses it); either way partition 1 must not be acknowledged
+	// beyond what its master wrote.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for pr.sentCount() < 2 && ctx.Err() == nil {
+		try, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+		pr.shipper.WaitReplicated(try, 0, pr.master.Position(0), func() []string { return []string{"r"} }, 1)
+		stop()
+	}
+	if ctx.Err() != nil {
+		t.Fatal("partition 0's change was never sent")
+	}
+	if got, _ := pr.shipper.Acked("r", 1); got.Compare(pr.master.Position(1)) > 0 {
+		t.Fatalf("partition 1 is acknowledged at %v, beyond its master's %v, from a result of partition 0's batch", got, pr.master.Position(1))
+	}
+}
+
+func (pr *pair) sentCount() int {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return len(pr.sent)
 }

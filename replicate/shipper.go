@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-db/shoal/internal/logsafe"
 	"github.com/shoal-db/shoal/store"
 )
 
@@ -729,6 +730,14 @@ func (s *Shipper) send(d *dest, req Request) error {
 	if err == nil && len(resp.Results) != len(req.Batches) {
 		err = fmt.Errorf("replica %s answered %d results for %d batches", d.id, len(resp.Results), len(req.Batches))
 	}
+	for i := 0; err == nil && i < len(resp.Results); i++ {
+		// One result per batch, in order: one that names another
+		// partition acknowledges nothing (it could count the replica for
+		// a partition it was never sent).
+		if resp.Results[i].Partition != req.Batches[i].Partition {
+			err = fmt.Errorf("replica %s answered partition %d for batch %d of partition %d", d.id, resp.Results[i].Partition, i, req.Batches[i].Partition)
+		}
+	}
 	s.mu.Lock()
 	if err != nil {
 		// What was in flight is unknown: catch those partitions up.
@@ -769,7 +778,7 @@ func (s *Shipper) send(d *dest, req Request) error {
 			refused = fmt.Errorf("replica %s refused partition %d: %s (its epoch %d)", d.id, r.Partition, r.Code, r.Epoch)
 		default:
 			pr.catchUp = true
-			refused = fmt.Errorf("replica %s could not apply partition %d: %s", d.id, r.Partition, r.Error)
+			refused = fmt.Errorf("replica %s could not apply partition %d: %s", d.id, r.Partition, logsafe.ClipTo(r.Error, 300))
 		}
 	}
 	s.changed.Broadcast()
