@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/shoal-db/shoal/internal/nodeid"
 )
 
 // Config configures a Holder.
@@ -208,6 +210,9 @@ func (h *Holder) RenewalsDue(now time.Time) []Request {
 // of them has granted, the node holds the lease until sentAt + TTL -
 // DriftMargin; a renewal moves that point forward, never back.
 func (h *Holder) Observe(p int, voter string, sentAt time.Time, d Decision) {
+	if !about(p, d.Record) {
+		return
+	}
 	st := h.state(p)
 	h.learn(st, d.Record.Epoch, d.Record.Holder)
 	a := st.att
@@ -304,4 +309,14 @@ func sortedCopy(ids []string) []string {
 	out := slices.Clone(ids)
 	slices.Sort(out)
 	return out
+}
+
+// about reports whether rec can be a voter's record of partition p: a
+// record that names another partition, or a holder that is no node id, is
+// no answer about p (a voter's empty record names no partition).
+func about(p int, rec Record) bool {
+	if rec.Holder == "" && rec.Epoch == 0 {
+		return true
+	}
+	return rec.Partition == p && (rec.Holder == "" || nodeid.Check(rec.Holder) == nil)
 }

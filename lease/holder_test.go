@@ -380,3 +380,21 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A decision is about the partition it was asked for: one whose record
+// names another partition, or a holder that is no node id, is no answer
+// (neither a grant nor news of a holder).
+func TestHolderIgnoresDecisionsAboutSomethingElse(t *testing.T) {
+	h := newHolder(t, "a", "v1", "v2", "v3")
+	req := h.Propose(7, at(0))
+	other := Record{Partition: 8, Holder: "a", Epoch: req.Epoch, Until: at(ttl)}
+	h.Observe(7, "v1", at(0), Decision{Granted: true, Record: other})
+	h.Observe(7, "v2", at(0), Decision{Granted: true, Record: other})
+	if h.Holds(7, at(time.Millisecond)) {
+		t.Fatal("holds partition 7 on grants whose records are of partition 8")
+	}
+	h.Observe(5, "v1", at(0), Decision{Record: Record{Partition: 5, Holder: strings.Repeat("x", 10<<10), Epoch: 9}})
+	if e, holder := h.Learned(5); e != 0 || holder != "" {
+		t.Fatalf("learned holder %.20q... at epoch %d from a decision naming no node", holder, e)
+	}
+}

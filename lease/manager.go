@@ -385,7 +385,7 @@ func (m *Manager) Ended(ctx context.Context, partitions []int) []EndedLease {
 		mu.Lock()
 		defer mu.Unlock()
 		for i, d := range ds {
-			if !d.Ended {
+			if !d.Ended || !about(partitions[i], d.Record) {
 				continue
 			}
 			ended[i]++
