@@ -260,3 +260,19 @@ func TestRouteErrorsDoNotEchoLongInput(t *testing.T) {
 		}
 	}
 }
+
+// A write's X-Write-Timeout holds a handler, its connection and its
+// goroutine for as long as it says: it is bounded like every other wait.
+func TestWriteTimeoutIsBounded(t *testing.T) {
+	n := testnode.StartNew(t)
+	c := n.Client(testnode.AdminToken(t))
+	for _, v := range []string{"1000000h", "61s"} {
+		r := c.Do("PUT", docsPath("u", "c")+"/x", `{}`, "X-Write-Concern", "majority", "X-Write-Timeout", v)
+		if r.Status != 400 || !strings.Contains(string(r.Body), "60s") {
+			t.Fatalf("X-Write-Timeout %s: %d %s, want 400 naming the 60s maximum", v, r.Status, r.Body)
+		}
+	}
+	if r := c.Do("PUT", docsPath("u", "c")+"/x", `{}`, "X-Write-Concern", "majority", "X-Write-Timeout", "60s"); r.Status >= 300 {
+		t.Fatalf("X-Write-Timeout 60s: %d %s", r.Status, r.Body)
+	}
+}

@@ -641,12 +641,16 @@ func (s *Server) writes(h http.HandlerFunc) http.HandlerFunc {
 
 // checkWriteConcern refuses an unknown write concern before anything is
 // written.
+// maxWriteTimeout bounds X-Write-Timeout: a write waiting for its copies
+// holds a handler, a connection and a goroutine.
+const maxWriteTimeout = 60 * time.Second
+
 func checkWriteConcern(r *http.Request) *Problem {
 	switch wc := r.Header.Get("X-Write-Concern"); wc {
 	case "", "1", "majority", "all":
 		if v := r.Header.Get("X-Write-Timeout"); v != "" {
-			if d, err := time.ParseDuration(v); err != nil || d <= 0 {
-				return badRequest(TypeInvalidHeader, fmt.Sprintf("X-Write-Timeout %q: use a duration like 5s or 500ms", logsafe.ClipTo(v, 64)))
+			if d, err := time.ParseDuration(v); err != nil || d <= 0 || d > maxWriteTimeout {
+				return badRequest(TypeInvalidHeader, fmt.Sprintf("X-Write-Timeout %q: use a duration like 5s or 500ms, at most 60s", logsafe.ClipTo(v, 64)))
 			}
 		}
 		return nil

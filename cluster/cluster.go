@@ -500,13 +500,13 @@ func (c *Cluster) apply(e event) {
 	switch e.kind {
 	case evJoin, evUpdate:
 		if e.kind == evJoin || !m.alive {
-			c.log.Info("peer joined", "peer", name, "addr", e.node.Address())
+			c.log.Info("peer joined", "peer", logsafe.Clip(name), "addr", e.node.Address())
 		}
 		m.node, m.alive, m.lastHeard = e.node, true, e.at
 		c.takeMeta(m, name, e.node.Meta)
 	case evLeave:
 		if m.alive {
-			c.log.Warn("peer is down", "peer", name)
+			c.log.Warn("peer is down", "peer", logsafe.Clip(name))
 		}
 		m.node, m.alive = e.node, false
 	case evHeartbeat:
