@@ -189,15 +189,7 @@ func FuzzAuthorization(f *testing.F) {
 	}
 	s := fuzzAuthServer()
 	f.Fuzz(func(t *testing.T, header string) {
-		r := httptest.NewRequest("GET", "/v1/users/alice/collections", nil)
-		r.Header.Set("Authorization", header)
-		before := time.Now()
-		p, prob := s.authenticate(r)
-		if prob != nil {
-			checkRefusal(t, prob)
-			return
-		}
-		checkAuthenticated(t, r.Header.Get("Authorization"), p, before)
+		checkAuthorization(t, s, header)
 	})
 }
 
@@ -234,15 +226,7 @@ func FuzzTokenClaims(f *testing.F) {
 			claims["aud"] = aud
 		}
 		header := "Bearer " + signClaims(t, fuzzSecret, claims)
-		r := httptest.NewRequest("GET", "/v1/users/alice/collections", nil)
-		r.Header.Set("Authorization", header)
-		before := time.Now()
-		p, prob := s.authenticate(r)
-		if prob != nil {
-			checkRefusal(t, prob)
-			return
-		}
-		checkAuthenticated(t, header, p, before)
+		checkAuthorization(t, s, header)
 	})
 }
 
@@ -253,4 +237,19 @@ func TestMintTokenRefusesInvalidUser(t *testing.T) {
 			t.Errorf("minted %q for user %.40q", tok, user)
 		}
 	}
+}
+
+// checkAuthorization authenticates a request with the Authorization header
+// and checks the refusal or the principal it gives.
+func checkAuthorization(t *testing.T, s *Server, header string) {
+	t.Helper()
+	r := httptest.NewRequest("GET", "/v1/users/alice/collections", nil)
+	r.Header.Set("Authorization", header)
+	before := time.Now()
+	p, prob := s.authenticate(r)
+	if prob != nil {
+		checkRefusal(t, prob)
+		return
+	}
+	checkAuthenticated(t, header, p, before)
 }
