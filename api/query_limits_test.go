@@ -53,13 +53,16 @@ func queryPage(t *testing.T, c *testnode.Client, path string) (docs []map[string
 // each within the bound (or of a single document), and following the
 // cursors returns every document exactly once.
 func TestQueryPageBoundedByBytes(t *testing.T) {
-	const maxPage = 4 << 20 // MAX_PAGE_BYTES' default
-	n := testnode.StartNew(t)
+	// A small MAX_PAGE_BYTES, so that a few small documents pass it.
+	const maxPage = 64 << 10
+	cfg := testnode.Config(t.TempDir())
+	cfg.MaxPageBytes = maxPage
+	n := testnode.Start(t, cfg)
 	c := n.Client(testnode.Token(t, "paula"))
 	base := docsPath("paula", "blobs")
 	const total = 20
 	for i := 0; i < total; i++ {
-		body := fmt.Sprintf(`{"n":%d,"s":"%s"}`, total-i, strings.Repeat("x", 300<<10+i*1000))
+		body := fmt.Sprintf(`{"n":%d,"s":"%s"}`, total-i, strings.Repeat("x", 5<<10+i*100))
 		expectStatus(t, c.Do("PUT", fmt.Sprintf("%s/d%02d", base, i), body), 201, "seed")
 	}
 	for _, sort := range []string{"", "n", "-s"} {
@@ -87,7 +90,7 @@ func TestQueryPageBoundedByBytes(t *testing.T) {
 			after = next
 		}
 		if pages < 2 {
-			t.Fatalf("sort %q: %d documents of 300 KB came in %d page", sort, total, pages)
+			t.Fatalf("sort %q: %d documents of 5 KB came in %d page", sort, total, pages)
 		}
 		if len(seen) != total {
 			t.Fatalf("sort %q: saw %d distinct documents, want %d", sort, len(seen), total)
