@@ -123,13 +123,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 		usable := master != "" && master != s.cfg.NodeID && tried[master] < 2
 		if usable {
 			tried[master]++
-			resp, done, err := s.forward(r.Context(), r, master, body, forwardTimeout)
+			timeout := forwardTimeoutFor(r)
+			resp, done, err := s.forward(r.Context(), r, master, body, timeout)
 			switch {
 			case err != nil && errors.Is(err, context.Canceled) && r.Context().Err() == nil:
 				// The master took the request and did not answer in time:
 				// the write may have been applied.
 				writeProblem(w, problem(http.StatusGatewayTimeout, TypeTimeout, "Timeout",
-					fmt.Sprintf("the master %s did not answer within %s; the write may or may not have been applied: read the document to find out", master, forwardTimeout)))
+					fmt.Sprintf("the master %s did not answer within %s; the write may or may not have been applied: read the document to find out", master, timeout)))
 				return
 			case err != nil && !errors.Is(err, cluster.ErrNotSent):
 				// The master may have got it: retrying could apply it twice.
@@ -251,6 +252,14 @@ func (s *Server) learn(partition int, h http.Header) {
 // forwardTimeout bounds how long a forwarded write waits for the master to
 // start answering (a paused master still accepts connections).
 const forwardTimeout = 10 * time.Second
+
+// forwardTimeoutFor is how long the forwarded write r waits for the
+// master's answer: forwardTimeout, or longer when its write concern may
+// take longer (the master answers once the copies confirm, and giving up
+// first would close the connection and so cancel the master's wait).
+func forwardTimeoutFor(r *http.Request) time.Duration {
+	return max(forwardTimeout, writeTimeout(r)+2*time.Second)
+}
 
 // forward sends r to node with the client's own credentials, marked as a
 // hop and signed as a node-to-node call (so node believes the mark). The

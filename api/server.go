@@ -645,6 +645,19 @@ func (s *Server) writes(h http.HandlerFunc) http.HandlerFunc {
 // holds a handler, a connection and a goroutine.
 const maxWriteTimeout = 60 * time.Second
 
+// defaultWriteTimeout is how long a write waits for its write concern
+// without X-Write-Timeout.
+const defaultWriteTimeout = 5 * time.Second
+
+// writeTimeout is how long the write r waits for its write concern (its
+// X-Write-Timeout, which checkWriteConcern has checked, or the default).
+func writeTimeout(r *http.Request) time.Duration {
+	if d, err := time.ParseDuration(r.Header.Get("X-Write-Timeout")); err == nil && d > 0 {
+		return min(d, maxWriteTimeout)
+	}
+	return defaultWriteTimeout
+}
+
 func checkWriteConcern(r *http.Request) *Problem {
 	switch wc := r.Header.Get("X-Write-Concern"); wc {
 	case "", "1", "majority", "all":
@@ -713,10 +726,7 @@ func (s *Server) awaitWriteConcern(r *http.Request, partition int, pos store.Pos
 		return problem(http.StatusGatewayTimeout, TypeTimeout, "Write concern not met",
 			fmt.Sprintf("the write is applied on the master only (1 of %d copies): this node replicates to no one", total))
 	}
-	timeout := 5 * time.Second
-	if v := r.Header.Get("X-Write-Timeout"); v != "" {
-		timeout, _ = time.ParseDuration(v)
-	}
+	timeout := writeTimeout(r)
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	have, err := s.cfg.Replication.WaitReplicated(ctx, partition, pos, replicas, need)
