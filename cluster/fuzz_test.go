@@ -36,7 +36,9 @@ func FuzzVerify(f *testing.F) {
 		NewSigner([]byte(testSecret), "a", clock, nil).Sign(signed, body, "b")
 		altered := signed.Clone(signed.Context())
 		altered.Header = signed.Header.Clone()
-		if _, err := receiver.Verify(altered, append(append([]byte(nil), body...), 'x')); err == nil {
+		// (On a receiver of its own: a head that verifies spends its nonce,
+		// so the signed request would be refused as a replay after it.)
+		if _, err := NewSigner([]byte(testSecret), "b", clock, knownIDs("a")).Verify(altered, append(append([]byte(nil), body...), 'x')); err == nil {
 			t.Fatal("accepted a body one byte longer than signed")
 		}
 		if from, err := receiver.Verify(signed, body); err != nil || from != "a" {

@@ -237,23 +237,10 @@ func (s *Signer) admit(r *http.Request) (claim, error) {
 	if !hmac.Equal(headMAC, s.headMAC(r.Method, requestTarget(r), r.ContentLength, c.ts, c.nonce, c.node, c.to)) {
 		return c, ErrBadSignature
 	}
-	s.mu.Lock()
-	_, dup := s.seen[c.node+"/"+c.nonce]
-	s.mu.Unlock()
-	if dup {
-		return c, ErrReplayed
-	}
-	return c, nil
-}
-
-// accept checks the body signature of a request admit let through, whose
-// body of the declared length is body, and remembers its nonce.
-func (s *Signer) accept(r *http.Request, c claim, body []byte) error {
-	if int64(len(body)) != r.ContentLength ||
-		!hmac.Equal(c.sig, s.mac(r.Method, requestTarget(r), body, c.ts, c.nonce, c.node, c.to)) {
-		return ErrBadSignature
-	}
-	now := s.now()
+	// The head verifies: its nonce is spent now, before the body is read,
+	// so a captured head sent again with another body costs one body read,
+	// not one per copy. (A request whose body then fails is not retried
+	// with the same nonce: every call signs afresh.)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now.Sub(s.pruned) > s.window {
@@ -266,10 +253,21 @@ func (s *Signer) accept(r *http.Request, c claim, body []byte) error {
 	}
 	key := c.node + "/" + c.nonce
 	if _, dup := s.seen[key]; dup {
-		return ErrReplayed
+		return c, ErrReplayed
 	}
-	// A nonce is remembered until its timestamp leaves the window.
+	// A nonce is remembered until its timestamp leaves the window; the
+	// window check above used the same now, so it cannot be pruned early.
 	s.seen[key] = time.UnixMilli(c.ms).Add(s.window)
+	return c, nil
+}
+
+// accept checks the body signature of a request admit let through (and
+// spent the nonce of), whose body of the declared length is body.
+func (s *Signer) accept(r *http.Request, c claim, body []byte) error {
+	if int64(len(body)) != r.ContentLength ||
+		!hmac.Equal(c.sig, s.mac(r.Method, requestTarget(r), body, c.ts, c.nonce, c.node, c.to)) {
+		return ErrBadSignature
+	}
 	return nil
 }
 

@@ -276,3 +276,36 @@ func TestClusterKnowsPeersAndDrainingMembers(t *testing.T) {
 		}
 	}
 }
+
+// A signed request captured on the network can be sent again with another
+// body of the same declared length: its head verifies, so its body is read
+// before the body's signature fails. Once is all it may cost: a nonce is
+// spent as soon as its head verifies, so every further copy is refused as
+// a replay before a byte of its body is read.
+func TestACapturedHeadCostsOneBodyRead(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	receiver := NewSigner([]byte(testSecret), "b", clock, knownIDs("a"))
+	peer := NewSigner([]byte(testSecret), "a", clock, nil)
+	h := receiver.Middleware(slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("a request with a forged body reached the handler")
+	}))
+	body := bytes.Repeat([]byte("y"), 1<<20)
+	captured := signedFor(peer, "b", "/internal/v1/replicate", body)
+	var read []int64
+	for i := 0; i < 3; i++ {
+		req := httptest.NewRequest("POST", "/internal/v1/replicate", nil)
+		req.Header = captured.Header.Clone()
+		cb := &countingBody{}
+		req.Body, req.ContentLength = cb, int64(len(body))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusUnauthorized {
+			t.Fatalf("copy %d: status %d, want 401", i+1, w.Code)
+		}
+		read = append(read, cb.read.Load())
+	}
+	if read[1] != 0 || read[2] != 0 {
+		t.Fatalf("bytes of the body read for three copies of one captured head: %v; want the second and third refused unread", read)
+	}
+}
