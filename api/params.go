@@ -19,7 +19,8 @@ func queryParams(r *http.Request) (url.Values, *Problem) {
 }
 
 // checkQuery refuses a request whose query string does not parse, on every
-// route below it, before anything is read, forwarded or done.
+// route below it, before anything is read, forwarded or done; past it,
+// r.URL.Query() loses nothing.
 func checkQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, prob := queryParams(r); prob != nil {

@@ -370,11 +370,7 @@ func (s *Server) requireSignature(next http.Handler) http.Handler {
 // collection: writes it acknowledged as master (write concern 1) that the
 // next master never had.
 func (s *Server) listRollback(w http.ResponseWriter, r *http.Request) {
-	q, prob := queryParams(r)
-	if prob != nil {
-		writeProblem(w, prob)
-		return
-	}
+	q := r.URL.Query() // checkQuery refused a query string that does not parse
 	limit := 1000
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -490,11 +486,7 @@ func (s *Server) voters(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
-	q, prob := queryParams(r)
-	if prob != nil {
-		writeProblem(w, prob)
-		return
-	}
+	q := r.URL.Query() // checkQuery refused a query string that does not parse
 	if s.cfg.Cluster == nil {
 		writeProblem(w, unavailable("the node's membership is not running"))
 		return
