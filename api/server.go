@@ -655,7 +655,7 @@ func checkWriteConcern(r *http.Request) *Problem {
 	case "", "1", "majority", "all":
 		if v := r.Header.Get("X-Write-Timeout"); v != "" {
 			if d, err := time.ParseDuration(v); err != nil || d <= 0 || d > maxWriteTimeout {
-				return badRequest(TypeInvalidHeader, fmt.Sprintf("X-Write-Timeout %q: use a duration like 5s or 500ms, at most 60s", logsafe.ClipTo(v, 64)))
+				return badRequest(TypeInvalidHeader, fmt.Sprintf("X-Write-Timeout %q: use a duration like 5s or 500ms, at most %gs", logsafe.ClipTo(v, 64), maxWriteTimeout.Seconds()))
 			}
 		}
 		return nil
