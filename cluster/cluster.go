@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -273,12 +274,23 @@ func (c *Cluster) startGossip(self Peer) error {
 		mc.Transport = &faultyTransport{NodeAwareTransport: nt, self: c.cfg.NodeID, faults: c.cfg.Faults}
 		c.nameGossipAddrs()
 	}
+	// The queue exists before memberlist starts: its gossip goroutines call
+	// GetBroadcasts from the moment Create starts them, so the queue and the
+	// member count it reads must not be assigned after.
+	var created atomic.Pointer[memberlist.Memberlist]
+	c.queue = &memberlist.TransmitLimitedQueue{RetransmitMult: 3, NumNodes: func() int {
+		if ml := created.Load(); ml != nil {
+			return ml.NumMembers()
+		}
+		return 1
+	}}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		c.queue = nil
 		return fmt.Errorf("starting gossip on GOSSIP_ADDR %s: %w", c.cfg.GossipAddr, err)
 	}
+	created.Store(ml)
 	c.ml = ml
-	c.queue = &memberlist.TransmitLimitedQueue{NumNodes: ml.NumMembers, RetransmitMult: 3}
 	return nil
 }
 
