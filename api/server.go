@@ -72,6 +72,13 @@ type Config struct {
 	// VoterSets reports the lease voter set in use and the one the peer
 	// list asks for (/v1/cluster).
 	VoterSets func() (current, target []string)
+	// Committed is the newest position of a partition's history that this
+	// node knows a majority of the partition's copies hold: as a replica,
+	// what the master shipped with its batches (capped at what this copy
+	// has applied); zero when unknown. Majority reads served by a replica
+	// use it; nil: a replica serves no majority read (it answers 503 so
+	// that the router tries the master).
+	Committed func(partition int) store.Position
 	// Replication waits for replicas' acknowledgements (write concerns);
 	// nil: no replication (a cluster of one).
 	Replication Replication
