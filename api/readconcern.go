@@ -112,6 +112,7 @@ const (
 	answered     concernOutcome = iota // an answer was written
 	notMaster                          // a read that needs the master found this node is not: nothing written
 	notCommitted                       // a replica does not know the state to be majority-held: nothing written
+	unconfirmed                        // the lease is held, its tenure not confirmed yet: nothing written
 )
 
 // serveConcern answers r from this node's copy under concern. asMaster:
@@ -126,14 +127,15 @@ const (
 // having written nothing, when the state is newer: the router tries
 // another copy).
 func (s *Server) serveConcern(w http.ResponseWriter, r *http.Request, partition int, concern string, asMaster bool, local http.HandlerFunc) concernOutcome {
-	epoch, master := uint64(0), false
-	if s.clustered() {
-		epoch, master = s.cfg.Leases.Holds(partition)
-	} else {
-		master = true // a node of its own: its copy is the only one
-	}
+	epoch, master := s.leaseEpoch(partition)
 	if asMaster && !master {
 		return notMaster
+	}
+	if concern == ConcernLinearizable {
+		var confirmed bool
+		if epoch, confirmed = s.servingEpoch(partition); !confirmed {
+			return unconfirmed
+		}
 	}
 	if concern == ConcernLocal {
 		local(w, r)
@@ -173,12 +175,32 @@ func (s *Server) serveConcern(w http.ResponseWriter, r *http.Request, partition 
 	if concern == ConcernLinearizable {
 		// The state read was the newest while the lease was held from
 		// before the read to now: no other master can have written.
-		if e, ok := s.leaseEpoch(partition); !ok || e != epoch {
+		if e, ok := s.servingEpoch(partition); !ok || e != epoch {
 			return notMaster
 		}
 	}
 	held.release(w)
 	return answered
+}
+
+// Confirmer is what a lease holder may add to Leases: whether its tenure
+// of a partition is confirmed. A tenure won by the promotion rule holds
+// the lease before it has asked the other copies again whether one is
+// ahead of it (see internal/node); until then its writer refuses writes,
+// and its copy may lack the newest acknowledged ones.
+type Confirmer interface {
+	// Writable reports whether this node holds the partition's lease in a
+	// confirmed tenure, and at which epoch.
+	Writable(partition int) (epoch uint64, ok bool)
+}
+
+// servingEpoch is the epoch at which this node may serve the partition's
+// newest state: a held lease whose tenure is confirmed.
+func (s *Server) servingEpoch(partition int) (uint64, bool) {
+	if c, ok := s.cfg.Leases.(Confirmer); ok && s.clustered() {
+		return c.Writable(partition)
+	}
+	return s.leaseEpoch(partition)
 }
 
 // leaseEpoch is Holds for a clustered node; a node of its own always holds.

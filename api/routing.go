@@ -386,6 +386,7 @@ const (
 	readNotMaster                       // it needs the master, and this node is not: nothing written
 	readBehind                          // the copy lacks the consistency token's position: nothing written
 	readNotCommitted                    // a replica that does not know the state to be majority-held: nothing written
+	readUnconfirmed                     // the master's tenure is not confirmed yet: nothing written
 )
 
 // answerMiss answers a read this node could not serve from its copy.
@@ -395,6 +396,8 @@ func (s *Server) answerMiss(w http.ResponseWriter, partition int, o readOutcome)
 		s.misdirected(w, partition)
 	case readBehind:
 		writeProblem(w, unavailable(fmt.Sprintf("this node's copy of partition %d is behind the consistency token; another copy has it", partition)))
+	case readUnconfirmed:
+		writeProblem(w, unavailable(fmt.Sprintf("node %s has just become the master of partition %d and is still asking the other copies whether one is ahead of it; it serves linearizable reads once its tenure is confirmed: retry shortly", s.cfg.NodeID, partition)))
 	case readNotCommitted:
 		writeProblem(w, unavailable(fmt.Sprintf("this node's copy of partition %d does not know its state to be on a majority of copies yet; the master or another copy can serve this majority read", partition)))
 	}
@@ -452,6 +455,8 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 			return readNotMaster
 		case notCommitted:
 			return readNotCommitted
+		case unconfirmed:
+			return readUnconfirmed
 		}
 		return readAnswered
 	}
@@ -579,9 +584,12 @@ func (s *Server) routeMasterRead(w http.ResponseWriter, r *http.Request, partiti
 			case readBehind:
 				s.answerMiss(w, partition, o)
 				return
+			case readUnconfirmed:
+				why = "this node's new tenure is not confirmed yet"
+			default:
+				// The lease ended during the read: find the new master.
+				why = "this node's lease ended during the read"
 			}
-			// The lease ended during the read: find the new master.
-			why = "this node's lease ended during the read"
 		}
 		a := s.cfg.Table.Get(partition)
 		master := a.Master

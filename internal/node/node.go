@@ -727,6 +727,10 @@ type leaseView struct{ n *Node }
 // (routing retries them here for up to its wait).
 func (v leaseView) Holds(p int) (uint64, bool) { return v.n.leases.Holds(p) }
 
+// Writable is a held lease whose tenure is confirmed (api.Confirmer): only
+// then is this node's copy the partition's newest, for linearizable reads.
+func (v leaseView) Writable(p int) (uint64, bool) { return v.n.writable(p) }
+
 func (v leaseView) LikelyMaster(p int) string {
 	if h := v.n.leases.VotedHolder(p); h != "" {
 		return h
