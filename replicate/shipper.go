@@ -711,7 +711,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 		if pr.copying {
 			continue // its catch-up is streaming; what queues meanwhile follows it
 		}
-		_, master := s.cfg.Epoch(p)
+		epoch, master := s.cfg.Epoch(p)
 		if !master {
 			// No longer master (a handoff, or the lease ran out): what was
 			// committed while it was still goes out, the tail of its tenure,
@@ -745,7 +745,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			continue
 		}
 		if len(pr.queue) == 0 {
-			if master && s.noticeLocked(pr, p) {
+			if master && s.noticeLocked(pr, p, epoch) {
 				// Nothing new to send, but the committed position moved
 				// on (acknowledgements came in): say so alone.
 				if !rm.takeHeader(wireBatchBase) {
@@ -754,7 +754,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 					}
 					continue
 				}
-				req.Batches = append(req.Batches, ToWire(s.notice(pr, p)))
+				req.Batches = append(req.Batches, ToWire(s.notice(pr, p, epoch)))
 			}
 			continue
 		}
@@ -786,19 +786,22 @@ func (s *Shipper) live(d *dest) (Request, int) {
 }
 
 // noticeLocked says whether the replica, up to date with the queue, is to
-// be told the partition's majority-committed position alone: it moved on
-// since the replica last took one. The position moves only on
-// acknowledgements, so a replica gets at most one notice per partition per
+// be told the partition's majority-committed position alone, this node
+// mastering it at epoch: it moved on since the replica last took one. The
+// position moves on acknowledgements, found as send reads them (the
+// position kept is read here, not counted again for every partition of
+// every round), so a replica gets at most one notice per partition per
 // round of them.
-func (s *Shipper) noticeLocked(pr *progress, p int) bool {
-	return s.majorityLocked(p).Compare(pr.told) > 0
+func (s *Shipper) noticeLocked(pr *progress, p int, epoch uint64) bool {
+	h := s.majority[p]
+	return h.epoch == epoch && h.pos.Compare(pr.told) > 0
 }
 
-// notice is a batch that carries the majority-committed position alone:
-// no documents, from and up to the replica's acknowledged position (it
-// changes nothing the replica holds). Call with s.mu held.
-func (s *Shipper) notice(pr *progress, p int) store.Batch {
-	epoch, _ := s.cfg.Epoch(p)
+// notice is a batch of the master's epoch that carries the
+// majority-committed position alone: no documents, from and up to the
+// replica's acknowledged position (it changes nothing the replica holds).
+// Call with s.mu held.
+func (s *Shipper) notice(pr *progress, p int, epoch uint64) store.Batch {
 	b := store.Batch{Partition: p, Epoch: epoch, From: pr.acked, UpTo: pr.acked}
 	s.stampLocked(&b)
 	return b
