@@ -32,7 +32,8 @@ const (
 	wireDocBase = 192
 	// wireBatchBase bounds a WireBatch's encoding besides its documents,
 	// key range and absent keys (and the request's envelope, counted in
-	// every batch): 448 bytes, and 724 for an epoch chain of 8 entries.
+	// every batch): 512 bytes with its committed position, and 788 for an
+	// epoch chain of 8 entries.
 	wireBatchBase = 1184
 )
 
@@ -141,6 +142,17 @@ func (r *room) take(header int, sizes []int) int {
 		r.docs, r.bytes, r.empty = r.docs-n, r.bytes-used, false
 	}
 	return n
+}
+
+// takeHeader takes the bytes of a batch without documents (a notice of
+// the committed position), if they fit; the first thing taken always
+// fits.
+func (r *room) takeHeader(header int) bool {
+	if !r.empty && header > r.bytes {
+		return false
+	}
+	r.bytes, r.empty = r.bytes-header, false
+	return true
 }
 
 // full says whether no further document can be taken.

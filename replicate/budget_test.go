@@ -30,7 +30,7 @@ func TestWireSizesBoundTheEncoding(t *testing.T) {
 				Pos: store.Position{Epoch: math.MaxUint64, Seq: math.MaxUint64}, Deleted: true,
 				Updated: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("y", -12*3600)), Body: body}
 			b := store.Batch{Partition: math.MaxInt, Epoch: math.MaxUint64, EpochStart: d.Pos, From: d.Pos, UpTo: d.Pos,
-				Docs: []*store.Doc{d}, Restore: true, Full: true, Horizon: d.Pos}
+				Docs: []*store.Doc{d}, Restore: true, Full: true, Horizon: d.Pos, Committed: d.Pos}
 			for range 8 { // the longest epoch chain
 				b.Epochs = append(b.Epochs, store.EpochStart{Epoch: math.MaxUint64, Start: d.Pos})
 			}
@@ -108,7 +108,9 @@ func TestScansAskForWhatFits(t *testing.T) {
 // that leaves the replica where the run starts; the rest stays queued and
 // moves the replica to the run's end. Runs that follow on are merged.
 func TestQueuedRunsAreCutToTheRequestsBounds(t *testing.T) {
-	s := New(Config{EpochStart: func(int, uint64) store.Position { return store.Position{} }})
+	s := New(Config{EpochStart: func(int, uint64) store.Position { return store.Position{} },
+		Epoch: func(int) (uint64, bool) { return 1, true }, Replicas: func(int) []string { return []string{"r"} },
+		Last: func(int) store.Position { return store.Position{Epoch: 1, Seq: 5} }})
 	defer s.Close()
 	pos := func(seq uint64) store.Position { return store.Position{Epoch: 1, Seq: seq} }
 	run := func(from, upTo uint64) queuedRun {

@@ -26,6 +26,9 @@ func FuzzDecodeValid(f *testing.F) {
 			`"docs":[{"u":"u1","c":"c","d":"a","v":4,"pos":{"epoch":2,"seq":10},"t":"2026-01-01T00:00:00Z","b":{"n":9007199254740993,"f":1.5,"a":[1,{"x":null}]}},` +
 			`{"u":"u1","c":"c","d":"b","v":2,"pos":{"epoch":2,"seq":11},"x":true,"t":"2026-01-01T00:00:00Z"}]}]}`,
 		`{"batches":[{"p":1,"e":3,"restore":true,"absent":["u1/c/a","u2/c/b"]}]}`,
+		`{"batches":[{"p":2,"e":3,"from":{"epoch":3,"seq":7},"upto":{"epoch":3,"seq":7},"commit":{"epoch":3,"seq":7}}]}`,
+		`{"batches":[{"p":2,"e":3,"commit":{"epoch":4,"seq":1}}]}`,
+		`{"batches":[{"p":2,"e":3,"commit":{"epoch":-1,"seq":1}}]}`,
 		`{"batches":[{"p":1,"e":3,"full":true,"kfrom":"u1/c/a","kto":"","horizon":{"epoch":2,"seq":1}}]}`,
 		`{"batches":[{"p":1,"e":3,"full":true,"restore":true}]}`,
 		`{"batches":[{"p":0,"e":1,"docs":[{"u":"../x","c":"c","d":"d","v":1}]}]}`,
@@ -69,6 +72,9 @@ func checkInvariants(t *testing.T, req Request, partitions int) {
 		}
 		if !b.Full && (b.KeyFrom != "" || b.KeyTo != "") {
 			t.Fatalf("batch %d accepted with a key range outside a full copy", i)
+		}
+		if b.Committed.Epoch > b.Epoch {
+			t.Fatalf("batch %d of epoch %d accepted with the committed position %s", i, b.Epoch, b.Committed)
 		}
 		keys += len(b.Docs) + len(b.Absent)
 		for _, d := range b.Docs {

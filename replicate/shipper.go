@@ -46,6 +46,11 @@ type WireBatch struct {
 	KeyFrom    string             `json:"kfrom,omitempty"`
 	KeyTo      string             `json:"kto,omitempty"`
 	Horizon    store.Position     `json:"horizon,omitzero"`
+	// Committed is the master's majority-committed position of the
+	// partition when it sent the batch (see Shipper.MajorityHeld); a
+	// batch with no documents from and up to the replica's acknowledged
+	// position carries it alone.
+	Committed store.Position `json:"commit,omitzero"`
 }
 
 // WireDoc is a document state on the wire.
@@ -85,7 +90,7 @@ type Result struct {
 func ToWire(b store.Batch) WireBatch {
 	w := WireBatch{Partition: b.Partition, Epoch: b.Epoch, EpochStart: b.EpochStart, Epochs: b.Epochs, From: b.From, UpTo: b.UpTo,
 		Docs: make([]WireDoc, len(b.Docs)), Restore: b.Restore, Absent: b.Absent,
-		Full: b.Full, KeyFrom: b.KeyFrom, KeyTo: b.KeyTo, Horizon: b.Horizon}
+		Full: b.Full, KeyFrom: b.KeyFrom, KeyTo: b.KeyTo, Horizon: b.Horizon, Committed: b.Committed}
 	for i, d := range b.Docs {
 		w.Docs[i] = WireDoc{User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version, Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated,
 			Body: d.Body}
@@ -98,7 +103,7 @@ func ToWire(b store.Batch) WireBatch {
 func FromWire(w WireBatch) store.Batch {
 	b := store.Batch{Partition: w.Partition, Epoch: w.Epoch, EpochStart: w.EpochStart, Epochs: w.Epochs, From: w.From, UpTo: w.UpTo,
 		Docs: make([]*store.Doc, len(w.Docs)), Restore: w.Restore, Absent: w.Absent,
-		Full: w.Full, KeyFrom: w.KeyFrom, KeyTo: w.KeyTo, Horizon: w.Horizon}
+		Full: w.Full, KeyFrom: w.KeyFrom, KeyTo: w.KeyTo, Horizon: w.Horizon, Committed: w.Committed}
 	for i, d := range w.Docs {
 		b.Docs[i] = &store.Doc{Key: store.DocKey(d.User, d.Coll, d.ID), User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version,
 			Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body, Size: approxSize(d.Body)}
@@ -161,8 +166,14 @@ func result(partition int, r store.ApplyResult) Result {
 // Config wires a Shipper to its node.
 type Config struct {
 	// Replicas returns the replicas of a partition this node masters (none
-	// when it does not).
+	// when it does not): the responsible list after the master, in order.
 	Replicas func(partition int) []string
+	// Copies is how many copies each partition should have (the
+	// replication factor, or fewer when the cluster has fewer nodes that
+	// can hold one): the majority-committed position counts against it,
+	// as write concerns do (see Counted). Nil: the master and the
+	// replicas listed.
+	Copies func() int
 	// Send delivers a request to a replica.
 	Send func(ctx context.Context, replica string, req Request) (Response, error)
 	// Scan reads a partition's documents after a position, in position
@@ -216,9 +227,12 @@ type Config struct {
 
 // progress is what the master knows of one replica's copy of one partition.
 type progress struct {
-	acked   store.Position // the replica holds the history up to here
-	known   bool           // acked has been learned from the replica
-	catchUp bool           // the queue cannot bring it up to date
+	acked store.Position // the replica holds the history up to here
+	known bool           // acked has been learned from the replica
+	// told is the newest majority-committed position the replica took
+	// with a batch: a notice goes out when the partition's is newer.
+	told    store.Position
+	catchUp bool // the queue cannot bring it up to date
 	queue   []queuedRun
 	queued  int // documents in queue
 	// behindSince is when the oldest change the replica has not
@@ -258,9 +272,18 @@ type Shipper struct {
 	changed   *sync.Cond // signalled on every ack
 	dests     map[string]*dest
 	committed map[int]store.Position // newest position handed to Committed, per partition
+	majority  map[int]heldAt         // the majority-committed position found, per partition
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
+}
+
+// heldAt is a majority-committed position found in a tenure: it stays
+// committed for the rest of the tenure even if an acknowledgement it was
+// counted from goes (a replica replaced, or one that lost its copy).
+type heldAt struct {
+	epoch uint64
+	pos   store.Position
 }
 
 type dest struct {
@@ -287,7 +310,7 @@ func New(cfg Config) *Shipper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Shipper{cfg: cfg, log: cfg.Logger, dests: map[string]*dest{}, committed: map[int]store.Position{}}
+	s := &Shipper{cfg: cfg, log: cfg.Logger, dests: map[string]*dest{}, committed: map[int]store.Position{}, majority: map[int]heldAt{}}
 	s.changed = sync.NewCond(&s.mu)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -421,6 +444,129 @@ func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.P
 		}
 		if s.ctx.Err() != nil {
 			return have, errors.New("shutting down")
+		}
+		s.changed.Wait()
+	}
+}
+
+// Counted returns the replicas whose acknowledgements count for a
+// partition that should have total copies, given the replicas its master
+// lists (the responsible list after the master, in order): the first
+// total-1. An incoming copy or a draining replica listed after them is
+// not among the copies a promotion asks. Write concerns and the
+// majority-committed position count the same replicas.
+func Counted(replicas []string, total int) []string {
+	return replicas[:min(len(replicas), max(total-1, 0))]
+}
+
+// MajorityNeed is how many counted replicas, beyond the master, hold a
+// change when a majority of total copies (total/2+1, the master included)
+// does.
+func MajorityNeed(total int) int { return max(total, 1)/2 + 1 - 1 }
+
+// MajorityHeld returns the partition's majority-committed position while
+// this node masters it (the zero position when it does not): the newest
+// position of its history that a majority of the partition's copies hold,
+// the master included, counting replicas as write concern "majority"
+// does (Counted of Copies, MajorityNeed of them beyond the master).
+//
+// Only a position of the current tenure's epoch is established by
+// counting, as raft commits only entries of the leader's term: a
+// replica's acknowledgement of an older epoch's position does not make it
+// majority-held for good. (The promotion rule prefers the copy with the
+// newest position; a copy that holds a later epoch's change this master
+// never had could still win over a majority holding an older position,
+// and roll it back.) Once a position of the epoch is majority-held,
+// everything before it in this master's history is committed too. So a
+// new tenure has no majority-committed position until its first write
+// reaches a majority; a partition of one copy has its master's whole
+// history.
+//
+// The position never moves back within a tenure and is never past the
+// master's last committed position.
+func (s *Shipper) MajorityHeld(partition int) store.Position {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.majorityLocked(partition)
+}
+
+// majorityLocked is MajorityHeld; call with s.mu held.
+func (s *Shipper) majorityLocked(p int) store.Position {
+	epoch, master := s.cfg.Epoch(p)
+	if !master {
+		return store.Position{}
+	}
+	replicas := s.cfg.Replicas(p)
+	total := 1 + len(replicas)
+	if s.cfg.Copies != nil {
+		total = max(s.cfg.Copies(), 1)
+	}
+	held := majority(s.cfg.Last(p), epoch, s.ackedLocked(p, Counted(replicas, total)), MajorityNeed(total))
+	if h := s.majority[p]; h.epoch == epoch && h.pos.Compare(held) > 0 {
+		return h.pos
+	}
+	s.majority[p] = heldAt{epoch: epoch, pos: held}
+	return held
+}
+
+// ackedLocked lists the positions the replicas have acknowledged of
+// partition p (those not heard from yet are left out).
+func (s *Shipper) ackedLocked(p int, replicas []string) []store.Position {
+	var acked []store.Position
+	for _, r := range replicas {
+		if d := s.dests[r]; d != nil {
+			if pr := d.parts[p]; pr != nil && pr.known {
+				acked = append(acked, pr.acked)
+			}
+		}
+	}
+	return acked
+}
+
+// majority is the newest position a master at epoch, whose history ends
+// at last, knows need of the replicas hold besides itself, given what the
+// counted replicas acknowledged: the need-th newest acknowledgement, if it
+// is of the epoch (see MajorityHeld), at most last.
+func majority(last store.Position, epoch uint64, acked []store.Position, need int) store.Position {
+	if need <= 0 {
+		return last
+	}
+	if len(acked) < need {
+		return store.Position{}
+	}
+	acked = slices.Clone(acked)
+	slices.SortFunc(acked, func(a, b store.Position) int { return b.Compare(a) })
+	held := acked[need-1]
+	if held.Compare(last) > 0 {
+		held = last
+	}
+	if held.Epoch != epoch {
+		return store.Position{}
+	}
+	return held
+}
+
+// WaitMajorityHeld waits until the partition's majority-committed position
+// (MajorityHeld) reaches pos, or ctx ends; it returns the position.
+func (s *Shipper) WaitMajorityHeld(ctx context.Context, partition int, pos store.Position) (store.Position, error) {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.changed.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		held := s.majorityLocked(partition)
+		if held.Compare(pos) >= 0 {
+			return held, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return held, err
+		}
+		if s.ctx.Err() != nil {
+			return held, errors.New("shutting down")
 		}
 		s.changed.Wait()
 	}
@@ -565,7 +711,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 		if pr.copying {
 			continue // its catch-up is streaming; what queues meanwhile follows it
 		}
-		_, master := s.cfg.Epoch(p)
+		epoch, master := s.cfg.Epoch(p)
 		if !master {
 			// No longer master (a handoff, or the lease ran out): what was
 			// committed while it was still goes out, the tail of its tenure,
@@ -599,6 +745,17 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			continue
 		}
 		if len(pr.queue) == 0 {
+			if master && s.noticeLocked(pr, p, epoch) {
+				// Nothing new to send, but the committed position moved
+				// on (acknowledgements came in): say so alone.
+				if !rm.takeHeader(wireBatchBase) {
+					if cut < 0 {
+						cut = i
+					}
+					continue
+				}
+				req.Batches = append(req.Batches, ToWire(s.notice(pr, p, epoch)))
+			}
 			continue
 		}
 		if rm.full() {
@@ -626,6 +783,28 @@ func (s *Shipper) live(d *dest) (Request, int) {
 	}
 	slices.Sort(catchUp)
 	return req, fromRing(catchUp, d.catchUpFrom)[0]
+}
+
+// noticeLocked says whether the replica, up to date with the queue, is to
+// be told the partition's majority-committed position alone, this node
+// mastering it at epoch: it moved on since the replica last took one. The
+// position moves on acknowledgements, found as send reads them (the
+// position kept is read here, not counted again for every partition of
+// every round), so a replica gets at most one notice per partition per
+// round of them.
+func (s *Shipper) noticeLocked(pr *progress, p int, epoch uint64) bool {
+	h := s.majority[p]
+	return h.epoch == epoch && h.pos.Compare(pr.told) > 0
+}
+
+// notice is a batch of the master's epoch that carries the
+// majority-committed position alone: no documents, from and up to the
+// replica's acknowledged position (it changes nothing the replica holds).
+// Call with s.mu held.
+func (s *Shipper) notice(pr *progress, p int, epoch uint64) store.Batch {
+	b := store.Batch{Partition: p, Epoch: epoch, From: pr.acked, UpTo: pr.acked}
+	s.stampLocked(&b)
+	return b
 }
 
 // fromRing returns the sorted partitions as a ring starting at the first
@@ -673,7 +852,7 @@ func (s *Shipper) takeRuns(pr *progress, p int, rm *room) (out []WireBatch, all 
 			if cur != nil {
 				out = append(out, ToWire(cur.Batch))
 			}
-			s.stamp(&piece.Batch) // the epoch it was committed at
+			s.stampLocked(&piece.Batch) // the epoch it was committed at
 			cur = &piece
 		}
 		if n < len(q.Docs) {
@@ -751,7 +930,13 @@ func (s *Shipper) send(d *dest, req Request) error {
 	}
 	var diverged []Result
 	var refused error
+	before := map[int]store.Position{} // each partition's majority-committed position before these answers
 	for _, r := range resp.Results {
+		if _, ok := before[r.Partition]; !ok {
+			before[r.Partition] = s.majorityLocked(r.Partition)
+		}
+	}
+	for i, r := range resp.Results {
 		pr := d.parts[r.Partition]
 		if pr == nil {
 			continue
@@ -762,6 +947,7 @@ func (s *Shipper) send(d *dest, req Request) error {
 			if pr.acked.Compare(s.committed[r.Partition]) >= 0 {
 				pr.behindSince = time.Time{}
 			}
+			pr.told = maxPosition(pr.told, req.Batches[i].Committed)
 		case "gap":
 			pr.acked, pr.known, pr.catchUp = r.Applied, true, true
 		case "full-copy":
@@ -781,6 +967,17 @@ func (s *Shipper) send(d *dest, req Request) error {
 			refused = fmt.Errorf("replica %s could not apply partition %d: %s", d.id, r.Partition, logsafe.ClipTo(r.Error, 300))
 		}
 	}
+	for p, was := range before {
+		if s.majorityLocked(p).Compare(was) > 0 {
+			// The other replicas are told too (this one is, by the
+			// round that follows its answer).
+			for _, o := range s.dests {
+				if o != d && o.parts[p] != nil {
+					o.poke()
+				}
+			}
+		}
+	}
 	s.changed.Broadcast()
 	s.mu.Unlock()
 	if refused != nil {
@@ -796,13 +993,33 @@ func (s *Shipper) send(d *dest, req Request) error {
 	return nil
 }
 
-// stamp sets a batch's epoch start and chain: those of its epoch on this
-// node.
+// stamp sets a batch's epoch start and chain, those of its epoch on this
+// node, and the majority-committed position it carries.
 func (s *Shipper) stamp(b *store.Batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stampLocked(b)
+}
+
+// stampLocked is stamp; call with s.mu held.
+func (s *Shipper) stampLocked(b *store.Batch) {
 	b.EpochStart = s.cfg.EpochStart(b.Partition, b.Epoch)
 	if s.cfg.Epochs != nil {
 		b.Epochs = s.cfg.Epochs(b.Partition, b.Epoch)
 	}
+	b.Committed = s.committedLocked(b)
+}
+
+// committedLocked is the majority-committed position a batch carries: the
+// partition's, if the batch is of the tenure it was found in (a run left
+// from an earlier tenure carries none: its history need not be this
+// tenure's).
+func (s *Shipper) committedLocked(b *store.Batch) store.Position {
+	held := s.majorityLocked(b.Partition)
+	if s.majority[b.Partition].epoch != b.Epoch {
+		return store.Position{}
+	}
+	return held
 }
 
 // restoreChunk bounds the documents of one restore request (and

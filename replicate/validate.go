@@ -45,7 +45,8 @@ func DecodeValid(r io.Reader, partitions int) (Request, error) {
 // partition (the partition indexes the writer's per-partition state) and
 // of a master's epoch (epochs start at 1); it is a restore or a chunk of a
 // full copy, not both, and only a full copy names a key range; its chain
-// is bounded; every document has a valid user, collection and id, belongs
+// is bounded; its majority-committed position is no newer than its epoch
+// (it is a position of the master's history); every document has a valid user, collection and id, belongs
 // by its user to the batch's partition, has a version from 1 and a
 // position no newer than the batch's epoch (a master's store holds only
 // history up to its own epoch: it applies no batch while it holds the
@@ -73,6 +74,9 @@ func (r Request) Validate(partitions int) error {
 		}
 		if !b.Full && (b.KeyFrom != "" || b.KeyTo != "") {
 			return bad("a key range outside a full copy")
+		}
+		if b.Committed.Epoch > b.Epoch {
+			return bad("committed position %s is of a later epoch than the batch's %d", b.Committed, b.Epoch)
 		}
 		if len(b.Epochs) > MaxChain {
 			return bad("an epoch chain of %d entries, more than %d", len(b.Epochs), MaxChain)

@@ -24,8 +24,8 @@ func TestWireRoundTripKeepsValuesExact(t *testing.T) {
 		"inner": map[string]any{"n": int64(42)},
 	}
 	in := store.Batch{Partition: 3, Epoch: 2, From: store.Position{Epoch: 1, Seq: 9}, UpTo: store.Position{Epoch: 2, Seq: 11},
-		EpochStart: store.Position{Epoch: 1, Seq: 9},
-		Epochs:     []store.EpochStart{{Epoch: 1, Start: store.Position{Seq: 3}}, {Epoch: 2, Start: store.Position{Epoch: 1, Seq: 9}}},
+		EpochStart: store.Position{Epoch: 1, Seq: 9}, Committed: store.Position{Epoch: 2, Seq: 10},
+		Epochs: []store.EpochStart{{Epoch: 1, Start: store.Position{Seq: 3}}, {Epoch: 2, Start: store.Position{Epoch: 1, Seq: 9}}},
 		Docs: []*store.Doc{
 			{Key: store.DocKey("u", "c", "a"), User: "u", Coll: "c", ID: "a", Version: 4, Pos: store.Position{Epoch: 2, Seq: 10},
 				Updated: time.Unix(5, 0).UTC(), Body: body},
@@ -42,7 +42,7 @@ func TestWireRoundTripKeepsValuesExact(t *testing.T) {
 	}
 	out := FromWire(req.Batches[0])
 	if out.Partition != in.Partition || out.Epoch != in.Epoch || out.From != in.From || out.UpTo != in.UpTo || len(out.Docs) != 2 ||
-		out.EpochStart != in.EpochStart || !reflect.DeepEqual(out.Epochs, in.Epochs) {
+		out.EpochStart != in.EpochStart || !reflect.DeepEqual(out.Epochs, in.Epochs) || out.Committed != in.Committed {
 		t.Fatalf("batch header changed: %+v", out)
 	}
 	for i := range in.Docs {

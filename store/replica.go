@@ -159,6 +159,10 @@ type Batch struct {
 	KeyFrom string
 	KeyTo   string
 	Horizon Position
+	// Committed is the master's majority-committed position of the
+	// partition when it sent the batch: a majority of the partition's
+	// copies held its history up to there (see Writer.Committed).
+	Committed Position
 }
 
 // Errors of Apply.
@@ -220,6 +224,32 @@ func (w *Writer) Applied(partition int) Position {
 		return p.last
 	}
 	return p.held()
+}
+
+// Committed returns the position of a partition's history this copy knows
+// a majority of the partition's copies hold: the newest majority-committed
+// position its masters shipped with their batches, capped at the position
+// this copy has applied (never above it, also after a rollback). Zero when
+// unknown: it is kept in memory only, so after a restart it is zero until
+// the master's next batch (any batch, or its notice of a committed
+// position that advanced). As a master this node learns nothing here (its
+// shipper knows its own majority-committed position, see
+// replicate.Shipper.MajorityHeld); what it learned as a replica stays
+// true.
+func (w *Writer) Committed(partition int) Position {
+	p := w.parts[partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return minPosition(p.committed, p.applied)
+}
+
+// learnCommitted records the committed position a batch of the current
+// master carried, once the batch is applied (and after any rollback it
+// caused): what the master says a majority holds, capped at what this
+// copy now holds of the master's history. Call with p.mu held, after
+// p.applied is updated.
+func (p *partition) learnCommitted(shipped Position) {
+	p.committed = maxPosition(minPosition(p.committed, p.applied), minPosition(shipped, p.applied))
 }
 
 // held is how far this node is sure to hold the partition's history as a
@@ -300,8 +330,12 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 		case errors.Is(r.Err, ErrDiverged):
 			// The divergence stands, durably, until the master has
 			// restored every document: a restore cut short is resumed by
-			// the next batch's check.
+			// the next batch's check. What this copy knows to be committed
+			// is of the history it agrees with the master's on.
 			p.restoring = b.Epoch
+			p.mu.Lock()
+			p.committed = minPosition(p.committed, r.Applied)
+			p.mu.Unlock()
 			w.setRecord(p.record(p.applied, p.horizon))
 			r.Epoch = p.epochSeen
 			return r
@@ -356,6 +390,7 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	}
 	p.mu.Lock()
 	p.applied, p.last, p.horizon = next, newLast, horizon
+	p.learnCommitted(b.Committed)
 	p.mu.Unlock()
 	return ApplyResult{Applied: next, Epoch: max(newest, b.Epoch)}
 }
@@ -457,6 +492,7 @@ func (w *Writer) startRecopy(p *partition, b *Batch, horizon Position) ApplyResu
 	seen := max(p.epochSeen, b.Epoch)
 	p.mu.Lock()
 	p.applied, p.horizon, p.epochSeen, p.startEpoch, p.recopy, p.chain = Position{}, horizon, seen, 0, true, nil
+	p.committed = Position{}
 	p.mu.Unlock()
 	w.setRecord(p.record(Position{}, horizon))
 	w.log.Warn("this node purged deletes its new master never had; asking for a full copy of the partition",
@@ -562,6 +598,7 @@ func (w *Writer) restore(p *partition, b *Batch) ApplyResult {
 	}
 	p.mu.Lock()
 	p.applied, p.last, p.epochSeen = b.UpTo, maxPosition(last, p.horizon), seen
+	p.learnCommitted(b.Committed)
 	p.mu.Unlock()
 	return ApplyResult{Applied: b.UpTo, Epoch: b.Epoch}
 }

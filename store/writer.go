@@ -147,6 +147,10 @@ type partition struct {
 	// diverged changes is not finished, or whose check for them failed:
 	// each of its batches is checked (see rollBack).
 	restoring uint64
+	// committed: the newest majority-committed position a batch of the
+	// current master told (see Writer.Committed), at most applied; in
+	// memory only.
+	committed Position
 	// tombstones is false only when the partition is known to hold no
 	// tombstone, so the purge can skip it; set by every committed or
 	// applied delete, cleared by a purge that leaves none.

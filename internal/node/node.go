@@ -133,6 +133,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	}
 	n.shipper = replicate.New(replicate.Config{Logger: log, MaxQueued: opts.ReplicationQueue,
 		Replicas:   n.replicasOf,
+		Copies:     n.copies,
 		Send:       replicaTransport{cl}.Send,
 		Scan:       st.ScanAfter,
 		ScanKeys:   st.ScanKeys,
@@ -176,7 +177,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		QueryBudget: cfg.QueryBudget, MaxPageBytes: cfg.MaxPageBytes,
 		AuthSecret: []byte(cfg.AuthSecret), TokenAudience: cfg.TokenAudience, TokenMaxTTL: cfg.TokenMaxTTL, Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
-		Replication: n.shipper, Copies: n.copies, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
+		Replication: n.shipper, Copies: n.copies, Committed: n.Committed, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
 		Moves: n.handoff.Moves}, st, n.writer)
 	// ReadTimeout and WriteTimeout bound what the server reads and writes
 	// outside the API's own per-request deadlines (see api deadlines):
@@ -493,6 +494,22 @@ func (n *Node) copies() int {
 		}
 	}
 	return min(n.cfg.ReplicationFactor, max(holders, 1))
+}
+
+// Committed is the newest position of a partition's history this node
+// knows a majority of the partition's copies hold: as its master, what the
+// replicas' acknowledgements of this tenure show (replicate.Shipper.
+// MajorityHeld); as a replica, what its master shipped, capped at what
+// this copy applied (store.Writer.Committed). A node that became master
+// keeps what it learned as a replica (its history holds it) until its own
+// tenure's writes reach a majority. Zero when unknown (after a restart,
+// until the master's next batch).
+func (n *Node) Committed(partition int) store.Position {
+	known, held := n.writer.Committed(partition), n.shipper.MajorityHeld(partition)
+	if held.Compare(known) > 0 {
+		return held
+	}
+	return known
 }
 
 // replicasOf lists the replicas of a partition this node masters.

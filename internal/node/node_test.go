@@ -77,3 +77,24 @@ func TestPartitionCountChangeIsRefused(t *testing.T) {
 	}
 	t.Logf("refused with: %v", err)
 }
+
+// The node knows the majority-committed position of what it masters: on a
+// node alone, a partition's copies are its own, so its last write is
+// committed. New behaviour (Node.Committed, the API's Config.Committed).
+func TestANodeAloneKnowsItsWritesCommitted(t *testing.T) {
+	n := testnode.StartNew(t)
+	c := n.Client(testnode.Token(t, "ida"))
+	r := c.Do("PUT", "/v1/users/ida/collections/c/documents/a", `{"v":1}`)
+	if r.Status != 201 {
+		t.Fatalf("PUT: %d %s", r.Status, r.Body)
+	}
+	token := r.Header.Get("X-Consistency-Token")
+	var p int
+	var at store.Position
+	if _, err := fmt.Sscanf(token, "%d:%d.%d", &p, &at.Epoch, &at.Seq); err != nil {
+		t.Fatalf("token %q: %v", token, err)
+	}
+	if got := n.Committed(p); got != at {
+		t.Fatalf("partition %d: committed %s, want the write's position %s", p, got, at)
+	}
+}
