@@ -211,10 +211,12 @@ func (s *Server) leaseEpoch(partition int) (uint64, bool) {
 	return s.cfg.Leases.Holds(partition)
 }
 
-// awaitMajority waits, on the master, until a majority of the partition's
-// copies (master included, counted as write concern majority counts them)
-// hold pos. It answers 503 with Retry-After when that takes longer than
-// concernWait.
+// awaitMajority waits, on the master, until the partition's
+// majority-committed position reaches pos: a majority of its copies
+// (master included, counted as write concern majority counts them) hold
+// pos and a position of this tenure's epoch at or after it, so that no
+// promotion can roll it back. It answers 503 with Retry-After when that
+// takes longer than concernWait.
 func (s *Server) awaitMajority(ctx context.Context, partition int, pos store.Position) *Problem {
 	total, need := s.copiesFor(ConcernMajority)
 	if need <= 0 {
@@ -225,12 +227,10 @@ func (s *Server) awaitMajority(ctx context.Context, partition int, pos store.Pos
 	}
 	ctx, cancel := context.WithTimeout(ctx, concernWait)
 	defer cancel()
-	have, err := s.cfg.Replication.WaitReplicated(ctx, partition, pos, s.countedReplicas(partition, pos), need)
+	held, err := s.cfg.Replication.WaitMajorityHeld(ctx, partition, pos)
 	if err != nil {
-		p := unavailable(fmt.Sprintf("the state read (position %s) is on %d of the %d copies of partition %d, and a majority read needs %d: it was not confirmed within %s; retry, or read with X-Read-Concern: local",
-			pos, have+1, total, partition, need+1, concernWait))
-		p.retryAfter = 1
-		return p
+		return unavailable(fmt.Sprintf("the state read (position %s) of partition %d is not known to be on a majority of its %d copies (majority-committed up to %s) after %s; retry, or read with X-Read-Concern: local",
+			pos, partition, total, held, concernWait))
 	}
 	return nil
 }

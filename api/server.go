@@ -116,6 +116,11 @@ type Replication interface {
 	// WaitReplicated waits until need of the partition's replicas (as
 	// replicas() lists them at each check) hold pos.
 	WaitReplicated(ctx context.Context, partition int, pos store.Position, replicas func() []string, need int) (int, error)
+	// WaitMajorityHeld waits until the partition's majority-committed
+	// position (see replicate.Shipper.MajorityHeld: established only by a
+	// position of the current tenure's epoch) reaches pos; it returns the
+	// position reached.
+	WaitMajorityHeld(ctx context.Context, partition int, pos store.Position) (store.Position, error)
 	// Lags lists each replica's progress on the partitions this node masters.
 	Lags() []replicate.Lag
 }
@@ -716,7 +721,7 @@ func (s *Server) copiesFor(concern string) (total, need int) {
 	if concern == "all" {
 		return total, total - 1
 	}
-	return total, total/2 + 1 - 1
+	return total, replicate.MajorityNeed(total)
 }
 
 // countedReplicas is the replicas whose acknowledgements count for a state
@@ -744,7 +749,7 @@ func (s *Server) countedReplicas(partition int, pos store.Position) func() []str
 			// Only the regular replicas count (the first total-1): an
 			// incoming copy or a draining replica listed after them is not
 			// among the copies a promotion asks.
-			listed = a.Responsible[1:min(len(a.Responsible), total)]
+			listed = replicate.Counted(a.Responsible[1:], total)
 			return listed
 		}
 		return nil
