@@ -227,10 +227,60 @@ func (s *Server) awaitMajority(ctx context.Context, partition int, pos store.Pos
 	}
 	ctx, cancel := context.WithTimeout(ctx, concernWait)
 	defer cancel()
+	if err := s.markTenure(ctx, partition); err != nil {
+		return unavailable(fmt.Sprintf("partition %d: the new master's tenure marker could not be written (%v); retry shortly, or read with X-Read-Concern: local", partition, err))
+	}
 	held, err := s.cfg.Replication.WaitMajorityHeld(ctx, partition, pos)
 	if err != nil {
 		return unavailable(fmt.Sprintf("the state read (position %s) of partition %d is not known to be on a majority of its %d copies (majority-committed up to %s) after %s; retry, or read with X-Read-Concern: local",
 			pos, partition, total, held, concernWait))
 	}
+	return nil
+}
+
+// markTenure writes the tenure marker (store.TenureUser) of partition if
+// this node masters it and has written nothing at its epoch yet: only a
+// position of the current epoch establishes the majority-committed
+// position (see replicate.Shipper.MajorityHeld), so without a write the
+// states a new master inherited would never count as majority-held.
+// Concurrent reads share one write.
+func (s *Server) markTenure(ctx context.Context, partition int) error {
+	epoch, ok := s.leaseEpoch(partition)
+	if !ok || !s.clustered() || s.writer.Position(partition).Epoch >= epoch {
+		return nil
+	}
+	s.markMu.Lock()
+	done, busy := s.marking[partition]
+	if !busy {
+		done = make(chan struct{})
+		s.marking[partition] = done
+	}
+	s.markMu.Unlock()
+	if busy {
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	defer func() {
+		s.markMu.Lock()
+		delete(s.marking, partition)
+		s.markMu.Unlock()
+		close(done)
+	}()
+	if s.writer.Position(partition).Epoch >= epoch {
+		return nil
+	}
+	res := s.writer.Do(ctx, store.Op{Partition: partition, User: store.TenureUser, Coll: store.TenureColl, ID: store.TenureID,
+		Mutate: func(*store.Doc) (store.Next, error) {
+			return store.Next{Body: map[string]any{"epoch": int64(epoch), "node": s.cfg.NodeID}, Size: 64}, nil
+		}})
+	if res.Err != nil {
+		s.log.Warn("could not write the tenure marker", "partition", partition, "epoch", epoch, "err", clipError(res.Err))
+		return res.Err
+	}
+	s.log.Debug("tenure marker written", "partition", partition, "epoch", epoch, "position", res.Doc.Pos)
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -178,6 +179,10 @@ type Server struct {
 	// queryHook, if set, is called before each document a query evaluates
 	// (tests).
 	queryHook func(ctx context.Context)
+	// marking is the tenure markers being written, per partition (see
+	// markTenure).
+	markMu  sync.Mutex
+	marking map[int]chan struct{}
 }
 
 // New creates the API of a node over its store and writer.
@@ -191,7 +196,7 @@ func New(cfg Config, st *store.Store, w *store.Writer) *Server {
 	// Cursors are signed with a key every node derives from AUTH_SECRET, so
 	// a page cursor from one node works on another and cannot be forged.
 	key := sha256.Sum256(append([]byte("shoal query cursor\x00"), cfg.AuthSecret...))
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:], tokenMaxTTL: cfg.TokenMaxTTL,
+	s := &Server{marking: map[int]chan struct{}{}, cfg: cfg, log: cfg.Logger, store: st, writer: w, metrics: cfg.Metrics, cursorKey: key[:], tokenMaxTTL: cfg.TokenMaxTTL,
 		limits:   doc.Limits{MaxFields: cfg.MaxDocumentFields, MaxBytes: int(cfg.MaxDocumentBytes)},
 		failLogs: logsafe.NewLimiter(failLogMax, failLogWindow, nil)}
 	if s.tokenMaxTTL <= 0 {

@@ -117,6 +117,9 @@ func (r Request) Validate(partitions int) error {
 // validName checks a document's user, collection and id, and that the user
 // belongs to partition p.
 func validName(user, coll, id string, p, partitions int) error {
+	if store.IsTenureMarker(user, coll, id) {
+		return nil // every partition has one, under a user no client can name
+	}
 	if err := doc.ValidUser(user); err != nil {
 		return err
 	}
