@@ -178,8 +178,10 @@ func (s *Server) createDocument(w http.ResponseWriter, r *http.Request) {
 		id = doc.NewID()
 	}
 	p := s.partitionOf(user)
+	cmp := s.compareFor(r, p)
 	res := s.writer.Do(r.Context(), store.Op{Partition: p, User: user, Coll: coll, ID: id, Fresh: fresh,
 		Mutate: func(cur *store.Doc) (store.Next, error) {
+			cmp.saw(cur)
 			if exists(cur) {
 				return store.Next{}, problem(http.StatusConflict, TypeAlreadyExists, "Already exists",
 					fmt.Sprintf("document %q already exists in %s; use PUT to replace it", id, coll))
@@ -187,6 +189,10 @@ func (s *Server) createDocument(w http.ResponseWriter, r *http.Request) {
 			return store.Next{Body: body, Size: len(data)}, nil
 		}})
 	if res.Err != nil {
+		if prob := cmp.settle(r.Context(), res.Err); prob != nil {
+			writeProblem(w, prob)
+			return
+		}
 		s.storeError(w, r, res.Err)
 		return
 	}
@@ -239,8 +245,10 @@ func (s *Server) putDocument(w http.ResponseWriter, r *http.Request) {
 	}
 	p := s.partitionOf(user)
 	created := false
+	cmp := s.compareFor(r, p)
 	res := s.writer.Do(r.Context(), store.Op{Partition: p, User: user, Coll: coll, ID: id,
 		Mutate: func(cur *store.Doc) (store.Next, error) {
+			cmp.saw(cur)
 			if err := checkVersion(want, cur); err != nil {
 				return store.Next{}, err
 			}
@@ -248,6 +256,10 @@ func (s *Server) putDocument(w http.ResponseWriter, r *http.Request) {
 			return store.Next{Body: body, Size: len(data)}, nil
 		}})
 	if res.Err != nil {
+		if prob := cmp.settle(r.Context(), res.Err); prob != nil {
+			writeProblem(w, prob)
+			return
+		}
 		s.storeError(w, r, res.Err)
 		return
 	}
@@ -285,8 +297,10 @@ func (s *Server) patchDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := s.partitionOf(user)
+	cmp := s.compareFor(r, p)
 	res := s.writer.Do(r.Context(), store.Op{Partition: p, User: user, Coll: coll, ID: id,
 		Mutate: func(cur *store.Doc) (store.Next, error) {
+			cmp.saw(cur)
 			if !exists(cur) {
 				return store.Next{}, notFound(fmt.Sprintf("no document %q in collection %q to patch", id, coll))
 			}
@@ -309,6 +323,10 @@ func (s *Server) patchDocument(w http.ResponseWriter, r *http.Request) {
 			return store.Next{Body: merged, Size: size.Bytes}, nil
 		}})
 	if res.Err != nil {
+		if prob := cmp.settle(r.Context(), res.Err); prob != nil {
+			writeProblem(w, prob)
+			return
+		}
 		s.storeError(w, r, res.Err)
 		return
 	}
@@ -327,8 +345,10 @@ func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := s.partitionOf(user)
+	cmp := s.compareFor(r, p)
 	res := s.writer.Do(r.Context(), store.Op{Partition: p, User: user, Coll: coll, ID: id,
 		Mutate: func(cur *store.Doc) (store.Next, error) {
+			cmp.saw(cur)
 			if !exists(cur) {
 				return store.Next{}, notFound(fmt.Sprintf("no document %q in collection %q", id, coll))
 			}
@@ -338,6 +358,10 @@ func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
 			return store.Next{Delete: true}, nil
 		}})
 	if res.Err != nil {
+		if prob := cmp.settle(r.Context(), res.Err); prob != nil {
+			writeProblem(w, prob)
+			return
+		}
 		s.storeError(w, r, res.Err)
 		return
 	}

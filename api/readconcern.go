@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -282,5 +283,59 @@ func (s *Server) markTenure(ctx context.Context, partition int) error {
 		return res.Err
 	}
 	s.log.Debug("tenure marker written", "partition", partition, "epoch", epoch, "position", res.Doc.Pos)
+	return nil
+}
+
+// comparison is what a conditional write (If-Match, or the existence a
+// POST, PATCH or DELETE needs) compared against: the document's state on
+// the master when its change was decided.
+type comparison struct {
+	s         *Server
+	partition int
+	strong    bool   // the write asked for write concern majority or all
+	epoch     uint64 // the lease epoch before the write
+	pos       store.Position
+	seen      bool // pos is the state's own (else: the partition's Visible)
+}
+
+// compareFor starts the comparison of a write of r to partition.
+func (s *Server) compareFor(r *http.Request, partition int) *comparison {
+	wc := r.Header.Get("X-Write-Concern")
+	c := &comparison{s: s, partition: partition, strong: wc == "majority" || wc == "all"}
+	c.epoch, _ = s.leaseEpoch(partition)
+	return c
+}
+
+// saw records the state the write's Mutate was handed (nil: no record).
+func (c *comparison) saw(cur *store.Doc) {
+	if cur != nil {
+		c.pos, c.seen = cur.Pos, true
+	}
+}
+
+// settle is the answer to a write refused by the state it compared
+// against (412, 409, 404), when the write asked for write concern majority
+// or all: nil once that state is majority-held and this node still holds
+// the lease at the epoch the write began at, as a linearizable read would
+// have to. Answered at once, a refusal could rest on a write that a
+// failover then rolls back: a compare-and-set refused against version 23,
+// and the next master, which never had it, acknowledging another version
+// 23. Otherwise it is a 503 (nothing was written). Any other error: nil.
+func (c *comparison) settle(ctx context.Context, err error) *Problem {
+	var p *Problem
+	if !c.strong || !errors.As(err, &p) || (p.Status != http.StatusPreconditionFailed && p.Status != http.StatusConflict && p.Status != http.StatusNotFound) {
+		return nil
+	}
+	pos := c.pos
+	if !c.seen {
+		pos = c.s.writer.Visible(c.partition)
+	}
+	if prob := c.s.awaitMajority(ctx, c.partition, pos); prob != nil {
+		prob.Detail = "nothing was written: the state this conditional write was refused against is not known to be on a majority of copies yet; retry. (" + prob.Detail + ")"
+		return prob
+	}
+	if e, ok := c.s.servingEpoch(c.partition); !ok || e != c.epoch {
+		return unavailable(fmt.Sprintf("nothing was written: the partition %d changed master while this conditional write was refused, so the refusal may not stand; retry", c.partition))
+	}
 	return nil
 }

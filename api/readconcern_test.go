@@ -61,8 +61,10 @@ type concernNode struct {
 const concernPartitions = 4
 
 // threeNodes starts nodes a, b and c, each holding a copy of every
-// partition, none of them master until the test says so.
-func threeNodes(t *testing.T) map[string]*concernNode {
+// partition, none of them master until the test says so; copies, if
+// given, is how many copies each partition should have (none of them
+// replicates: a state is never known to be on more than one).
+func threeNodes(t *testing.T, copies ...int) map[string]*concernNode {
 	t.Helper()
 	ids := []string{"a", "b", "c"}
 	ports := testnode.FreePorts(t, 2*len(ids))
@@ -96,8 +98,12 @@ func threeNodes(t *testing.T) map[string]*concernNode {
 		w := store.NewWriter(st, concernPartitions, store.WriterOptions{Logger: logger})
 		t.Cleanup(func() { w.Close(context.Background()) })
 		n := &concernNode{id: id, url: peers[i]["url"].(string), leases: &leaseView{}, table: shard.NewTable(concernPartitions), writer: w}
-		srv := api.New(api.Config{NodeID: id, PartitionCount: concernPartitions, MaxBodyBytes: 1 << 20, AuthSecret: []byte(testnode.Secret),
-			Logger: logger, Cluster: cl, Leases: n.leases, Table: n.table, ReadTryTimeout: 2 * time.Second}, st, w)
+		cfg := api.Config{NodeID: id, PartitionCount: concernPartitions, MaxBodyBytes: 1 << 20, AuthSecret: []byte(testnode.Secret),
+			Logger: logger, Cluster: cl, Leases: n.leases, Table: n.table, ReadTryTimeout: 2 * time.Second}
+		if len(copies) > 0 {
+			cfg.Copies = func() int { return copies[0] }
+		}
+		srv := api.New(cfg, st, w)
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", ports[2*i]))
 		if err != nil {
 			t.Fatal(err)
@@ -244,5 +250,51 @@ func TestAReplicaServesMajorityReadsOnlyOfCommittedStates(t *testing.T) {
 		if r.Status != http.StatusServiceUnavailable {
 			t.Errorf("a majority read (preference %q) of a state no copy knows to be majority-held: %d %s; want 503", pref, r.Status, r.Body)
 		}
+	}
+}
+
+// A conditional write refused by the master's state (412, 409, 404) with
+// write concern majority is answered only once that state is on a
+// majority of copies, as a linearizable read would be: refused at once,
+// the refusal could rest on a write that a failover rolls back (a
+// compare-and-set refused against version 2, and the next master, which
+// never had it, acknowledging another version 2). Here the master
+// replicates to no one, so no state is ever majority-held: the refusals
+// answer 503 and nothing is written; with write concern 1 they stand.
+func TestARefusalWaitsForTheStateItRestsOn(t *testing.T) {
+	nodes := threeNodes(t, 3)
+	user := "alice"
+	p := shard.PartitionOf(user, concernPartitions)
+	c := nodes["c"]
+	c.put(t, p, user, "d", map[string]any{"v": 1})
+	c.put(t, p, user, "d", map[string]any{"v": 2})
+	c.assign(p, "c", 2)
+	c.leases.set(true, 2, "c")
+	cl := testnode.NewClient(t, c.url, testnode.Token(t, user))
+	path := "/v1/users/" + user + "/collections/c/documents/"
+	cases := []struct {
+		method, path string
+		body         any
+		headers      []string
+		refused      int
+	}{
+		{"PUT", path + "d", `{"v":3}`, []string{"If-Match", `"1"`}, http.StatusPreconditionFailed},
+		{"PATCH", path + "d", `{"v":3}`, []string{"If-Match", `"1"`}, http.StatusPreconditionFailed},
+		{"DELETE", path + "d", nil, []string{"If-Match", `"1"`}, http.StatusPreconditionFailed},
+		{"POST", path, `{"_id":"d","v":3}`, nil, http.StatusConflict},
+		{"DELETE", path + "absent", nil, nil, http.StatusNotFound},
+	}
+	for _, tc := range cases {
+		strong := cl.Do(tc.method, tc.path, tc.body, append([]string{"X-Write-Concern", "majority"}, tc.headers...)...)
+		if strong.Status != http.StatusServiceUnavailable || strong.Header.Get("Retry-After") == "" {
+			t.Errorf("%s %s %v with write concern majority, refused by a state on one copy of 3: %d %s; want 503 with Retry-After",
+				tc.method, tc.path, tc.headers, strong.Status, strong.Body)
+		}
+		if weak := cl.Do(tc.method, tc.path, tc.body, tc.headers...); weak.Status != tc.refused {
+			t.Errorf("%s %s %v with write concern 1: %d %s; want %d at once", tc.method, tc.path, tc.headers, weak.Status, weak.Body, tc.refused)
+		}
+	}
+	if d, err := c.writer.Get(context.Background(), p, store.DocKey(user, "c", "d")); err != nil || d.Version != 2 {
+		t.Fatalf("the document after the refusals: %+v %v; want version 2, untouched", d, err)
 	}
 }
