@@ -202,6 +202,9 @@ func (s *Server) getDocument(w http.ResponseWriter, r *http.Request) {
 	user, coll, id := chi.URLParam(r, "user"), chi.URLParam(r, "coll"), chi.URLParam(r, "id")
 	p := s.partitionOf(user)
 	d, err := s.writer.Get(r.Context(), p, store.DocKey(user, coll, id))
+	if err == nil {
+		noteReadPosition(r, d.Pos) // a tombstone's too: the delete's position
+	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && d.Deleted) {
 		writeProblem(w, notFound(fmt.Sprintf("no document %q in collection %q", id, coll)))
 		return

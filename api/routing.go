@@ -44,7 +44,7 @@ const TypeMisdirected = "urn:shoal:problem:not-master"
 
 // forwardedHeaders are the request headers a forwarded request keeps.
 var forwardedHeaders = []string{"Authorization", "Content-Type", "If-Match", "X-Write-Concern", "X-Write-Timeout",
-	headerConsistencyToken, headerReadPreference, "Accept"}
+	headerConsistencyToken, headerReadPreference, headerReadConcern, "Accept"}
 
 // clustered reports whether requests may need to go to another node.
 func (s *Server) clustered() bool {
@@ -262,10 +262,11 @@ func forwardTimeoutFor(r *http.Request) time.Duration {
 }
 
 // forward sends r to node with the client's own credentials, marked as a
-// hop and signed as a node-to-node call (so node believes the mark). The
+// hop (and with marks, header and value pairs) and signed as a
+// node-to-node call (so node believes the marks). The
 // timeout covers only the wait for the answer's headers, not the copying
 // of its body; cancel releases the request once it is relayed.
-func (s *Server) forward(parent context.Context, r *http.Request, node string, body []byte, timeout time.Duration) (*http.Response, context.CancelFunc, error) {
+func (s *Server) forward(parent context.Context, r *http.Request, node string, body []byte, timeout time.Duration, marks ...string) (*http.Response, context.CancelFunc, error) {
 	ctx, cancel := context.WithCancel(parent)
 	timer := time.AfterFunc(timeout, cancel)
 	req, err := http.NewRequestWithContext(ctx, r.Method, "http://placeholder"+r.URL.RequestURI(), bytes.NewReader(body))
@@ -279,6 +280,9 @@ func (s *Server) forward(parent context.Context, r *http.Request, node string, b
 		}
 	}
 	req.Header.Set(headerHop, s.cfg.NodeID)
+	for i := 0; i+1 < len(marks); i += 2 {
+		req.Header.Set(marks[i], marks[i+1])
+	}
 	resp, err := s.cfg.Cluster.Send(node, req, true)
 	if err != nil || !timer.Stop() {
 		cancel()
@@ -374,11 +378,48 @@ func readPreference(r *http.Request) (string, *Problem) {
 	}
 }
 
-// routeRead serves a read from a copy of the partition. The copies are its
-// responsible list, master first (with X-Read-Preference: nearest, this
-// node first when it holds one; with local, only this node's copy, 421 if
-// it has none). Each remote try is bounded by READ_TRY_TIMEOUT; a timeout,
-// connection error or 5xx moves on to the next copy. A read that presents
+// readOutcome is what serving a read from this node's copy came to.
+type readOutcome int
+
+const (
+	readAnswered     readOutcome = iota // an answer was written
+	readNotMaster                       // it needs the master, and this node is not: nothing written
+	readBehind                          // the copy lacks the consistency token's position: nothing written
+	readNotCommitted                    // a replica that does not know the state to be majority-held: nothing written
+)
+
+// answerMiss answers a read this node could not serve from its copy.
+func (s *Server) answerMiss(w http.ResponseWriter, partition int, o readOutcome) {
+	switch o {
+	case readNotMaster:
+		s.misdirected(w, partition)
+	case readBehind:
+		writeProblem(w, unavailable(fmt.Sprintf("this node's copy of partition %d is behind the consistency token; another copy has it", partition)))
+	case readNotCommitted:
+		writeProblem(w, unavailable(fmt.Sprintf("this node's copy of partition %d does not know its state to be on a majority of copies yet; the master or another copy can serve this majority read", partition)))
+	}
+}
+
+// readTry is one node a read is sent to; asMaster marks the try aimed at
+// the partition's master.
+type readTry struct {
+	node     string
+	asMaster bool
+}
+
+// routeRead serves a read from a copy of the partition, under the read
+// concern it asks for (X-Read-Concern; see readconcern.go).
+//
+// The copies are its responsible list, master first (with
+// X-Read-Preference: nearest, this node first when it holds one; with
+// local, only this node's copy, 421 if it has none). The try aimed at the
+// master is marked as such: a node that is not the master answers it 421
+// with the master it knows (after a handoff, the new one), and this node
+// learns it and tries there, as a write does. Each remote try is bounded
+// by READ_TRY_TIMEOUT (plus the wait for a majority, for the majority and
+// linearizable concerns); a timeout, connection error or 5xx moves on to
+// the next copy. A linearizable read is served by the master only, never
+// by a replica (see routeMasterRead). A read that presents
 // X-Consistency-Token is served only by a copy holding that position (one
 // that is behind answers 503, so the next is tried).
 func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int, local http.HandlerFunc) {
@@ -392,20 +433,30 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 		writeProblem(w, prob)
 		return
 	}
-	// serveHere answers from this node's copy if it holds the token's
-	// position; it reports whether it answered.
-	serveHere := func() bool {
-		if token != nil && s.writer.Applied(partition).Compare(*token) < 0 {
-			return false
-		}
-		local(w, r)
-		return true
+	concern, prob := readConcern(r)
+	if prob != nil {
+		writeProblem(w, prob)
+		return
 	}
-	behind := func() {
-		writeProblem(w, unavailable(fmt.Sprintf("this node's copy of partition %d is behind the consistency token; another copy has it", partition)))
+	if concern == ConcernLinearizable && (pref == "nearest" || pref == "local") {
+		writeProblem(w, badRequest(TypeInvalidHeader, fmt.Sprintf("X-Read-Concern: linearizable is served by the partition's master only, and X-Read-Preference %q asks for another copy: leave X-Read-Preference out (or use master)", pref)))
+		return
+	}
+	// serveHere answers from this node's copy.
+	serveHere := func(asMaster bool) readOutcome {
+		if token != nil && s.writer.Applied(partition).Compare(*token) < 0 {
+			return readBehind
+		}
+		switch s.serveConcern(w, r, partition, concern, asMaster, local) {
+		case notMaster:
+			return readNotMaster
+		case notCommitted:
+			return readNotCommitted
+		}
+		return readAnswered
 	}
 	if !s.clustered() {
-		local(w, r) // a single node's copy is the only one, and current
+		serveHere(false) // a single node's copy is the only one, and current
 		return
 	}
 	_, master := s.cfg.Leases.Holds(partition)
@@ -425,27 +476,57 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 		copies = append([]string{s.cfg.NodeID}, copies...)
 	}
 	holdsCopy := master || slices.Contains(copies, s.cfg.NodeID)
-	if pref == "local" || r.Header.Get(headerHop) != "" {
-		switch {
-		case !holdsCopy:
+	if r.Header.Get(headerHop) != "" {
+		// Another node sent it here: serve it or say why not (421, 503),
+		// never send it on.
+		asMaster := r.Header.Get(headerReadFrom) == "master" || concern == ConcernLinearizable
+		if (asMaster && !master) || !holdsCopy {
 			s.misdirected(w, partition)
-		case !serveHere():
-			behind()
+			return
 		}
+		s.answerMiss(w, partition, serveHere(asMaster))
 		return
 	}
+	if pref == "local" {
+		if !holdsCopy {
+			s.misdirected(w, partition)
+			return
+		}
+		s.answerMiss(w, partition, serveHere(false))
+		return
+	}
+	if concern == ConcernLinearizable {
+		s.routeMasterRead(w, r, partition, serveHere)
+		return
+	}
+	var tries []readTry
 	if pref == "nearest" && holdsCopy {
-		copies = append([]string{s.cfg.NodeID}, slices.DeleteFunc(copies, func(n string) bool { return n == s.cfg.NodeID })...)
+		tries = append(tries, readTry{node: s.cfg.NodeID, asMaster: master})
+	}
+	for _, n := range copies {
+		if !slices.ContainsFunc(tries, func(t readTry) bool { return t.node == n }) {
+			tries = append(tries, readTry{node: n, asMaster: n == a.Master || (n == s.cfg.NodeID && master)})
+		}
+	}
+	timeout := s.readTimeout()
+	if concern != ConcernLocal {
+		timeout += concernWait
 	}
 	var lastErr error // for the log only: it names internal URLs
-	for _, node := range copies {
-		if node == s.cfg.NodeID {
-			if serveHere() {
+	redirects := 0
+	for i := 0; i < len(tries); i++ {
+		try := tries[i]
+		if try.node == s.cfg.NodeID {
+			if serveHere(try.asMaster) == readAnswered {
 				return
 			}
 			continue
 		}
-		resp, done, err := s.forward(r.Context(), r, node, nil, s.readTimeout())
+		var marks []string
+		if try.asMaster {
+			marks = []string{headerReadFrom, "master"}
+		}
+		resp, done, err := s.forward(r.Context(), r, try.node, nil, timeout, marks...)
 		if err == nil && resp.StatusCode < 500 && resp.StatusCode != http.StatusMisdirectedRequest {
 			relay(w, resp)
 			done()
@@ -454,18 +535,87 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 		if err == nil {
 			if resp.StatusCode == http.StatusMisdirectedRequest {
 				s.learn(partition, resp.Header)
+				// The master moved (a handoff, a failover): try the one
+				// it names, as the master, before any other copy.
+				if next := s.cfg.Table.Get(partition).Master; try.asMaster && redirects < 2 && next != "" && next != try.node {
+					redirects++
+					tries = slices.Insert(tries, i+1, readTry{node: next, asMaster: true})
+				}
 			}
 			resp.Body.Close()
 			done()
-			err = fmt.Errorf("%s answered %d", node, resp.StatusCode)
+			err = fmt.Errorf("%s answered %d", try.node, resp.StatusCode)
 		}
 		lastErr = err
-		s.log.Debug("read try failed; trying the next copy", "partition", partition, "node", node, "err", clipError(err))
+		s.log.Debug("read try failed; trying the next copy", "partition", partition, "node", try.node, "err", clipError(err))
 	}
 	tried := "no copy is known"
-	if len(copies) > 0 {
-		tried = "tried " + strings.Join(copies, ", ")
+	if len(tries) > 0 {
+		names := make([]string, len(tries))
+		for i, t := range tries {
+			names[i] = t.node
+		}
+		tried = "tried " + strings.Join(names, ", ")
 	}
-	s.log.Warn("no copy answered a read", "partition", partition, "copies", strings.Join(copies, ","), "err", clipError(lastErr))
+	s.log.Warn("no copy answered a read", "partition", partition, "tried", tried, "err", clipError(lastErr))
 	writeProblem(w, unavailable(fmt.Sprintf("no copy of partition %d answered (%s): retry shortly; an admin sees the nodes' states at GET /v1/cluster", partition, tried)))
+}
+
+// routeMasterRead serves a linearizable read: here while this node holds
+// the partition's lease, else at the master the table names (a 421 teaches
+// the table a newer one), waiting up to routeWait for a master to become
+// known and reachable; never at a replica. No master in time: 503 with
+// Retry-After.
+func (s *Server) routeMasterRead(w http.ResponseWriter, r *http.Request, partition int, serveHere func(asMaster bool) readOutcome) {
+	deadline := time.Now().Add(routeWait)
+	tried := map[string]int{}
+	why := "no master is known"
+	var lastErr error // for the log only: it names internal URLs
+	for {
+		if _, ok := s.cfg.Leases.Holds(partition); ok {
+			switch o := serveHere(true); o {
+			case readAnswered:
+				return
+			case readBehind:
+				s.answerMiss(w, partition, o)
+				return
+			}
+			// The lease ended during the read: find the new master.
+			why = "this node's lease ended during the read"
+		}
+		a := s.cfg.Table.Get(partition)
+		master := a.Master
+		if master == "" || master == s.cfg.NodeID {
+			master = s.cfg.Leases.LikelyMaster(partition)
+		}
+		if master != "" && master != s.cfg.NodeID && tried[master] < 2 {
+			tried[master]++
+			resp, done, err := s.forward(r.Context(), r, master, nil, s.readTimeout()+concernWait, headerReadFrom, "master")
+			switch {
+			case err != nil:
+				why, lastErr = fmt.Sprintf("%s did not answer", master), err
+			case resp.StatusCode == http.StatusMisdirectedRequest:
+				s.learn(partition, resp.Header)
+				resp.Body.Close()
+				done()
+				why = fmt.Sprintf("%s is not the master", master)
+				continue
+			default:
+				relay(w, resp)
+				done()
+				return
+			}
+		}
+		left := time.Until(deadline)
+		if left <= 0 || r.Context().Err() != nil {
+			break
+		}
+		select {
+		case <-s.cfg.Table.Changed():
+		case <-time.After(min(left, 100*time.Millisecond)):
+		case <-r.Context().Done():
+		}
+	}
+	s.log.Warn("no master served a linearizable read", "partition", partition, "why", why, "err", clipError(lastErr))
+	writeProblem(w, unavailable(fmt.Sprintf("partition %d has no master that can serve a linearizable read right now (%s; a new one is chosen within LEASE_TTL): retry shortly, or read with X-Read-Concern: majority or local, which copies can serve", partition, why)))
 }

@@ -682,19 +682,48 @@ func (s *Server) awaitWriteConcern(r *http.Request, partition int, pos store.Pos
 	if wc == "" || wc == "1" {
 		return nil
 	}
-	// Count against the copies the partition should have, not against the
-	// replicas listed right now (a new tenure lists none for a moment).
-	total := 1
-	if s.cfg.Copies != nil {
-		total = max(s.cfg.Copies(), 1)
-	}
-	need := total/2 + 1 - 1 // replicas beyond the master
-	if wc == "all" {
-		need = total - 1
-	}
+	total, need := s.copiesFor(wc)
 	if need <= 0 {
 		return nil
 	}
+	replicas := s.countedReplicas(partition, pos)
+	if s.cfg.Replication == nil {
+		return problem(http.StatusGatewayTimeout, TypeTimeout, "Write concern not met",
+			fmt.Sprintf("the write is applied on the master only (1 of %d copies): this node replicates to no one", total))
+	}
+	timeout := writeTimeout(r)
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	have, err := s.cfg.Replication.WaitReplicated(ctx, partition, pos, replicas, need)
+	if err != nil {
+		return problem(http.StatusGatewayTimeout, TypeTimeout, "Write concern not met",
+			fmt.Sprintf("the write is applied on the master and on %d of %d copies; write concern %s needs %d: it was not confirmed within %s, and it is not undone",
+				have+1, total, wc, need+1, timeout))
+	}
+	return nil
+}
+
+// copiesFor is how many copies a partition should have, and how many
+// replicas beyond the master must hold a state for concern ("majority" or
+// "all"). They count against the copies the partition should have, not
+// against the replicas listed right now (a new tenure lists none for a
+// moment).
+func (s *Server) copiesFor(concern string) (total, need int) {
+	total = 1
+	if s.cfg.Copies != nil {
+		total = max(s.cfg.Copies(), 1)
+	}
+	if concern == "all" {
+		return total, total - 1
+	}
+	return total, total/2 + 1 - 1
+}
+
+// countedReplicas is the replicas whose acknowledgements count for a state
+// at pos of the partition, as the list stands at each check. It learns the
+// list at once, while this node should still be master.
+func (s *Server) countedReplicas(partition int, pos store.Position) func() []string {
+	total, _ := s.copiesFor("all")
 	var listed []string // the replicas while this node was master
 	replicas := func() []string {
 		// Only while this node is the partition's master do its replicas
@@ -720,21 +749,8 @@ func (s *Server) awaitWriteConcern(r *http.Request, partition int, pos store.Pos
 		}
 		return nil
 	}
-	replicas() // learn the list now, while this node should still be master
-	if s.cfg.Replication == nil {
-		return problem(http.StatusGatewayTimeout, TypeTimeout, "Write concern not met",
-			fmt.Sprintf("the write is applied on the master only (1 of %d copies): this node replicates to no one", total))
-	}
-	timeout := writeTimeout(r)
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
-	have, err := s.cfg.Replication.WaitReplicated(ctx, partition, pos, replicas, need)
-	if err != nil {
-		return problem(http.StatusGatewayTimeout, TypeTimeout, "Write concern not met",
-			fmt.Sprintf("the write is applied on the master and on %d of %d copies; write concern %s needs %d: it was not confirmed within %s, and it is not undone",
-				have+1, total, wc, need+1, timeout))
-	}
-	return nil
+	replicas()
+	return replicas
 }
 
 // reads routes a handler that reads a user's data down the responsible list.

@@ -648,7 +648,10 @@ func (m *Manager) stepVoters(ctx context.Context, plan Plan, now time.Time) {
 		return
 	}
 	m.log.Info("lease voters changed by one step", "from", current, "to", next, "target", target)
-	m.lastVoters, m.changedAt = next, now
+	// The settle delay runs from when the holder started using the step,
+	// not from the round that decided it: recording it may have taken a
+	// while (a slow store), and counting that time would shorten the delay.
+	m.lastVoters, m.changedAt = next, m.cfg.Now()
 }
 
 // toVoters delivers b to every voter at once (this node's own voter

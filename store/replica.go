@@ -260,6 +260,13 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	if b.Epoch < newest {
 		return res(ErrStaleEpoch)
 	}
+	// Whatever this batch stores (a run, a restore, a chunk of a full
+	// copy), reads may see it from now on.
+	staged := b.UpTo
+	for _, d := range b.Docs {
+		staged = maxPosition(staged, d.Pos)
+	}
+	p.stage(staged)
 	if b.Restore {
 		return w.restore(p, b)
 	}

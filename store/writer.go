@@ -122,7 +122,11 @@ type partition struct {
 	last      Position // newest position stored here
 	applied   Position // as a replica: the master's history is held up to here
 	epochSeen uint64   // newest epoch seen in a replication batch
-	loaded    bool     // last and applied have been read from the store
+	// staged is the highest position of any document state this node has
+	// begun to store (a commit as master, a batch as replica): a read that
+	// ends sees no state past it (see Visible).
+	staged Position
+	loaded bool // last and applied have been read from the store
 	// startEpoch/startPos: the epoch of this node's latest tenure as
 	// master, and the position its history was complete up to when that
 	// tenure began; durable (the partition's record) once tenureRecorded.
@@ -282,6 +286,25 @@ func (w *Writer) Get(ctx context.Context, partition int, key string) (*Doc, erro
 		w.cache.fill(key, d, func() bool { return p.commits.Load() == before })
 	}
 	return d, err
+}
+
+// Visible is a bound on the document states of a partition that a read
+// may have seen: no read that ended before Visible was called returned a
+// state from a later position. A majority or linearizable read that
+// cannot name the position of what it returned (a query, a listing, a
+// missing document) waits until a majority of copies hold this one.
+func (w *Writer) Visible(partition int) Position {
+	p := w.parts[partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maxPosition(maxPosition(p.staged, p.last), p.applied)
+}
+
+// stage records that states up to pos are about to be stored.
+func (p *partition) stage(pos Position) {
+	p.mu.Lock()
+	p.staged = maxPosition(p.staged, pos)
+	p.mu.Unlock()
 }
 
 // EpochStart returns where a master's epoch of a partition began: the
@@ -597,6 +620,7 @@ func (w *Writer) process(p *partition, batch []*request) {
 	// committed in order so that a prefix of the bulk write is a prefix of
 	// the history. Sort by each key's final position.
 	slices.SortFunc(writes, func(a, b write) int { return a.doc.Pos.Compare(b.doc.Pos) })
+	p.stage(pos)
 	p.commits.Add(1)
 	err := w.store.commit(w.ctx, p.id, writes)
 	if err != nil {

@@ -48,7 +48,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		"writes of one user share a partition and so a group commit")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each phase runs")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the whole run (node included when it is its own) to this file")
-	clusterMode := fs.Bool("cluster", false, "measure a running cluster: writes to the master and forwarded, 1 and majority, and replication lag")
+	clusterMode := fs.Bool("cluster", false, "measure a running cluster: writes to the master and forwarded, 1 and majority, replication lag, and point reads by read concern")
 	urls := fs.String("urls", "", "with --cluster: the nodes' URLs, comma separated (default: those of the shoal dev directory --dir)")
 	dir := fs.String("dir", ".shoal-dev", "with --cluster: a shoal dev directory for the default --urls and --token")
 	lagWrites := fs.Int("lag-writes", 2000, "with --cluster: how many writes measure the replication lag")

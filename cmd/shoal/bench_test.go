@@ -2,8 +2,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/shoal-db/shoal/internal/testcluster"
 	"github.com/shoal-db/shoal/internal/testnode"
@@ -47,9 +53,87 @@ func TestBenchClusterRunsAgainstACluster(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"writes to the master (1)", "writes forwarded (1)", "writes majority", "replication lag"} {
+	t.Log(out.String())
+	for _, want := range []string{"writes to the master (1)", "writes forwarded (1)", "writes majority", "replication lag",
+		"point reads by read concern"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	// The read-concern phase has a row per concern, each with reads done
+	// and none refused (its figures are not asserted).
+	for _, rc := range []string{"local", "majority", "linearizable"} {
+		row := regexp.MustCompile(`(?m)^read concern ` + rc + ` +[0-9]+ reads/s .* non-2xx 0 .*\(([0-9]+) reads\)$`).FindStringSubmatch(out.String())
+		if row == nil {
+			t.Errorf("output lacks a row for read concern %s with no non-2xx answers:\n%s", rc, out.String())
+		} else if row[1] == "0" {
+			t.Errorf("read concern %s did no reads:\n%s", rc, out.String())
+		}
+	}
+}
+
+// A read concern the cluster refuses shows in the read-concern phase: its
+// non-2xx answers are counted per concern and by status, not hidden in the
+// figures. The server here answers local reads, refuses majority with 400
+// and linearizable with 503.
+func TestBenchReadConcernShowsRefusals(t *testing.T) {
+	var mu sync.Mutex
+	written := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" {
+			if r.Header.Get("X-Write-Concern") != "majority" {
+				http.Error(w, "the documents must be written with majority", 400)
+				return
+			}
+			mu.Lock()
+			written++
+			id := written
+			mu.Unlock()
+			w.WriteHeader(201)
+			fmt.Fprintf(w, `{"_id":"d%d"}`, id)
+			return
+		}
+		switch r.Header.Get("X-Read-Concern") {
+		case "local":
+			fmt.Fprint(w, `{"_id":"d1"}`)
+		case "majority":
+			http.Error(w, "refused", 400)
+		default:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "no master", 503)
+		}
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	o := benchOptions{token: "t", docBytes: 8, clients: 2, duration: 100 * time.Millisecond}
+	results, err := readConcernBench(o, srv.Client(), srv.URL, "u", []string{srv.URL, srv.URL}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(out.String())
+	mu.Lock()
+	if written != readConcernDocs {
+		t.Errorf("%d documents written, want %d", written, readConcernDocs)
+	}
+	mu.Unlock()
+	for i, want := range []struct {
+		row, detail string
+	}{
+		{`(?m)^read concern local +[0-9]+ reads/s .* non-2xx 0 `, ""},
+		{`(?m)^read concern majority +[0-9]+ reads/s .* non-2xx [1-9][0-9]* `, `(?m)^  majority: [1-9][0-9]* reads failed \(400 x[1-9][0-9]*\); first: .*status 400`},
+		{`(?m)^read concern linearizable +[0-9]+ reads/s .* non-2xx [1-9][0-9]* `, `(?m)^  linearizable: [1-9][0-9]* reads failed \(503 x[1-9][0-9]*\); first: .*status 503`},
+	} {
+		if !regexp.MustCompile(want.row).MatchString(out.String()) {
+			t.Errorf("no row matching %s", want.row)
+		}
+		if want.detail != "" && !regexp.MustCompile(want.detail).MatchString(out.String()) {
+			t.Errorf("no line matching %s", want.detail)
+		}
+		if rc := readConcerns[i]; (results[i].errors == 0) != (rc == "local") {
+			t.Errorf("read concern %s: %d errors", rc, results[i].errors)
+		}
+	}
+	if exitFor(results[0].phaseResult, results[1].phaseResult) == 0 {
+		t.Error("refused reads would not fail the bench's exit status")
 	}
 }

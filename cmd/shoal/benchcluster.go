@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,8 +19,8 @@ import (
 
 // clusterBench measures a running cluster: writes sent to a partition's
 // master and to another node (forwarded), with write concern 1 and
-// majority, and the replication lag from a write's acknowledgement to its
-// visibility on the replica.
+// majority, the replication lag from a write's acknowledgement to its
+// visibility on the replica, and point reads with each read concern.
 func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout, stderr io.Writer) int {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2}, Timeout: 30 * time.Second}
 	get := func(url string, v any, headers ...string) (int, http.Header, error) {
@@ -116,7 +117,24 @@ func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout,
 	pct := func(p float64) time.Duration { return lags[min(len(lags)-1, int(p*float64(len(lags))))] }
 	fmt.Fprintf(stdout, "replication lag, ack on the master to visible on the replica (%d writes at %.0f/s): p50 %s  p99 %s  max %s\n",
 		len(lags), rate, roundDur(pct(0.5)), roundDur(pct(0.99)), roundDur(lags[len(lags)-1]))
-	return exitFor(direct, forwarded, majority)
+
+	// Point reads with each read concern, through every node in turn. It
+	// runs last, once the replica has caught up (the lag phase waits for
+	// it), so that no backlog of the write phases falls on one concern.
+	var nodes []string
+	for _, id := range slices.Sorted(maps.Keys(nodeURL)) {
+		nodes = append(nodes, nodeURL[id])
+	}
+	concerns, err := readConcernBench(o, client, master, user, nodes, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal bench: %v\n", err)
+		return 1
+	}
+	results := []phaseResult{direct, forwarded, majority}
+	for _, r := range concerns {
+		results = append(results, r.phaseResult)
+	}
+	return exitFor(results...)
 }
 
 // clusterTargets resolves --urls and --token for --cluster, defaulting to a
