@@ -817,10 +817,12 @@ func anomalies(ops []porcupine.Operation) []string {
 		if in.Kind == opCAS && out.Outcome == resultRefused {
 			// Its If-Match came from a read that returned in.Expect before
 			// it began, so the version was past in.Expect when it was
-			// refused: a later read of in.Expect went back in time.
+			// refused: a later read of in.Expect, or a later write made
+			// version in.Expect+1, went back in time.
 			for _, r := range ops {
 				ri, ro := r.Input.(regInput), r.Output.(regOutput)
-				if ri.Kind == opRead && ri.Doc == in.Doc && ro.Found && ro.Version == in.Expect && r.Call > op.Return {
+				later := ri.Doc == in.Doc && ro.Outcome == resultDone && r.Call > op.Return
+				if later && (ri.Kind == opRead && ro.Found && ro.Version == in.Expect || ri.Kind != opRead && ro.Version == in.Expect+1) {
 					dirtyRefusal = append(dirtyRefusal, fmt.Sprintf("  %s [%s, %.3fs..%.3fs], yet later %s [%s, %.3fs..%.3fs]",
 						describeOp(op.Input, op.Output), op.Metadata, secs(op.Call), secs(op.Return), describeOp(r.Input, r.Output), r.Metadata, secs(r.Call), secs(r.Return)))
 					break
@@ -865,7 +867,7 @@ func anomalies(ops []porcupine.Operation) []string {
 		lines []string
 	}{{"stale reads (older than an acknowledged write that returned before the read began)", stale},
 		{"reads of rolled-back states", rolledBack}, {"acknowledged writes sharing a version", twice},
-		{"compare-and-sets refused (412) on a version a later read still returned: the refusal compared against a state that did not last", dirtyRefusal}} {
+		{"compare-and-sets refused (412) on a version a later read still returned, or that a later write followed: the refusal compared against a state that did not last", dirtyRefusal}} {
 		if len(k.lines) == 0 {
 			continue
 		}
@@ -1005,6 +1007,7 @@ func TestRegisterHistoryChecker(t *testing.T) {
 		// Refused against the unknown write, which a later read shows
 		// never took effect.
 		{"a refusal on a state that did not last", []porcupine.Operation{put(0, 1, "x", 1), read(2, 3, "x", 1), put(3, 0, "y", 0), refused(4, 5, 1), read(6, 7, "x", 1)}, porcupine.Illegal, 0, "refused (412)"},
+		{"a refusal on a state a later write shows did not last", []porcupine.Operation{put(0, 1, "x", 1), read(2, 3, "x", 1), put(3, 0, "y", 0), refused(4, 5, 1), put(6, 7, "z", 2)}, porcupine.Illegal, 1, "refused (412)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ops, dropped := reduce(c.ops)
