@@ -81,7 +81,8 @@ func TestHistoryUnderMasterFaults(t *testing.T) {
 	others := slices.DeleteFunc(slices.Clone(nodes), func(n *procNode) bool { return n == victim })
 	t.Logf("cluster ready after %s: partition %d of %s mastered by %s at epoch %d", time.Since(began).Round(time.Millisecond), pl.Partition, user, victim.id, pl.Epoch)
 
-	w := newWorkload(nodes, token, user, []string{"a", "b", "c"})
+	w := newWorkload(nodes, token, user)
+	w.round(1)
 	w.start(10)
 	stopped := false
 	stopWorkload := func() {
@@ -102,6 +103,11 @@ func TestHistoryUnderMasterFaults(t *testing.T) {
 	progress("the workload running", 200)
 	epoch := pl.Epoch
 	for round := 1; round <= rounds; round++ {
+		if round > 1 {
+			w.round(round)
+			w.mark(fmt.Sprintf("round %d: documents %s", round, strings.Join(*w.docs.Load(), ", ")))
+			progress("the workload on the new documents", 200)
+		}
 		// kill -9 the master; another node takes over; restarted on its
 		// data, the preferred master is handed its partition back.
 		handed := handoffsTo(others, victim.id, pl.Partition)
@@ -410,8 +416,13 @@ type workload struct {
 	nodes []*procNode
 	token string
 	user  string
-	docs  []string
-	t0    time.Time
+	// docs are the registers of the current round of faults; every round
+	// has its own, so that porcupine checks each round's apart (an unknown
+	// write may take effect at any later time, and a long history with
+	// many of them is beyond its search).
+	docs atomic.Pointer[[]string]
+	all  []string // every round's, in order (guarded by mu)
+	t0   time.Time
 
 	stopping  atomic.Bool
 	wg        sync.WaitGroup
@@ -424,8 +435,17 @@ type workload struct {
 	notes []string
 }
 
-func newWorkload(nodes []*procNode, token, user string, docs []string) *workload {
-	return &workload{nodes: nodes, token: token, user: user, docs: docs, t0: time.Now()}
+func newWorkload(nodes []*procNode, token, user string) *workload {
+	return &workload{nodes: nodes, token: token, user: user, t0: time.Now()}
+}
+
+// round makes the clients use new documents from now on.
+func (w *workload) round(r int) {
+	docs := []string{fmt.Sprintf("a%d", r), fmt.Sprintf("b%d", r), fmt.Sprintf("c%d", r)}
+	w.mu.Lock()
+	w.all = append(w.all, docs...)
+	w.mu.Unlock()
+	w.docs.Store(&docs)
 }
 
 func (w *workload) now() int64 { return int64(time.Since(w.t0)) }
@@ -495,7 +515,8 @@ func (w *workload) client(c int) {
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}, avoid: map[string]time.Time{}}
 	defer cl.hc.CloseIdleConnections()
 	for seq := 0; !w.stopping.Load(); seq++ {
-		doc := w.docs[cl.rng.IntN(len(w.docs))]
+		docs := *w.docs.Load()
+		doc := docs[cl.rng.IntN(len(docs))]
 		value := fmt.Sprintf("c%d-%d", c, seq)
 		switch r := cl.rng.IntN(100); {
 		case r < 30:
@@ -655,7 +676,7 @@ type recorded struct {
 func (w *workload) history() *recorded {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	h := &recorded{docs: w.docs, marks: w.marks, notes: w.notes, end: w.now() + 1, definiteReads: map[readConcern]int{}, unknownWhy: map[string]int{}}
+	h := &recorded{docs: slices.Clone(w.all), marks: w.marks, notes: w.notes, end: w.now() + 1, definiteReads: map[readConcern]int{}, unknownWhy: map[string]int{}}
 	for _, op := range w.ops {
 		if op.Return < 0 {
 			op.Return = h.end
