@@ -36,6 +36,7 @@ type procNode struct {
 	dir          string
 	cmd          *exec.Cmd
 	logs         *syncBuffer
+	env          []string // settings beyond the harness's own (KEY=value)
 }
 
 type syncBuffer struct {
@@ -59,6 +60,7 @@ func (n *procNode) start(t *testing.T, peersFile string) {
 		"NODE_ID="+n.id, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", n.http), fmt.Sprintf("GOSSIP_ADDR=127.0.0.1:%d", n.gossip),
 		"DATA_DIR="+n.dir, "PEERS_ENDPOINT="+peersFile, "PEERS_REFRESH=1s", "AUTH_SECRET="+procAuthSecret,
 		"CLUSTER_SECRET="+procClusterSecret, "GOSSIP_INTERVAL="+procInterval.String(), "GOSSIP_SUSPECT_TIMEOUT="+procSuspect.String())
+	cmd.Env = append(cmd.Env, n.env...)
 	n.logs = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = n.logs, n.logs
 	if err := cmd.Start(); err != nil {
@@ -76,13 +78,19 @@ func (n *procNode) kill() {
 }
 
 func startProcCluster(t *testing.T, count int) ([]*procNode, string) {
+	return startProcClusterWith(t, count, nil)
+}
+
+// startProcClusterWith starts count nodes, each with the settings env
+// (KEY=value) on top of the harness's.
+func startProcClusterWith(t *testing.T, count int, env []string) ([]*procNode, string) {
 	ports := testnode.FreePorts(t, 2*count)
 	var nodes []*procNode
 	var doc struct {
 		Peers []map[string]any `json:"peers"`
 	}
 	for i := 0; i < count; i++ {
-		n := &procNode{id: fmt.Sprintf("node%d", i+1), http: ports[2*i], gossip: ports[2*i+1], dir: t.TempDir()}
+		n := &procNode{id: fmt.Sprintf("node%d", i+1), http: ports[2*i], gossip: ports[2*i+1], dir: t.TempDir(), env: env}
 		nodes = append(nodes, n)
 		doc.Peers = append(doc.Peers, map[string]any{"id": n.id, "url": n.url(), "gossip": fmt.Sprintf("127.0.0.1:%d", n.gossip), "voter": true})
 	}
