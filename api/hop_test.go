@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -65,23 +66,9 @@ func hopSetup(t *testing.T) (a *httptest.Server, bSigner *cluster.Signer, got fu
 	if err := os.WriteFile(peersFile, peers, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	logger := testnode.Logger(t)
-	cl, err := cluster.Start(ctx, cluster.Config{NodeID: "a", DataDir: dir, PeersEndpoint: peersFile, PeersRefresh: time.Minute,
-		GossipAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]), Secret: []byte(hopSecret), GossipInterval: 200 * time.Millisecond,
-		SuspectTimeout: time.Second, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: filepath.Join(dir, "store"), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
 	const partitions = 4
-	w := store.NewWriter(st, partitions, store.WriterOptions{Logger: logger})
-	t.Cleanup(func() { w.Close(context.Background()) })
+	cl, st, w := startNodeParts(t, "a", dir, peersFile, ports[1], partitions, logger)
 	table := shard.NewTable(partitions)
 	for p := 0; p < partitions; p++ {
 		table.Merge(shard.Assignment{Partition: p, Master: "b", Epoch: 1, Responsible: []string{"b"}})
@@ -155,4 +142,27 @@ func TestSignedForwardIsNotForwardedAgain(t *testing.T) {
 			t.Errorf("%s forwarded by b was forwarded again: %+v", method, reached)
 		}
 	}
+}
+
+// startNodeParts starts what a test node's API runs over: its membership
+// (gossip on gossipPort, the peer list in peersFile), its store and its
+// writer, all in dir, all closed when the test ends.
+func startNodeParts(t *testing.T, id, dir, peersFile string, gossipPort, partitions int, logger *slog.Logger) (*cluster.Cluster, *store.Store, *store.Writer) {
+	t.Helper()
+	ctx := context.Background()
+	cl, err := cluster.Start(ctx, cluster.Config{NodeID: id, DataDir: dir, PeersEndpoint: peersFile, PeersRefresh: time.Minute,
+		GossipAddr: fmt.Sprintf("127.0.0.1:%d", gossipPort), Secret: []byte(hopSecret), GossipInterval: 200 * time.Millisecond,
+		SuspectTimeout: time.Second, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: filepath.Join(dir, "store"), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	w := store.NewWriter(st, partitions, store.WriterOptions{Logger: logger})
+	t.Cleanup(func() { w.Close(context.Background()) })
+	return cl, st, w
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
-	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/testnode"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
@@ -78,25 +77,10 @@ func threeNodes(t *testing.T, copies ...int) map[string]*concernNode {
 	if err := os.WriteFile(peersFile, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	nodes := map[string]*concernNode{}
 	for i, id := range ids {
 		logger := testnode.Logger(t).With("node", id)
-		ndir := filepath.Join(dir, id)
-		cl, err := cluster.Start(ctx, cluster.Config{NodeID: id, DataDir: ndir, PeersEndpoint: peersFile, PeersRefresh: time.Minute,
-			GossipAddr: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), Secret: []byte(hopSecret), GossipInterval: 200 * time.Millisecond,
-			SuspectTimeout: time.Second, Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cl.Close() })
-		st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: filepath.Join(ndir, "store"), Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close(context.Background()) })
-		w := store.NewWriter(st, concernPartitions, store.WriterOptions{Logger: logger})
-		t.Cleanup(func() { w.Close(context.Background()) })
+		cl, st, w := startNodeParts(t, id, filepath.Join(dir, id), peersFile, ports[2*i+1], concernPartitions, logger)
 		n := &concernNode{id: id, url: peers[i]["url"].(string), leases: &leaseView{}, table: shard.NewTable(concernPartitions), writer: w}
 		cfg := api.Config{NodeID: id, PartitionCount: concernPartitions, MaxBodyBytes: 1 << 20, AuthSecret: []byte(testnode.Secret),
 			Logger: logger, Cluster: cl, Leases: n.leases, Table: n.table, ReadTryTimeout: 2 * time.Second}

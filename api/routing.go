@@ -114,12 +114,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 			// queue: nothing was written; send it to the new master.
 			s.waitHandoff(r.Context(), partition)
 		}
-		a := s.cfg.Table.Get(partition)
-		master := a.Master
-		if master == "" || master == s.cfg.NodeID {
-			// Unknown, or this node's own lapsed tenure: guess.
-			master = s.cfg.Leases.LikelyMaster(partition)
-		}
+		master := s.masterGuess(partition)
 		usable := master != "" && master != s.cfg.NodeID && tried[master] < 2
 		if usable {
 			tried[master]++
@@ -153,20 +148,39 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 				return
 			}
 		}
-		left := time.Until(deadline)
-		if left <= 0 || r.Context().Err() != nil {
+		if !s.awaitTable(r.Context(), deadline) {
 			break
-		}
-		select {
-		case <-s.cfg.Table.Changed():
-		case <-time.After(min(left, 100*time.Millisecond)):
-		case <-r.Context().Done():
 		}
 	}
 	// The answer names nodes, never their URLs or the network's errors:
 	// those are for the operator, in the log.
 	s.log.Warn("no reachable master", "partition", partition, "why", why, "err", clipError(lastErr))
 	writeProblem(w, unavailable(fmt.Sprintf("partition %d has no reachable master right now (%s; a new one is chosen within LEASE_TTL): retry shortly; an admin sees the nodes' states at GET /v1/cluster", partition, why)))
+}
+
+// masterGuess is the master to send a partition's request to: the one the
+// table names or, when it names none or this node's own lapsed tenure,
+// the lease holder's best guess.
+func (s *Server) masterGuess(partition int) string {
+	if m := s.cfg.Table.Get(partition).Master; m != "" && m != s.cfg.NodeID {
+		return m
+	}
+	return s.cfg.Leases.LikelyMaster(partition)
+}
+
+// awaitTable waits until the partition table changes, 100 ms pass or ctx
+// ends; false once deadline has passed or ctx has ended.
+func (s *Server) awaitTable(ctx context.Context, deadline time.Time) bool {
+	left := time.Until(deadline)
+	if left <= 0 || ctx.Err() != nil {
+		return false
+	}
+	select {
+	case <-s.cfg.Table.Changed():
+	case <-time.After(min(left, 100*time.Millisecond)):
+	case <-ctx.Done():
+	}
+	return true
 }
 
 // maxLoggedError bounds how much of an error a log line carries (a
@@ -591,11 +605,7 @@ func (s *Server) routeMasterRead(w http.ResponseWriter, r *http.Request, partiti
 				why = "this node's lease ended during the read"
 			}
 		}
-		a := s.cfg.Table.Get(partition)
-		master := a.Master
-		if master == "" || master == s.cfg.NodeID {
-			master = s.cfg.Leases.LikelyMaster(partition)
-		}
+		master := s.masterGuess(partition)
 		if master != "" && master != s.cfg.NodeID && tried[master] < 2 {
 			tried[master]++
 			resp, done, err := s.forward(r.Context(), r, master, nil, s.readTimeout()+concernWait, headerReadFrom, "master")
@@ -614,14 +624,8 @@ func (s *Server) routeMasterRead(w http.ResponseWriter, r *http.Request, partiti
 				return
 			}
 		}
-		left := time.Until(deadline)
-		if left <= 0 || r.Context().Err() != nil {
+		if !s.awaitTable(r.Context(), deadline) {
 			break
-		}
-		select {
-		case <-s.cfg.Table.Changed():
-		case <-time.After(min(left, 100*time.Millisecond)):
-		case <-r.Context().Done():
 		}
 	}
 	s.log.Warn("no master served a linearizable read", "partition", partition, "why", why, "err", clipError(lastErr))
