@@ -26,6 +26,9 @@ type Metrics struct {
 	copiedBytes     *prometheus.CounterVec
 	purged          prometheus.Counter
 	fullCopies      prometheus.Counter
+	strongReads     *prometheus.CounterVec
+	majorityWait    prometheus.Histogram
+	tenureMarkers   prometheus.Counter
 }
 
 // NewMetrics creates and registers the node's metrics.
@@ -73,9 +76,19 @@ func NewMetrics() *Metrics {
 		fullCopies: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shoal_replication_full_copies_total", Help: "Full copies of a partition started for a replica behind the tombstone horizon.",
 		}),
+		strongReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_strong_reads_total", Help: "Majority and linearizable reads this node's copy was asked to serve, by concern and outcome: served, not_committed (a replica that does not know the state to be majority-held), timeout (not majority-held in time), not_master (the lease lapsed or moved), unconfirmed (a new tenure not confirmed yet).",
+		}, []string{"concern", "outcome"}),
+		majorityWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "shoal_strong_read_wait_seconds", Help: "How long majority and linearizable reads on the master waited for the state read to be majority-held.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
+		}),
+		tenureMarkers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shoal_tenure_markers_total", Help: "Tenure markers written: a new master's first write, made for a strong read.",
+		}),
 	}
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.storeDuration, m.storeErrors, m.commitChanges, m.commitDuration,
-		m.handoffs, m.handoffPause, m.copiedDocs, m.copiedBytes, m.purged, m.fullCopies,
+		m.handoffs, m.handoffPause, m.copiedDocs, m.copiedBytes, m.purged, m.fullCopies, m.strongReads, m.majorityWait, m.tenureMarkers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -114,6 +127,11 @@ func (m *Metrics) ObserveHandoff(pause time.Duration, done bool) {
 	}
 	m.handoffs.WithLabelValues("done").Inc()
 	m.handoffPause.Observe(pause.Seconds())
+}
+
+// observeStrongRead counts a majority or linearizable read by outcome.
+func (m *Metrics) observeStrongRead(concern, outcome string) {
+	m.strongReads.WithLabelValues(concern, outcome).Inc()
 }
 
 // ObserveCopied records a chunk of a catch-up or full copy; move says it

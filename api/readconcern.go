@@ -135,6 +135,7 @@ func (s *Server) serveConcern(w http.ResponseWriter, r *http.Request, partition 
 	if concern == ConcernLinearizable {
 		var confirmed bool
 		if epoch, confirmed = s.servingEpoch(partition); !confirmed {
+			s.metrics.observeStrongRead(concern, "unconfirmed")
 			return unconfirmed
 		}
 	}
@@ -161,15 +162,22 @@ func (s *Server) serveConcern(w http.ResponseWriter, r *http.Request, partition 
 			committed = s.cfg.Committed(partition)
 		}
 		if pos.Compare(committed) > 0 {
+			s.metrics.observeStrongRead(concern, "not_committed")
 			return notCommitted
 		}
+		s.metrics.observeStrongRead(concern, "served")
 		held.release(w)
 		return answered
 	}
-	if prob := s.awaitMajority(r.Context(), partition, pos); prob != nil {
+	began := time.Now()
+	prob := s.awaitMajority(r.Context(), partition, pos)
+	s.metrics.majorityWait.Observe(time.Since(began).Seconds())
+	if prob != nil {
 		if e, ok := s.leaseEpoch(partition); asMaster && (!ok || e != epoch) {
+			s.metrics.observeStrongRead(concern, "not_master")
 			return notMaster
 		}
+		s.metrics.observeStrongRead(concern, "timeout")
 		writeProblem(w, prob)
 		return answered
 	}
@@ -177,9 +185,11 @@ func (s *Server) serveConcern(w http.ResponseWriter, r *http.Request, partition 
 		// The state read was the newest while the lease was held from
 		// before the read to now: no other master can have written.
 		if e, ok := s.servingEpoch(partition); !ok || e != epoch {
+			s.metrics.observeStrongRead(concern, "not_master")
 			return notMaster
 		}
 	}
+	s.metrics.observeStrongRead(concern, "served")
 	held.release(w)
 	return answered
 }
@@ -282,6 +292,7 @@ func (s *Server) markTenure(ctx context.Context, partition int) error {
 		s.log.Warn("could not write the tenure marker", "partition", partition, "epoch", epoch, "err", clipError(res.Err))
 		return res.Err
 	}
+	s.metrics.tenureMarkers.Inc()
 	s.log.Debug("tenure marker written", "partition", partition, "epoch", epoch, "position", res.Doc.Pos)
 	return nil
 }

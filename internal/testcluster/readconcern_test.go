@@ -88,5 +88,11 @@ func TestStrongReadsAcrossAFailoverOfAnIdlePartition(t *testing.T) {
 			t.Errorf("%s lists collections %v of %s; want only c", n.ID, names, user)
 		}
 	}
-	t.Logf("partition %d moved from node1 to %s; strong reads served on both sides of the failover", p, master)
+	// The new master counts its marker (one per tenure, shared by every
+	// read) and the strong reads it served.
+	lines := metricLines(t, c.Node(master).Client(token), "shoal_tenure_markers_total", `shoal_strong_reads_total{concern="linearizable",outcome="served"}`)
+	if !slices.Contains(lines, "shoal_tenure_markers_total 1") || len(lines) != 2 {
+		t.Errorf("%s's metrics: %v; want one tenure marker and served linearizable reads", master, lines)
+	}
+	t.Logf("partition %d moved from node1 to %s; strong reads served on both sides of the failover; %v", p, master, lines)
 }
