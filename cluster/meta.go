@@ -65,7 +65,7 @@ func (m NodeMeta) checkOptional() error {
 			return fmt.Errorf("node metadata: url: %w", err)
 		}
 	}
-	if !utf8.ValidString(m.Version) || strings.IndexFunc(m.Version, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+	if !printableText(m.Version) {
 		return fmt.Errorf("node metadata: version %q has unprintable characters", m.Version)
 	}
 	return nil
@@ -76,7 +76,7 @@ func (m NodeMeta) checkOptional() error {
 func checkBaseURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		(u.Path != "" && u.Path != "/") || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
+		(u.Path != "" && u.Path != "/") || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" || !printableText(s) {
 		return fmt.Errorf("%.80q is not a node's http(s) base URL", s)
 	}
 	return nil
@@ -87,8 +87,24 @@ func checkBaseURL(s string) error {
 func checkPublicURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" || strings.ContainsAny(s, " \t\r\n") {
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" || strings.ContainsAny(s, " \t\r\n") || !printableText(s) {
 		return fmt.Errorf("%.80q is not an http(s) URL", s)
 	}
 	return nil
+}
+
+// printableText reports whether s is valid UTF-8 made of printable
+// characters only: a URL with an invalid byte would not survive the JSON
+// of the gossiped metadata (it becomes U+FFFD), and one with control
+// characters is no address anyone means.
+func printableText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
