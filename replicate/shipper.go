@@ -416,15 +416,20 @@ func (s *Shipper) Acked(replica string, partition int) (store.Position, bool) {
 	return store.Position{}, false
 }
 
-// WaitReplicated waits until need of replicas hold partition's history up
-// to pos, or ctx ends; it returns how many do.
-func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.Position, replicas func() []string, need int) (int, error) {
-	stop := context.AfterFunc(ctx, func() {
+// wakeWhenDone wakes every wait on s.changed when ctx ends, so that a
+// waiter sees ctx's end; call the result to stop.
+func (s *Shipper) wakeWhenDone(ctx context.Context) func() bool {
+	return context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		s.changed.Broadcast()
 		s.mu.Unlock()
 	})
-	defer stop()
+}
+
+// WaitReplicated waits until need of replicas hold partition's history up
+// to pos, or ctx ends; it returns how many do.
+func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.Position, replicas func() []string, need int) (int, error) {
+	defer s.wakeWhenDone(ctx)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
@@ -549,12 +554,7 @@ func majority(last store.Position, epoch uint64, acked []store.Position, need in
 // WaitMajorityHeld waits until the partition's majority-committed position
 // (MajorityHeld) reaches pos, or ctx ends; it returns the position.
 func (s *Shipper) WaitMajorityHeld(ctx context.Context, partition int, pos store.Position) (store.Position, error) {
-	stop := context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		s.changed.Broadcast()
-		s.mu.Unlock()
-	})
-	defer stop()
+	defer s.wakeWhenDone(ctx)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
