@@ -282,3 +282,21 @@ func TestARefusalWaitsForTheStateItRestsOn(t *testing.T) {
 		t.Fatalf("the document after the refusals: %+v %v; want version 2, untouched", d, err)
 	}
 }
+
+// A node whose own tenure just ended (its table still names it, its lease
+// is gone) holds a copy all the same: a read that asks for this node's
+// copy is served from it, not answered 421 as by a node without one.
+func TestALapsedMasterStillServesItsOwnCopy(t *testing.T) {
+	nodes := threeNodes(t)
+	user := "alice"
+	p := shard.PartitionOf(user, concernPartitions)
+	b := nodes["b"]
+	b.put(t, p, user, "d", map[string]any{"v": 1})
+	b.assign(p, "b", 1)
+	b.leases.set(false, 0, "c")
+	cl := testnode.NewClient(t, b.url, testnode.Token(t, user))
+	r := cl.Do("GET", "/v1/users/"+user+"/collections/c/documents/d", nil, "X-Read-Preference", "local")
+	if r.Status != http.StatusOK || r.JSON(t)["v"] != 1.0 {
+		t.Fatalf("a local-preference read on the lapsed master b: %d %s; want its own copy (v 1)", r.Status, r.Body)
+	}
+}

@@ -480,6 +480,9 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 	}
 	_, master := s.cfg.Leases.Holds(partition)
 	a := s.cfg.Table.Get(partition)
+	// A copy this node holds by the table, even as a master whose tenure
+	// just ended (the list is replaced by a guess below).
+	listed := slices.Contains(a.Responsible, s.cfg.NodeID)
 	if a.Master == "" || (a.Master == s.cfg.NodeID && !master) {
 		// Unknown, or this node's own lapsed tenure.
 		a.Master, a.Responsible = s.cfg.Leases.LikelyMaster(partition), nil
@@ -494,7 +497,7 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 	if master && !slices.Contains(copies, s.cfg.NodeID) {
 		copies = append([]string{s.cfg.NodeID}, copies...)
 	}
-	holdsCopy := master || slices.Contains(copies, s.cfg.NodeID)
+	holdsCopy := master || listed || slices.Contains(copies, s.cfg.NodeID)
 	if r.Header.Get(headerHop) != "" {
 		// Another node sent it here: serve it or say why not (421, 503),
 		// never send it on.
