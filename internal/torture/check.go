@@ -1,0 +1,327 @@
+package torture
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/shoal-db/shoal/store"
+)
+
+// RegisterVerdict is porcupine's verdict on the registers' history.
+type RegisterVerdict struct {
+	Result porcupine.CheckResult
+	// Docs is the verdict per document.
+	Docs map[string]porcupine.CheckResult
+	// Why explains an Illegal verdict: the faults, where each failing
+	// document's linearization stops, and the anomalies found.
+	Why string
+	// Path is the visualization's, when one was written.
+	Path             string
+	Checked, Dropped int
+	Took             time.Duration
+}
+
+// CheckRegisters runs porcupine on the writes and the reads of concern
+// (writes of unknown outcome that no linearization needs left out, see
+// reduce), and writes the visualization to dir/history-CONCERN.html unless
+// dir is empty.
+func (h *History) CheckRegisters(concern ReadConcern, timeout time.Duration, dir string) (RegisterVerdict, error) {
+	start := time.Now()
+	model := RegisterModel(h.Docs)
+	ops, dropped := reduce(h.with(concern))
+	v := RegisterVerdict{Checked: len(ops), Dropped: dropped, Docs: map[string]porcupine.CheckResult{}}
+	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	v.Result, v.Took = res, time.Since(start)
+	info.AddAnnotations(h.marks)
+	var err error
+	if dir != "" {
+		v.Path = filepath.Join(dir, fmt.Sprintf("history-%s.html", concern))
+		if e := porcupine.VisualizePath(model, info, v.Path); e != nil {
+			err = fmt.Errorf("writing porcupine's visualization: %w", e)
+		}
+	}
+	partitions := model.Partition(ops)
+	partials := info.PartialLinearizationsOperations()
+	var why []string
+	for p, doc := range h.Docs {
+		v.Docs[doc] = res
+		if res != porcupine.Illegal {
+			continue
+		}
+		v.Docs[doc] = porcupine.Ok
+		if line := blockingOp(model, doc, partitions[p], partials[p]); line != "" {
+			v.Docs[doc] = porcupine.Illegal
+			why = append(why, line)
+		}
+	}
+	if res == porcupine.Illegal {
+		why = append([]string{"faults:\n" + strings.Join(h.Notes, "\n")}, why...)
+		why = append(why, anomalies(ops)...)
+		v.Why = strings.Join(why, "\n")
+	}
+	return v, err
+}
+
+// RegisterModel is the register model, each of docs (in this order)
+// checked as its own partition.
+func RegisterModel(docs []string) porcupine.Model { return registerModel(docs) }
+
+// AddFinalReads appends to the history a read of each register that
+// began after every client stopped (the checker's own, after healing):
+// porcupine must fit them too, so that a lost write shows.
+func (h *History) AddFinalReads(finals map[string]FinalRead) {
+	for _, doc := range h.Docs {
+		f, ok := finals[doc]
+		if !ok {
+			continue
+		}
+		out := regOutput{Outcome: resultDone, Found: f.Found, Value: f.Value, Version: f.Version}
+		h.ops = append(h.ops, porcupine.Operation{ClientId: -1, Input: regInput{Doc: doc, Kind: opRead, Concern: ReadLinearizable},
+			Call: h.end, Output: out, Return: h.end + 1, Metadata: &opMeta{id: -1, client: -1, asked: f.Node, servedBy: f.Node, status: 200}})
+	}
+	h.end += 2
+}
+
+// FinalRead is a linearizable read of a register after healing.
+type FinalRead struct {
+	Node    string
+	Found   bool
+	Value   string
+	Version int64
+}
+
+// LostRegisterWrites lists the acknowledged majority writes that the final
+// state of their register does not hold: a later version, or the same
+// version with another value.
+func (h *History) LostRegisterWrites(finals map[string]FinalRead) []string {
+	var lost []string
+	for _, op := range h.ops {
+		in, out := op.Input.(regInput), op.Output.(regOutput)
+		if in.Kind == opRead || out.Outcome != resultDone || op.ClientId < 0 {
+			continue
+		}
+		f, ok := finals[in.Doc]
+		switch {
+		case !ok:
+			lost = append(lost, fmt.Sprintf("%s: no final read of the register", describeOp(op.Input, op.Output)))
+		case !f.Found || f.Version < out.Version:
+			lost = append(lost, fmt.Sprintf("%s [%s]: the register ends %s", describeOp(op.Input, op.Output), op.Metadata, describeState(regState{Exists: f.Found, Value: f.Value, Version: f.Version})))
+		case f.Version == out.Version && f.Value != in.Value:
+			lost = append(lost, fmt.Sprintf("%s [%s]: the register ends at that version with %q", describeOp(op.Input, op.Output), op.Metadata, f.Value))
+		}
+	}
+	return lost
+}
+
+// ListResult is the list checker's count.
+type ListResult struct {
+	Acked, Unknown int
+	// Lost are acknowledged elements that are not there.
+	Lost []ListElem
+	// UnknownPresent counts elements of unknown outcome that took effect.
+	UnknownPresent int
+}
+
+// CheckLists compares the appended elements with present (user -> ids
+// found after healing).
+func (h *History) CheckLists(present map[string]map[string]bool) ListResult {
+	var r ListResult
+	for _, e := range h.List {
+		there := present[e.User][e.ID]
+		switch {
+		case e.Acked:
+			r.Acked++
+			if !there {
+				r.Lost = append(r.Lost, e)
+			}
+		default:
+			r.Unknown++
+			if there {
+				r.UnknownPresent++
+			}
+		}
+	}
+	return r
+}
+
+// W1Result is the w=1 checker's count.
+type W1Result struct {
+	Acked, Unknown int
+	// RolledBack counts acknowledged writes found only in a rollback
+	// collection.
+	RolledBack int
+	// Missing are acknowledged writes neither present nor rolled back:
+	// silently lost.
+	Missing []W1Write
+}
+
+// CheckW1 compares the acknowledged w=1 writes with the keys present after
+// healing and those listed in some node's rollback collection (both keyed
+// user/id).
+func (h *History) CheckW1(present, rolledBack map[string]bool) W1Result {
+	var r W1Result
+	for _, w := range h.W1 {
+		if !w.Acked {
+			r.Unknown++
+			continue
+		}
+		r.Acked++
+		k := w.User + "/" + w.ID
+		switch {
+		case present[k]:
+		case rolledBack[k]:
+			r.RolledBack++
+		default:
+			r.Missing = append(r.Missing, w)
+		}
+	}
+	return r
+}
+
+// PartitionCopies is, for one partition, the master's position and each
+// responsible node's (as its own placement says).
+type PartitionCopies struct {
+	Partition int
+	Master    string
+	Positions map[string]store.Position
+}
+
+// Copy is one node's copy of a document (a local read).
+type Copy struct {
+	Node    string
+	Found   bool
+	Version int64
+	Value   string
+}
+
+// KeyCopies is every responsible node's copy of one document.
+type KeyCopies struct {
+	Key    string // user/collection/id
+	Master string
+	Copies []Copy
+}
+
+// Diverged lists the partitions whose copies are not at their master's
+// position and the documents whose copies differ from the master's.
+func Diverged(parts []PartitionCopies, keys []KeyCopies) []string {
+	var out []string
+	for _, p := range parts {
+		mp, ok := p.Positions[p.Master]
+		if !ok {
+			out = append(out, fmt.Sprintf("partition %d: no position from its master %s", p.Partition, p.Master))
+			continue
+		}
+		var ids []string
+		for id := range p.Positions {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			if pos := p.Positions[id]; pos.Compare(mp) != 0 {
+				out = append(out, fmt.Sprintf("partition %d: %s is at %s, its master %s at %s", p.Partition, id, pos, p.Master, mp))
+			}
+		}
+	}
+	for _, k := range keys {
+		var m *Copy
+		for i := range k.Copies {
+			if k.Copies[i].Node == k.Master {
+				m = &k.Copies[i]
+			}
+		}
+		if m == nil {
+			out = append(out, fmt.Sprintf("%s: no copy from its master %s", k.Key, k.Master))
+			continue
+		}
+		for _, c := range k.Copies {
+			if c != (Copy{Node: c.Node, Found: m.Found, Version: m.Version, Value: m.Value}) {
+				out = append(out, fmt.Sprintf("%s: %s holds %s, its master %s %s", k.Key, c.Node, copyState(c), m.Node, copyState(*m)))
+			}
+		}
+	}
+	return out
+}
+
+func copyState(c Copy) string {
+	return describeState(regState{Exists: c.Found, Value: c.Value, Version: c.Version})
+}
+
+// Fault is one fault the nemesis injected.
+type Fault struct {
+	Kind   string
+	Target string
+	// Start is when it was injected, Healed when it ended (restart or
+	// SIGCONT sent), Recovered when the cluster was whole again, all on
+	// the workload's clock.
+	Start, Healed, Recovered time.Duration
+}
+
+// Outage is the longest time one client's writes failed, from its first
+// failed attempt to the answer of its next acknowledged one.
+type Outage struct {
+	Client      string
+	From, Until time.Duration
+	// Recovered is false when no write of the client succeeded again
+	// before it stopped.
+	Recovered bool
+}
+
+func (o Outage) Length() time.Duration { return o.Until - o.From }
+
+// Unavailability is, per fault kind, the longest outage of any client that
+// began during a fault of that kind (from its start to the next fault's).
+// Outages that began before the first fault are under "none".
+func Unavailability(attempts []Attempt, faults []Fault, end time.Duration) map[string]Outage {
+	by := map[string][]Attempt{}
+	for _, a := range attempts {
+		by[a.Client] = append(by[a.Client], a)
+	}
+	kindAt := func(t time.Duration) string {
+		k := "none"
+		for _, f := range faults {
+			if f.Start <= t {
+				k = f.Kind
+			}
+		}
+		return k
+	}
+	worst := map[string]Outage{}
+	note := func(o Outage) {
+		k := kindAt(o.From)
+		if w, ok := worst[k]; !ok || o.Length() > w.Length() || !o.Recovered && w.Recovered {
+			worst[k] = o
+		}
+	}
+	for c, as := range by {
+		sort.Slice(as, func(i, j int) bool { return as[i].Call < as[j].Call })
+		failing := false
+		var from time.Duration
+		for _, a := range as {
+			switch {
+			case !a.OK && !failing:
+				failing, from = true, a.Call
+			case a.OK && failing:
+				failing = false
+				note(Outage{Client: c, From: from, Until: a.Ret, Recovered: true})
+			}
+		}
+		if failing {
+			note(Outage{Client: c, From: from, Until: end})
+		}
+	}
+	return worst
+}
+
+// keepDir makes a directory for a failure's evidence when none was given.
+func keepDir(dir string) (string, error) {
+	if dir != "" {
+		return dir, os.MkdirAll(dir, 0o700)
+	}
+	return os.MkdirTemp("", "shoal-torture-evidence-")
+}

@@ -1,0 +1,418 @@
+package torture
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/config"
+)
+
+// The cluster runner's gossip timing: quick enough that a dead node is
+// DOWN within seconds (the README's bounds for these settings).
+const (
+	gossipInterval = 500 * time.Millisecond
+	gossipSuspect  = 2500 * time.Millisecond
+)
+
+// ClusterOptions says how to run a cluster of `shoal serve` processes.
+type ClusterOptions struct {
+	// Binary is the shoal executable; each node runs `Binary serve`.
+	Binary string
+	// Env is added to every process's environment (a test binary that
+	// doubles as shoal needs its switch here).
+	Env []string
+	// Nodes is how many nodes, all voters, on 127.0.0.1.
+	Nodes int
+	// Settings are KEY=value node settings on top of the runner's own
+	// (node id, addresses, data directory, peer list, secrets, gossip
+	// timing); they win over the runner's.
+	Settings []string
+	// Dir holds the peer list, one data directory and one log file per
+	// node. Empty: a new temporary directory, which Close removes unless
+	// told to keep it.
+	Dir string
+}
+
+// Cluster is a running cluster of `shoal serve` processes.
+type Cluster struct {
+	Nodes     []*Node
+	Dir       string
+	PeersFile string
+	// Token is an admin token the nodes accept.
+	Token string
+
+	ownDir bool
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+// Node is one `shoal serve` process of a Cluster, restartable on its data.
+type Node struct {
+	ID           string
+	HTTP, Gossip int
+	DataDir      string
+	LogPath      string
+
+	binary string
+	env    []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
+	log    *os.File
+	paused bool
+}
+
+// URL is the node's API base URL.
+func (n *Node) URL() string { return fmt.Sprintf("http://127.0.0.1:%d", n.HTTP) }
+
+// StartCluster starts the nodes. Every process is killed, and a temporary
+// Dir removed, by Close, and the processes also when ctx ends; on error
+// nothing is left running.
+func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error) {
+	if o.Nodes < 1 {
+		return nil, fmt.Errorf("a cluster needs at least one node, not %d", o.Nodes)
+	}
+	if _, err := os.Stat(o.Binary); err != nil {
+		return nil, fmt.Errorf("the shoal binary to run the nodes with: %w", err)
+	}
+	c = &Cluster{Dir: o.Dir, done: make(chan struct{})}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "shoal-torture-"); err != nil {
+			return nil, err
+		}
+		c.ownDir = true
+	} else if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.Close(false)
+			c = nil
+		}
+	}()
+	authSecret, clusterSecret := randomSecret(), randomSecret()
+	if c.Token, err = api.MintToken([]byte(authSecret), api.TokenSpec{Admin: true, Audience: config.Defaults().TokenAudience, TTL: 24 * time.Hour}); err != nil {
+		return c, err
+	}
+	ports, err := freePorts(2 * o.Nodes)
+	if err != nil {
+		return c, err
+	}
+	var doc struct {
+		Peers []map[string]any `json:"peers"`
+	}
+	c.PeersFile = filepath.Join(c.Dir, "peers.json")
+	for i := 0; i < o.Nodes; i++ {
+		n := &Node{ID: fmt.Sprintf("node%d", i+1), HTTP: ports[2*i], Gossip: ports[2*i+1], binary: o.Binary}
+		n.DataDir = filepath.Join(c.Dir, n.ID)
+		n.LogPath = filepath.Join(c.Dir, n.ID+".log")
+		if err := os.MkdirAll(n.DataDir, 0o700); err != nil {
+			return c, err
+		}
+		n.env = append(childEnv(), o.Env...)
+		n.env = append(n.env, "NODE_ID="+n.ID, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", n.HTTP), fmt.Sprintf("GOSSIP_ADDR=127.0.0.1:%d", n.Gossip),
+			"DATA_DIR="+n.DataDir, "PEERS_ENDPOINT="+c.PeersFile, "PEERS_REFRESH=1s", "AUTH_SECRET="+authSecret,
+			"CLUSTER_SECRET="+clusterSecret, "GOSSIP_INTERVAL="+gossipInterval.String(), "GOSSIP_SUSPECT_TIMEOUT="+gossipSuspect.String())
+		n.env = append(n.env, o.Settings...)
+		c.Nodes = append(c.Nodes, n)
+		doc.Peers = append(doc.Peers, map[string]any{"id": n.ID, "url": n.URL(), "gossip": fmt.Sprintf("127.0.0.1:%d", n.Gossip), "voter": true})
+	}
+	data, _ := json.Marshal(doc)
+	if err := os.WriteFile(c.PeersFile, data, 0o644); err != nil {
+		return c, err
+	}
+	for _, n := range c.Nodes {
+		if err := n.Start(); err != nil {
+			return c, err
+		}
+	}
+	var watch context.Context
+	watch, c.stop = context.WithCancel(ctx)
+	go func() {
+		defer close(c.done)
+		<-watch.Done()
+		c.killAll()
+	}()
+	return c, nil
+}
+
+// childEnv is this process's environment without any node setting, so
+// that none of the caller's settings leaks into the cluster's nodes.
+func childEnv() []string {
+	keys := map[string]bool{}
+	for _, s := range config.Settings {
+		keys[s.Key] = true
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !keys[k] {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func randomSecret() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// freePorts returns n ports on 127.0.0.1 free for both TCP and UDP right
+// now (gossip uses both on one port).
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var hold []interface{ Close() error }
+	defer func() {
+		for _, h := range hold {
+			h.Close()
+		}
+	}()
+	for attempts := 0; len(ports) < n; attempts++ {
+		if attempts > 100*n {
+			return nil, fmt.Errorf("could not find %d free ports on 127.0.0.1", n)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		hold = append(hold, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		hold = append(hold, u)
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+// Close kills every node and waits for them, then removes a temporary
+// Dir unless keep. It may be called more than once.
+func (c *Cluster) Close(keep bool) {
+	if c.stop != nil {
+		c.stop()
+		<-c.done
+	} else {
+		c.killAll()
+	}
+	if c.ownDir && !keep {
+		os.RemoveAll(c.Dir)
+	}
+}
+
+func (c *Cluster) killAll() {
+	for _, n := range c.Nodes {
+		n.Kill()
+	}
+}
+
+// Start starts the node's process on its data (it must not be running).
+// Its output is appended to LogPath.
+func (n *Node) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return fmt.Errorf("%s is already running", n.ID)
+	}
+	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "=== torture: %s starting at %s\n", n.ID, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(n.binary, "serve")
+	cmd.Env = n.env
+	cmd.Dir = n.DataDir // no stray .env file is read
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("starting %s: %w", n.ID, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); f.Close(); close(exited) }()
+	n.cmd, n.exited, n.log, n.paused = cmd, exited, f, false
+	return nil
+}
+
+// Running reports whether the node's process is running (paused or not).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil
+}
+
+// Kill sends SIGKILL (a paused process dies too) and waits for the exit.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return
+	}
+	n.cmd.Process.Kill()
+	<-n.exited
+	n.cmd, n.paused = nil, false
+}
+
+// Pause sends SIGSTOP.
+func (n *Node) Pause() error { return n.signal(syscall.SIGSTOP, true) }
+
+// Resume sends SIGCONT.
+func (n *Node) Resume() error { return n.signal(syscall.SIGCONT, false) }
+
+func (n *Node) signal(s syscall.Signal, paused bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return fmt.Errorf("%s is not running", n.ID)
+	}
+	if err := n.cmd.Process.Signal(s); err != nil {
+		return fmt.Errorf("%s: %s: %w", n.ID, s, err)
+	}
+	n.paused = paused
+	return nil
+}
+
+// Logs is everything the node's processes wrote so far.
+func (n *Node) Logs() string {
+	b, err := os.ReadFile(n.LogPath)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", n.LogPath, err)
+	}
+	return string(b)
+}
+
+// Tail is the last lines of the node's log.
+func (n *Node) Tail(lines int) string {
+	l := strings.Split(strings.TrimSpace(n.Logs()), "\n")
+	return strings.Join(l[max(0, len(l)-lines):], "\n")
+}
+
+// getJSON GETs url with the admin token into v; it returns the status.
+func getJSON(ctx context.Context, hc *http.Client, url, token string, hdr map[string]string, v any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	for k, val := range hdr {
+		req.Header.Set(k, val)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return resp.StatusCode, nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return resp.StatusCode, fmt.Errorf("decoding %s: %w", url, err)
+	}
+	return 200, nil
+}
+
+var quick = &http.Client{Timeout: 2 * time.Second}
+
+// View is node n's view of the cluster.
+func (n *Node) View(ctx context.Context, token string) (cluster.View, error) {
+	var v cluster.View
+	code, err := getJSON(ctx, quick, n.URL()+"/v1/cluster", token, nil, &v)
+	if err == nil && code != 200 {
+		err = fmt.Errorf("%s answered /v1/cluster with %d", n.ID, code)
+	}
+	return v, err
+}
+
+// Placement is node n's placement of user.
+func (n *Node) Placement(ctx context.Context, token, user string) (api.PlacementView, error) {
+	var v api.PlacementView
+	code, err := getJSON(ctx, quick, n.URL()+"/v1/users/"+user+"/placement", token, nil, &v)
+	if err == nil && code != 200 {
+		err = fmt.Errorf("%s answered the placement of %s with %d", n.ID, user, code)
+	}
+	return v, err
+}
+
+// await polls cond until it holds, ctx ends or timeout passes; the error
+// says what was awaited and the last reason it did not hold.
+func await(ctx context.Context, timeout time.Duration, what string, cond func() (bool, string)) (time.Duration, error) {
+	start := time.Now()
+	tick := time.NewTicker(50 * time.Millisecond) // polling other processes: nothing to be notified by
+	defer tick.Stop()
+	for {
+		ok, why := cond()
+		if ok {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > timeout {
+			return time.Since(start), fmt.Errorf("%s: not true after %s; last: %s", what, timeout, why)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), fmt.Errorf("%s: %w", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitUp waits until every running node sees every running node UP.
+func (c *Cluster) WaitUp(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+	return await(ctx, timeout, "every running node UP in every running node's view", func() (bool, string) {
+		for _, o := range c.Nodes {
+			if !o.Running() {
+				continue
+			}
+			v, err := o.View(ctx, c.Token)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, n := range c.Nodes {
+				if !n.Running() {
+					continue
+				}
+				st := cluster.State("")
+				for _, m := range v.Members {
+					if m.ID == n.ID {
+						st = m.State
+					}
+				}
+				if st != cluster.Up {
+					return false, fmt.Sprintf("%s sees %s as %q", o.ID, n.ID, st)
+				}
+			}
+		}
+		return true, ""
+	})
+}
+
+// errNoNode is returned for a node id the cluster does not have.
+var errNoNode = errors.New("no such node")
+
+// Node is the node of id.
+func (c *Cluster) Node(id string) (*Node, error) {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", errNoNode, id)
+}

@@ -1,0 +1,524 @@
+package torture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/shoal-db/shoal/api"
+)
+
+// Target is a node the clients send requests to.
+type Target struct {
+	ID, URL string
+}
+
+// WorkloadOptions says which clients to run.
+type WorkloadOptions struct {
+	Token string
+	// RegisterUser owns the registers (all in one partition, so that the
+	// nemesis can aim at its master).
+	RegisterUser string
+	// Clients of each kind: registers (majority puts, compare-and-sets
+	// after a linearizable read, linearizable and local reads), w=1
+	// writers (each key written once), list appenders (one user each, one
+	// document per element, majority writes).
+	RegisterClients, W1Clients, ListClients int
+	// W1Users is how many users the w=1 keys are spread over (default 4).
+	W1Users int
+	// Seed seeds the clients' choices.
+	Seed uint64
+}
+
+// Timeouts of one request: a write waits X-Write-Timeout for its copies
+// on the master, plus the forwarding; a paused node holds a request until
+// the client gives up.
+const (
+	writeTimeout  = 2 * time.Second
+	writeDeadline = 6 * time.Second
+	readDeadline  = 4 * time.Second
+	// avoidFor is how long a client avoids a node that failed it, as a
+	// driver's server selection does, so that a paused node does not hold
+	// every client.
+	avoidFor = 5 * time.Second
+)
+
+// Collections the workload writes.
+const (
+	registerColl = "registers"
+	w1Coll       = "w1"
+	listColl     = "list"
+)
+
+// Workload runs the clients and records what they did.
+type Workload struct {
+	targets []Target
+	o       WorkloadOptions
+	// docs are the registers of the current round; every round has its
+	// own, so that porcupine checks each round's apart (an unknown write
+	// may take effect at any later time, and a long history with many of
+	// them is beyond its search).
+	docs atomic.Pointer[[]string]
+	t0   time.Time
+
+	stopping  atomic.Bool
+	wg        sync.WaitGroup
+	nDefinite atomic.Int64
+	nAcked    atomic.Int64 // writes of any kind acknowledged
+	nextID    atomic.Int64
+
+	mu       sync.Mutex
+	all      []string // every round's registers, in order
+	ops      []porcupine.Operation
+	marks    []porcupine.Annotation
+	notes    []string
+	w1       []W1Write
+	list     []ListElem
+	attempts []Attempt
+}
+
+// W1Write is a w=1 write of a key written only once.
+type W1Write struct {
+	User, ID string
+	Acked    bool // 200/201: the master had it
+	Unknown  bool // no answer, or a 5xx: it may have been applied
+	Via      string
+	ServedBy string
+	Call     time.Duration
+}
+
+// ListElem is an element appended to a user's list with a majority write.
+type ListElem struct {
+	User, ID string
+	Acked    bool
+	Unknown  bool
+	Call     time.Duration
+}
+
+// Attempt is one write attempt of one client, for availability.
+type Attempt struct {
+	Client    string
+	Call, Ret time.Duration
+	OK        bool // the cluster answered it (done, or a 412 on a compare-and-set)
+}
+
+// NewWorkload prepares clients for targets; round 1's registers are set.
+func NewWorkload(targets []Target, o WorkloadOptions) *Workload {
+	if o.W1Users < 1 {
+		o.W1Users = 4
+	}
+	w := &Workload{targets: targets, o: o, t0: time.Now()}
+	w.Round(1)
+	return w
+}
+
+// Round makes the register clients use new documents from now on.
+func (w *Workload) Round(r int) {
+	docs := []string{fmt.Sprintf("a%d", r), fmt.Sprintf("b%d", r), fmt.Sprintf("c%d", r)}
+	w.mu.Lock()
+	w.all = append(w.all, docs...)
+	w.mu.Unlock()
+	w.docs.Store(&docs)
+}
+
+// Docs is the current round's registers.
+func (w *Workload) Docs() []string { return *w.docs.Load() }
+
+// Since is the time since the workload's clock started.
+func (w *Workload) Since() time.Duration { return time.Since(w.t0) }
+
+func (w *Workload) now() int64 { return int64(time.Since(w.t0)) }
+
+// Mark notes a fault (or the end of one) on the timeline.
+func (w *Workload) Mark(what string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.marks = append(w.marks, porcupine.Annotation{Tag: "faults", Start: w.now(), Description: what})
+	w.notes = append(w.notes, fmt.Sprintf("%8.3fs %s", time.Since(w.t0).Seconds(), what))
+}
+
+// Definite counts the register operations of known outcome so far.
+func (w *Workload) Definite() int { return int(w.nDefinite.Load()) }
+
+// Acked counts the writes of any kind acknowledged so far.
+func (w *Workload) Acked() int { return int(w.nAcked.Load()) }
+
+// Start starts the clients; their requests end with ctx. Stop stops them.
+func (w *Workload) Start(ctx context.Context) {
+	w.t0 = time.Now()
+	c := 0
+	for _, k := range []struct {
+		kind string
+		n    int
+	}{{"register", w.o.RegisterClients}, {"w1", w.o.W1Clients}, {"list", w.o.ListClients}} {
+		kind := k.kind
+		for i := 0; i < k.n; i++ {
+			cl := &client{id: c, name: fmt.Sprintf("%s-%d", kind, i), rng: rand.New(rand.NewPCG(w.o.Seed, uint64(c))),
+				hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}, avoid: map[string]time.Time{}}
+			c++
+			w.wg.Add(1)
+			go w.run(ctx, kind, i, cl)
+		}
+	}
+}
+
+// Stop stops the clients once their requests in flight are answered.
+func (w *Workload) Stop() {
+	w.stopping.Store(true)
+	w.wg.Wait()
+}
+
+// client is one client: it sends one request at a time to a random node,
+// avoiding for a while a node that just failed it.
+type client struct {
+	id       int
+	name     string
+	rng      *rand.Rand
+	hc       *http.Client
+	avoid    map[string]time.Time
+	attempts []Attempt
+}
+
+func (w *Workload) run(ctx context.Context, kind string, i int, cl *client) {
+	defer w.wg.Done()
+	defer cl.hc.CloseIdleConnections()
+	defer func() {
+		w.mu.Lock()
+		w.attempts = append(w.attempts, cl.attempts...)
+		w.mu.Unlock()
+	}()
+	for seq := 0; !w.stopping.Load() && ctx.Err() == nil; seq++ {
+		switch kind {
+		case "register":
+			w.registerOp(ctx, cl, seq)
+		case "w1":
+			user := fmt.Sprintf("w1-u%d", cl.rng.IntN(w.o.W1Users))
+			w.w1Write(ctx, cl, user, fmt.Sprintf("k%d-%d", i, seq))
+		default:
+			w.listAppend(ctx, cl, fmt.Sprintf("list-%d", i), fmt.Sprintf("e%06d", seq))
+		}
+	}
+}
+
+func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
+	docs := *w.docs.Load()
+	doc := docs[cl.rng.IntN(len(docs))]
+	value := fmt.Sprintf("c%d-%d", cl.id, seq)
+	switch r := cl.rng.IntN(100); {
+	case r < 30:
+		w.write(ctx, cl, regInput{Doc: doc, Kind: opPut, Value: value})
+	case r < 55:
+		// Compare-and-set on the version a linearizable read returns.
+		if o, ok := w.read(ctx, cl, doc, ReadLinearizable); ok && o.Found {
+			w.write(ctx, cl, regInput{Doc: doc, Kind: opCAS, Value: value, Expect: o.Version})
+		}
+	case r < 78:
+		w.read(ctx, cl, doc, ReadLinearizable)
+	default:
+		w.read(ctx, cl, doc, ReadLocal)
+	}
+}
+
+func (w *Workload) pick(cl *client) Target {
+	var ok []Target
+	for _, n := range w.targets {
+		if time.Now().After(cl.avoid[n.ID]) {
+			ok = append(ok, n)
+		}
+	}
+	if len(ok) == 0 {
+		ok = w.targets
+	}
+	return ok[cl.rng.IntN(len(ok))]
+}
+
+func (w *Workload) record(op porcupine.Operation, definite bool) {
+	w.mu.Lock()
+	w.ops = append(w.ops, op)
+	w.mu.Unlock()
+	if definite {
+		w.nDefinite.Add(1)
+	}
+}
+
+func docURL(n Target, user, coll, id string) string {
+	return n.URL + "/v1/users/" + user + "/collections/" + coll + "/documents/" + id
+}
+
+// put sends a PUT of {"v": value} with the write concern; it returns
+// the status, headers and error of the answer.
+func (w *Workload) put(ctx context.Context, cl *client, n Target, url, value, concern string, ifMatch int64) (int, http.Header, error) {
+	body, _ := json.Marshal(map[string]string{"v": value})
+	req, _ := http.NewRequestWithContext(ctx, "PUT", url, strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+w.o.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Write-Concern", concern)
+	req.Header.Set("X-Write-Timeout", writeTimeout.String())
+	if ifMatch > 0 {
+		req.Header.Set("If-Match", strconv.Quote(strconv.FormatInt(ifMatch, 10)))
+	}
+	status, hdr, _, err := w.do(cl, n, req, writeDeadline)
+	return status, hdr, err
+}
+
+func (cl *client) attempt(call, ret time.Duration, ok bool) {
+	cl.attempts = append(cl.attempts, Attempt{Client: cl.name, Call: call, Ret: ret, OK: ok})
+}
+
+// write puts in.Value, with If-Match for a compare-and-set, as a majority
+// write through a random node. A write refused before it was sent (the
+// connection was refused) is not recorded in the history: it was never
+// invoked; it counts as a failed attempt.
+func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
+	n := w.pick(cl)
+	meta := &opMeta{id: int(w.nextID.Add(1)), client: cl.id, asked: n.ID}
+	var expect int64
+	if in.Kind == opCAS {
+		expect = in.Expect
+	}
+	call := w.now()
+	status, hdr, err := w.put(ctx, cl, n, docURL(n, w.o.RegisterUser, registerColl, in.Doc), in.Value, "majority", expect)
+	ret := w.now()
+	if unsent(err) {
+		cl.attempt(time.Duration(call), time.Duration(ret), false)
+		return
+	}
+	out := regOutput{Outcome: resultUnknown}
+	meta.status = status
+	if err != nil {
+		meta.err = err.Error()
+	} else {
+		meta.servedBy = hdr.Get("X-Served-By")
+	}
+	switch {
+	case err != nil:
+	case status == 200 || status == 201:
+		v, perr := strconv.ParseInt(strings.Trim(hdr.Get("ETag"), `"`), 10, 64)
+		if perr != nil {
+			meta.err = "no version in the ETag " + hdr.Get("ETag")
+			break
+		}
+		out = regOutput{Outcome: resultDone, Version: v}
+		w.nAcked.Add(1)
+	case status == 412 && in.Kind == opCAS:
+		out = regOutput{Outcome: resultRefused}
+	}
+	cl.attempt(time.Duration(call), time.Duration(ret), out.Outcome != resultUnknown)
+	if out.Outcome == resultUnknown {
+		ret = -1 // pending: returns at the end of the history
+	}
+	w.record(porcupine.Operation{ClientId: cl.id, Input: in, Call: call, Output: out, Return: ret, Metadata: meta}, out.Outcome != resultUnknown)
+}
+
+// w1Write writes key id of user once, with write concern 1.
+func (w *Workload) w1Write(ctx context.Context, cl *client, user, id string) {
+	n := w.pick(cl)
+	call := w.Since()
+	status, hdr, err := w.put(ctx, cl, n, docURL(n, user, w1Coll, id), id, "1", 0)
+	ret := w.Since()
+	rec := W1Write{User: user, ID: id, Via: n.ID, Call: call}
+	switch {
+	case unsent(err) || err == nil && status < 500 && status != 201 && status != 200:
+		// never applied: refused before it was sent, or answered no
+	case err == nil && (status == 200 || status == 201):
+		rec.Acked, rec.ServedBy = true, hdr.Get("X-Served-By")
+		w.nAcked.Add(1)
+	default:
+		rec.Unknown = true
+	}
+	cl.attempt(call, ret, rec.Acked)
+	if rec.Acked || rec.Unknown {
+		w.mu.Lock()
+		w.w1 = append(w.w1, rec)
+		w.mu.Unlock()
+	}
+}
+
+// listAppend appends element id to user's list with a majority write.
+func (w *Workload) listAppend(ctx context.Context, cl *client, user, id string) {
+	n := w.pick(cl)
+	call := w.Since()
+	status, _, err := w.put(ctx, cl, n, docURL(n, user, listColl, id), id, "majority", 0)
+	ret := w.Since()
+	rec := ListElem{User: user, ID: id, Call: call}
+	switch {
+	case unsent(err) || err == nil && status < 500 && status != 201 && status != 200:
+	case err == nil && (status == 200 || status == 201):
+		rec.Acked = true
+		w.nAcked.Add(1)
+	default:
+		rec.Unknown = true
+	}
+	cl.attempt(call, ret, rec.Acked)
+	if rec.Acked || rec.Unknown {
+		w.mu.Lock()
+		w.list = append(w.list, rec)
+		w.mu.Unlock()
+	}
+}
+
+// unsent reports whether err means the request never left: the
+// connection could not be made.
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// read reads doc through a random node; a failed read is not recorded
+// (ok false): it returned nothing to check.
+func (w *Workload) read(ctx context.Context, cl *client, doc string, concern ReadConcern) (regOutput, bool) {
+	n := w.pick(cl)
+	meta := &opMeta{id: int(w.nextID.Add(1)), client: cl.id, asked: n.ID}
+	req, _ := http.NewRequestWithContext(ctx, "GET", docURL(n, w.o.RegisterUser, registerColl, doc), nil)
+	req.Header.Set("Authorization", "Bearer "+w.o.Token)
+	req.Header.Set("X-Read-Concern", string(concern))
+	call := w.now()
+	status, hdr, body, err := w.do(cl, n, req, readDeadline)
+	ret := w.now()
+	if err != nil {
+		return regOutput{}, false
+	}
+	meta.status, meta.servedBy = status, hdr.Get("X-Served-By")
+	out, ok := decodeRead(status, body)
+	if !ok {
+		return regOutput{}, false
+	}
+	w.record(porcupine.Operation{ClientId: cl.id, Input: regInput{Doc: doc, Kind: opRead, Concern: concern}, Call: call, Output: out, Return: ret, Metadata: meta}, true)
+	return out, true
+}
+
+// decodeRead is a register read's answer: ok is false when it says
+// nothing about the register (an error).
+func decodeRead(status int, body []byte) (regOutput, bool) {
+	switch status {
+	case 200:
+		var d struct {
+			V       string `json:"v"`
+			Version int64  `json:"_version"`
+		}
+		if json.Unmarshal(body, &d) != nil || d.Version == 0 {
+			return regOutput{}, false
+		}
+		return regOutput{Outcome: resultDone, Found: true, Value: d.V, Version: d.Version}, true
+	case 404:
+		var p struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(body, &p) != nil || p.Type != api.TypeNotFound {
+			return regOutput{}, false
+		}
+		return regOutput{Outcome: resultDone}, true
+	}
+	return regOutput{}, false
+}
+
+// do sends req to n and reads the answer; a node that does not answer is
+// avoided for a while.
+func (w *Workload) do(cl *client, n Target, req *http.Request, timeout time.Duration) (int, http.Header, []byte, error) {
+	cl.hc.Timeout = timeout
+	resp, err := cl.hc.Do(req)
+	if err != nil {
+		cl.avoid[n.ID] = time.Now().Add(avoidFor)
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		cl.avoid[n.ID] = time.Now().Add(avoidFor)
+		return resp.StatusCode, resp.Header, nil, err
+	}
+	return resp.StatusCode, resp.Header, body, nil
+}
+
+// History is what the clients did, once they stopped.
+type History struct {
+	RegisterUser   string
+	Docs           []string
+	ops            []porcupine.Operation
+	marks          []porcupine.Annotation
+	Notes          []string
+	end            int64
+	DefiniteWrites int
+	UnknownWrites  int
+	Refused        int
+	DefiniteReads  map[ReadConcern]int
+	UnknownWhy     map[string]int // why writes have an unknown outcome
+	W1             []W1Write
+	List           []ListElem
+	Attempts       []Attempt // sorted by Call
+}
+
+// History is the record so far; call it after Stop.
+func (w *Workload) History() *History {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := &History{RegisterUser: w.o.RegisterUser, Docs: slices.Clone(w.all), marks: slices.Clone(w.marks), Notes: slices.Clone(w.notes), end: w.now() + 1,
+		DefiniteReads: map[ReadConcern]int{}, UnknownWhy: map[string]int{}, W1: slices.Clone(w.w1), List: slices.Clone(w.list), Attempts: slices.Clone(w.attempts)}
+	sort.Slice(h.Attempts, func(i, j int) bool { return h.Attempts[i].Call < h.Attempts[j].Call })
+	for _, op := range w.ops {
+		if op.Return < 0 {
+			op.Return = h.end
+		}
+		h.ops = append(h.ops, op)
+		in, out := op.Input.(regInput), op.Output.(regOutput)
+		switch {
+		case in.Kind == opRead:
+			h.DefiniteReads[in.Concern]++
+		case out.Outcome == resultUnknown:
+			h.UnknownWrites++
+			h.UnknownWhy[unknownReason(op.Metadata.(*opMeta))]++
+		case out.Outcome == resultRefused:
+			h.Refused++
+		default:
+			h.DefiniteWrites++
+		}
+	}
+	return h
+}
+
+// Counts sums the register history up.
+func (h *History) Counts() string {
+	var why []string
+	for k, n := range h.UnknownWhy {
+		why = append(why, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(why)
+	return fmt.Sprintf("%d writes done, %d compare-and-sets refused, %d writes of unknown outcome (%s), %d linearizable and %d local reads",
+		h.DefiniteWrites, h.Refused, h.UnknownWrites, strings.Join(why, ", "), h.DefiniteReads[ReadLinearizable], h.DefiniteReads[ReadLocal])
+}
+
+// unknownReason classes why a write's outcome is unknown.
+func unknownReason(m *opMeta) string {
+	switch {
+	case strings.Contains(m.err, "Client.Timeout"):
+		return "client timeout"
+	case m.err != "":
+		return "connection lost"
+	}
+	return strconv.Itoa(m.status)
+}
+
+// with is the history of the writes and the reads of one concern.
+func (h *History) with(concern ReadConcern) []porcupine.Operation {
+	var out []porcupine.Operation
+	for _, op := range h.ops {
+		if in := op.Input.(regInput); in.Kind != opRead || in.Concern == concern {
+			out = append(out, op)
+		}
+	}
+	return out
+}
