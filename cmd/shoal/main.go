@@ -17,6 +17,7 @@ Usage:
   shoal token [flags]     print a client token signed with AUTH_SECRET
   shoal bench [flags]     measure REST throughput and latency against the raw store
   shoal dev [flags]       run a local cluster of N nodes on loopback (add-node, remove-node ID)
+  shoal torture [flags]   run a fault suite (kills, pauses) on a local cluster and check its histories
   shoal status [flags]    show the cluster as one node sees it
   shoal health [flags]    exit 0 when a node answers /readyz (for container health checks)
   shoal version           print the build version
@@ -64,6 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return bench(args[1:], stdout, stderr)
 	case "dev":
 		return dev(args[1:], stdout, stderr)
+	case "torture":
+		return tortureCmd(args[1:], stdout, stderr)
 	case "status":
 		return status(args[1:], stdout, stderr)
 	case "health":

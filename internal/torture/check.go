@@ -2,7 +2,6 @@ package torture
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -274,9 +273,10 @@ type Outage struct {
 
 func (o Outage) Length() time.Duration { return o.Until - o.From }
 
-// Unavailability is, per fault kind, the longest outage of any client that
-// began during a fault of that kind (from its start to the next fault's).
-// Outages that began before the first fault are under "none".
+// Unavailability is, per fault kind, the longest outage of any client
+// that a fault of that kind caused or prolonged: each outage is counted
+// for the last fault that started before it ended. Outages that ended
+// before the first fault are under "none".
 func Unavailability(attempts []Attempt, faults []Fault, end time.Duration) map[string]Outage {
 	by := map[string][]Attempt{}
 	for _, a := range attempts {
@@ -293,7 +293,7 @@ func Unavailability(attempts []Attempt, faults []Fault, end time.Duration) map[s
 	}
 	worst := map[string]Outage{}
 	note := func(o Outage) {
-		k := kindAt(o.From)
+		k := kindAt(o.Until - 1)
 		if w, ok := worst[k]; !ok || o.Length() > w.Length() || !o.Recovered && w.Recovered {
 			worst[k] = o
 		}
@@ -316,12 +316,4 @@ func Unavailability(attempts []Attempt, faults []Fault, end time.Duration) map[s
 		}
 	}
 	return worst
-}
-
-// keepDir makes a directory for a failure's evidence when none was given.
-func keepDir(dir string) (string, error) {
-	if dir != "" {
-		return dir, os.MkdirAll(dir, 0o700)
-	}
-	return os.MkdirTemp("", "shoal-torture-evidence-")
 }

@@ -41,8 +41,9 @@ func (s Step) String() string {
 const recoveryGuess = 5 * time.Second
 
 // Schedule is the faults planned for a run of about duration: every kind
-// once in a seeded order, again and again. The same seed gives the same
-// schedule; the run stops starting faults once duration has passed.
+// once in a seeded order, again and again, and at least one of each. The
+// same seed gives the same schedule; the run starts no fault once
+// duration has passed, except to have injected one of each kind.
 func Schedule(seed uint64, duration time.Duration) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x7047))
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
@@ -63,7 +64,7 @@ func Schedule(seed uint64, duration time.Duration) []Step {
 			}
 			out = append(out, s)
 			planned += s.Hold + s.Quiet + recoveryGuess
-			if planned >= duration {
+			if planned >= duration && len(out) >= len(FaultKinds) {
 				break
 			}
 		}

@@ -255,7 +255,12 @@ func anomalies(ops []porcupine.Operation) []string {
 		}
 		for _, w := range acked[in.Doc] {
 			if w.version == out.Version && w.op.Input.(regInput).Value != out.Value {
-				src := byValue[out.Value]
+				src, ok := byValue[out.Value]
+				if !ok { // a value no client wrote
+					rolledBack = append(rolledBack, fmt.Sprintf("  %s [%s, %.3fs] read a value no write wrote, but version %d is %s [%s]",
+						describeOp(op.Input, op.Output), op.Metadata, secs(op.Call), out.Version, describeOp(w.op.Input, w.op.Output), w.op.Metadata))
+					break
+				}
 				rolledBack = append(rolledBack, fmt.Sprintf("  %s [%s, %.3fs] read the write %s [%s], but version %d is %s [%s]: the state read was rolled back",
 					describeOp(op.Input, op.Output), op.Metadata, secs(op.Call), describeOp(src.Input, src.Output), src.Metadata, out.Version, describeOp(w.op.Input, w.op.Output), w.op.Metadata))
 				break

@@ -55,6 +55,8 @@ const (
 	// driver's server selection does, so that a paused node does not hold
 	// every client.
 	avoidFor = 5 * time.Second
+	// retryBackoff is how long a client waits after a failed write.
+	retryBackoff = 50 * time.Millisecond
 )
 
 // Collections the workload writes.
@@ -79,6 +81,8 @@ type Workload struct {
 	wg        sync.WaitGroup
 	nDefinite atomic.Int64
 	nAcked    atomic.Int64 // writes of any kind acknowledged
+	nClients  atomic.Int64
+	nReady    atomic.Int64 // clients that had a write acknowledged
 	nextID    atomic.Int64
 
 	mu       sync.Mutex
@@ -170,11 +174,15 @@ func (w *Workload) Start(ctx context.Context) {
 			cl := &client{id: c, name: fmt.Sprintf("%s-%d", kind, i), rng: rand.New(rand.NewPCG(w.o.Seed, uint64(c))),
 				hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}, avoid: map[string]time.Time{}}
 			c++
+			w.nClients.Add(1)
 			w.wg.Add(1)
 			go w.run(ctx, kind, i, cl)
 		}
 	}
 }
+
+// Ready is how many of the clients had a write acknowledged, of how many.
+func (w *Workload) Ready() (int, int) { return int(w.nReady.Load()), int(w.nClients.Load()) }
 
 // Stop stops the clients once their requests in flight are answered.
 func (w *Workload) Stop() {
@@ -191,6 +199,7 @@ type client struct {
 	hc       *http.Client
 	avoid    map[string]time.Time
 	attempts []Attempt
+	ready    bool // had a write acknowledged
 }
 
 func (w *Workload) run(ctx context.Context, kind string, i int, cl *client) {
@@ -275,8 +284,23 @@ func (w *Workload) put(ctx context.Context, cl *client, n Target, url, value, co
 	return status, hdr, err
 }
 
-func (cl *client) attempt(call, ret time.Duration, ok bool) {
+// attempt records a write attempt. After a failed one the client backs
+// off a little, as a driver does: a node that refuses connections would
+// otherwise make it spin.
+func (w *Workload) attempt(ctx context.Context, cl *client, call, ret time.Duration, ok bool) {
 	cl.attempts = append(cl.attempts, Attempt{Client: cl.name, Call: call, Ret: ret, OK: ok})
+	if ok && !cl.ready {
+		cl.ready = true
+		w.nReady.Add(1)
+	}
+	if !ok {
+		t := time.NewTimer(retryBackoff)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
 }
 
 // write puts in.Value, with If-Match for a compare-and-set, as a majority
@@ -294,7 +318,7 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 	status, hdr, err := w.put(ctx, cl, n, docURL(n, w.o.RegisterUser, registerColl, in.Doc), in.Value, "majority", expect)
 	ret := w.now()
 	if unsent(err) {
-		cl.attempt(time.Duration(call), time.Duration(ret), false)
+		w.attempt(ctx, cl, time.Duration(call), time.Duration(ret), false)
 		return
 	}
 	out := regOutput{Outcome: resultUnknown}
@@ -317,7 +341,7 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 	case status == 412 && in.Kind == opCAS:
 		out = regOutput{Outcome: resultRefused}
 	}
-	cl.attempt(time.Duration(call), time.Duration(ret), out.Outcome != resultUnknown)
+	w.attempt(ctx, cl, time.Duration(call), time.Duration(ret), out.Outcome != resultUnknown)
 	if out.Outcome == resultUnknown {
 		ret = -1 // pending: returns at the end of the history
 	}
@@ -340,7 +364,7 @@ func (w *Workload) w1Write(ctx context.Context, cl *client, user, id string) {
 	default:
 		rec.Unknown = true
 	}
-	cl.attempt(call, ret, rec.Acked)
+	w.attempt(ctx, cl, call, ret, rec.Acked)
 	if rec.Acked || rec.Unknown {
 		w.mu.Lock()
 		w.w1 = append(w.w1, rec)
@@ -363,7 +387,7 @@ func (w *Workload) listAppend(ctx context.Context, cl *client, user, id string) 
 	default:
 		rec.Unknown = true
 	}
-	cl.attempt(call, ret, rec.Acked)
+	w.attempt(ctx, cl, call, ret, rec.Acked)
 	if rec.Acked || rec.Unknown {
 		w.mu.Lock()
 		w.list = append(w.list, rec)
@@ -522,3 +546,6 @@ func (h *History) with(concern ReadConcern) []porcupine.Operation {
 	}
 	return out
 }
+
+// Len is the number of register operations recorded.
+func (h *History) Len() int { return len(h.ops) }

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/shoal-db/shoal/internal/torture"
+)
+
+// A short fault run with a fixed seed (every fault kind once): every
+// checker passes. The README gives the long command.
+func TestTortureShortRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 30 s fault run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	dir := t.TempDir()
+	rep, err := torture.Run(ctx, torture.Config{Binary: os.Args[0], Env: []string{"SHOAL_RUN_MAIN=1"}, Nodes: 3,
+		Duration: 30 * time.Second, Seed: 14, Clients: 4, Dir: dir, Log: &log})
+	t.Logf("run log:\n%s", log.String())
+	if rep != nil && rep.History != nil {
+		t.Logf("report:\n%s", rep.Table())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rep.Failures(); len(f) > 0 {
+		t.Fatalf("the run failed its checks:\n%s", strings.Join(f, "\n"))
+	}
+	if rep.Registers.Result != porcupine.Ok {
+		t.Fatalf("porcupine's verdict: %v", rep.Registers.Result)
+	}
+	for _, k := range torture.FaultKinds {
+		if rep.Faults[k] == 0 {
+			t.Errorf("no %s fault in the run", k)
+		}
+	}
+	if rep.Lists.Acked == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 {
+		t.Fatalf("nothing to check: %d list elements, %d w=1 writes, %d register writes acknowledged", rep.Lists.Acked, rep.W1.Acked, rep.History.DefiniteWrites)
+	}
+}
+
+func TestTortureHelp(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run([]string{"torture", "--help"}, &out, &errs); code != 0 {
+		t.Fatalf("--help exited %d", code)
+	}
+	for _, flag := range []string{"-nodes", "-duration", "-seed", "-clients", "-keep", "-binary"} {
+		if !strings.Contains(errs.String(), flag) {
+			t.Errorf("--help does not mention %s:\n%s", flag, errs.String())
+		}
+	}
+	if code := run([]string{"torture", "--nodes", "2", "--duration", "1s"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "at least 3 nodes") {
+		t.Fatalf("--nodes 2 exited %d: %s", code, errs.String())
+	}
+}

@@ -1,0 +1,167 @@
+package torture
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/shoal-db/shoal/store"
+)
+
+// handMade builds a register history of docs a and b.
+type handMade struct {
+	h  *History
+	id int
+}
+
+func newHandMade() *handMade {
+	return &handMade{h: &History{RegisterUser: "r", Docs: []string{"a", "b"}, end: 100, DefiniteReads: map[ReadConcern]int{}}}
+}
+
+func (m *handMade) add(doc string, call, ret int64, kind opKind, value string, version int64, found bool) {
+	m.id++
+	in := regInput{Doc: doc, Kind: kind, Value: value, Concern: ReadLinearizable}
+	out := regOutput{Outcome: resultDone, Found: found, Value: value, Version: version}
+	if kind != opRead {
+		in.Concern = ""
+	}
+	m.h.ops = append(m.h.ops, porcupine.Operation{ClientId: m.id % 3, Input: in, Call: call, Output: out, Return: ret, Metadata: &opMeta{id: m.id, asked: "n1"}})
+}
+
+func TestCheckRegistersCatchesANonLinearizableDocument(t *testing.T) {
+	m := newHandMade()
+	m.add("a", 0, 1, opPut, "x", 1, false)
+	m.add("a", 2, 3, opPut, "y", 2, false)
+	m.add("a", 4, 5, opRead, "x", 1, true) // stale: y was acknowledged before it began
+	m.add("b", 0, 1, opPut, "z", 1, false)
+	m.add("b", 2, 3, opRead, "z", 1, true)
+	dir := t.TempDir()
+	v, err := m.h.CheckRegisters(ReadLinearizable, 10*time.Second, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Result != porcupine.Illegal || v.Docs["a"] != porcupine.Illegal || v.Docs["b"] != porcupine.Ok {
+		t.Fatalf("verdict %v, per document %v: want Illegal, a Illegal and b Ok", v.Result, v.Docs)
+	}
+	if !strings.Contains(v.Why, "stale reads") || !strings.Contains(v.Why, "document a") {
+		t.Fatalf("the explanation does not name the stale read of a:\n%s", v.Why)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "history-linearizable.html")); err != nil {
+		t.Fatalf("no visualization: %v", err)
+	}
+	rep := &Report{Registers: v, History: m.h}
+	if !rep.Failed() || !strings.Contains(rep.Table(), "linearizable (porcupine)") || !strings.Contains(rep.Table(), "a NO, b yes") {
+		t.Fatalf("the report does not fail, or does not say which document:\n%s", rep.Table())
+	}
+}
+
+func TestLostMajorityWritesAreCaught(t *testing.T) {
+	m := newHandMade()
+	m.add("a", 0, 1, opPut, "x", 1, false)
+	m.add("a", 2, 3, opPut, "y", 2, false)
+	m.add("b", 0, 1, opPut, "z", 1, false)
+	// a ends at version 1: the acknowledged v2 is lost; b ends at v1
+	// with another value: z is lost.
+	finals := map[string]FinalRead{"a": {Node: "n1", Found: true, Value: "x", Version: 1}, "b": {Node: "n1", Found: true, Value: "w", Version: 1}}
+	lost := m.h.LostRegisterWrites(finals)
+	if len(lost) != 2 || !strings.Contains(lost[0], `"y"`) || !strings.Contains(lost[1], `"z"`) {
+		t.Fatalf("lost %q, want the writes of y and z", lost)
+	}
+	m.h.AddFinalReads(finals)
+	if v, _ := m.h.CheckRegisters(ReadLinearizable, 10*time.Second, ""); v.Result != porcupine.Illegal {
+		t.Fatalf("porcupine says %v of a history whose final reads lost writes", v.Result)
+	}
+	if lost := m.h.LostRegisterWrites(map[string]FinalRead{"a": {Found: true, Value: "y", Version: 2}, "b": {Found: true, Value: "z", Version: 1}}); len(lost) != 0 {
+		t.Fatalf("lost %q of a history that kept everything", lost)
+	}
+
+	h := &History{List: []ListElem{{User: "l0", ID: "e1", Acked: true}, {User: "l0", ID: "e2", Acked: true}, {User: "l0", ID: "e3", Unknown: true}, {User: "l1", ID: "e1", Acked: true}}}
+	r := h.CheckLists(map[string]map[string]bool{"l0": {"e1": true, "e3": true}, "l1": {"e1": true}})
+	if len(r.Lost) != 1 || r.Lost[0].ID != "e2" || r.Acked != 3 || r.Unknown != 1 || r.UnknownPresent != 1 {
+		t.Fatalf("lists: %+v, want e2 of l0 lost", r)
+	}
+	if rep := (&Report{Lists: r}); !rep.Failed() {
+		t.Fatal("a lost list element does not fail the run")
+	}
+}
+
+func TestW1WritesMissingAndNotRolledBackAreCaught(t *testing.T) {
+	h := &History{W1: []W1Write{{User: "u", ID: "k1", Acked: true}, {User: "u", ID: "k2", Acked: true}, {User: "u", ID: "k3", Acked: true}, {User: "u", ID: "k4", Unknown: true}}}
+	r := h.CheckW1(map[string]bool{"u/k1": true}, map[string]bool{"u/k2": true})
+	if r.Acked != 3 || r.RolledBack != 1 || r.Unknown != 1 || len(r.Missing) != 1 || r.Missing[0].ID != "k3" {
+		t.Fatalf("w=1: %+v, want k2 rolled back and k3 missing", r)
+	}
+	if rep := (&Report{W1: r}); !rep.Failed() || !strings.Contains(rep.Table(), "1 silently lost") {
+		t.Fatalf("a silently lost w=1 write does not fail the run:\n%s", rep.Table())
+	}
+	if r := h.CheckW1(map[string]bool{"u/k1": true, "u/k3": true}, map[string]bool{"u/k2": true}); len(r.Missing) != 0 {
+		t.Fatalf("missing %+v though every acknowledged write is present or rolled back", r.Missing)
+	}
+}
+
+func TestNonConvergenceIsCaught(t *testing.T) {
+	at := func(e, s uint64) store.Position { return store.Position{Epoch: e, Seq: s} }
+	parts := []PartitionCopies{{Partition: 3, Master: "n1", Positions: map[string]store.Position{"n1": at(2, 10), "n2": at(2, 10), "n3": at(2, 9)}}}
+	if d := Diverged(parts, nil); len(d) != 1 || !strings.Contains(d[0], "n3 is at 2.9") {
+		t.Fatalf("diverged %q, want n3 behind", d)
+	}
+	parts[0].Positions["n3"] = at(2, 10)
+	if d := Diverged(parts, nil); len(d) != 0 {
+		t.Fatalf("diverged %q of copies at one position", d)
+	}
+	keys := []KeyCopies{{Key: "u/c/d", Master: "n1", Copies: []Copy{{Node: "n1", Found: true, Version: 2, Value: "x"}, {Node: "n2", Found: true, Version: 2, Value: "y"}, {Node: "n3"}}}}
+	d := Diverged(nil, keys)
+	if len(d) != 2 || !strings.Contains(d[0], "n2 holds") || !strings.Contains(d[1], "n3 holds absent") {
+		t.Fatalf("diverged %q, want n2 and n3 named", d)
+	}
+	if rep := (&Report{Diverged: d}); !rep.Failed() || !strings.Contains(rep.Table(), "NO (2 differences)") {
+		t.Fatalf("non-convergence does not fail the run:\n%s", rep.Table())
+	}
+}
+
+func TestUnavailabilityPerFaultKind(t *testing.T) {
+	s := time.Second
+	attempts := []Attempt{
+		{Client: "a", Call: 0, Ret: s / 10, OK: true},
+		{Client: "a", Call: 2 * s, Ret: 3 * s},           // fails during the kill
+		{Client: "a", Call: 3 * s, Ret: 4 * s},           // still
+		{Client: "a", Call: 4 * s, Ret: 5 * s, OK: true}, // back: 3s
+		{Client: "b", Call: 2 * s, Ret: 2*s + s/2, OK: true},
+		{Client: "b", Call: 11 * s, Ret: 12 * s}, // fails during the pause, never again OK
+	}
+	faults := []Fault{{Kind: KillMaster, Start: s}, {Kind: PauseMaster, Start: 10 * s}}
+	u := Unavailability(attempts, faults, 20*s)
+	if o := u[KillMaster]; o.Length() != 3*s || !o.Recovered || o.Client != "a" {
+		t.Fatalf("kill-master outage %+v, want 3s of client a", o)
+	}
+	if o := u[PauseMaster]; o.Length() != 9*s || o.Recovered {
+		t.Fatalf("pause-master outage %+v, want 9s, not recovered", o)
+	}
+	if _, ok := u["none"]; ok {
+		t.Fatalf("an outage before any fault: %+v", u)
+	}
+}
+
+func TestScheduleIsTheSeeds(t *testing.T) {
+	a, b, c := Schedule(7, time.Minute), Schedule(7, time.Minute), Schedule(8, time.Minute)
+	if FormatSchedule(a) != FormatSchedule(b) {
+		t.Fatalf("one seed, two schedules:\n%s\n%s", FormatSchedule(a), FormatSchedule(b))
+	}
+	if FormatSchedule(a) == FormatSchedule(c) {
+		t.Fatalf("seeds 7 and 8 give the same schedule:\n%s", FormatSchedule(a))
+	}
+	seen := map[string]bool{}
+	for _, s := range a[:len(FaultKinds)] {
+		seen[s.Kind] = true
+		if s.Kind == PauseMaster && s.Hold <= leaseTTL {
+			t.Fatalf("a pause of %s, not longer than LEASE_TTL %s", s.Hold, leaseTTL)
+		}
+	}
+	if len(seen) != len(FaultKinds) {
+		t.Fatalf("the first %d faults are not one of each kind:\n%s", len(FaultKinds), FormatSchedule(a))
+	}
+}

@@ -1,0 +1,168 @@
+package torture
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Report is a run's outcome.
+type Report struct {
+	Seed     uint64
+	Nodes    int
+	Planned  []Step
+	Executed []Fault
+	Faults   map[string]int // executed, by kind
+	Ops      map[string]int // by outcome
+	History  *History
+
+	Registers      RegisterVerdict
+	LostRegister   []string
+	Lists          ListResult
+	W1             W1Result
+	RolledBackDocs int // document states in the rollback collections
+	Convergence    time.Duration
+	Diverged       []string
+	Availability   map[string]Outage
+	// Problems are failures that are not a checker's verdict (the cluster
+	// did not heal, a check could not be made).
+	Problems []string
+
+	Dir  string
+	Kept bool
+}
+
+func (r *Report) problem(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// Failures lists every checker that failed, with what it found.
+func (r *Report) Failures() []string {
+	var out []string
+	out = append(out, r.Problems...)
+	if r.Registers.Result == porcupine.Illegal {
+		out = append(out, "the registers' history with linearizable reads is not linearizable:\n"+r.Registers.Why)
+	}
+	if r.History != nil && r.Registers.Result == porcupine.Ok && r.Registers.Checked == 0 {
+		out = append(out, "no register operation to check")
+	}
+	if len(r.LostRegister) > 0 {
+		out = append(out, fmt.Sprintf("%d acknowledged majority register writes lost:\n  %s", len(r.LostRegister), strings.Join(first(r.LostRegister, 10), "\n  ")))
+	}
+	if len(r.Lists.Lost) > 0 {
+		var l []string
+		for _, e := range r.Lists.Lost {
+			l = append(l, fmt.Sprintf("%s/%s (sent at %.3fs)", e.User, e.ID, e.Call.Seconds()))
+		}
+		out = append(out, fmt.Sprintf("%d acknowledged majority list elements lost: %s", len(l), strings.Join(first(l, 20), ", ")))
+	}
+	if len(r.W1.Missing) > 0 {
+		var l []string
+		for _, w := range r.W1.Missing {
+			l = append(l, fmt.Sprintf("%s/%s (via %s, served by %s, at %.3fs)", w.User, w.ID, w.Via, w.ServedBy, w.Call.Seconds()))
+		}
+		out = append(out, fmt.Sprintf("%d acknowledged w=1 writes neither present nor in a rollback collection: %s", len(l), strings.Join(first(l, 20), ", ")))
+	}
+	if len(r.Diverged) > 0 {
+		out = append(out, fmt.Sprintf("replicas did not converge:\n  %s", strings.Join(first(r.Diverged, 10), "\n  ")))
+	}
+	return out
+}
+
+// Failed reports whether any checker failed.
+func (r *Report) Failed() bool { return len(r.Failures()) > 0 }
+
+func first(l []string, n int) []string {
+	if len(l) > n {
+		return append(l[:n:n], fmt.Sprintf("... and %d more", len(l)-n))
+	}
+	return l
+}
+
+// Table is the report as a table, then the failures and where the
+// evidence is.
+func (r *Report) Table() string {
+	var b strings.Builder
+	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-34s %s\n", k, fmt.Sprintf(format, args...)) }
+	row("seed", "%d (%d nodes)", r.Seed, r.Nodes)
+	var faults []string
+	for _, k := range FaultKinds {
+		faults = append(faults, fmt.Sprintf("%s %d", k, r.Faults[k]))
+	}
+	row("faults", "%s (%d planned)", strings.Join(faults, ", "), len(r.Planned))
+	var ops []string
+	for k, n := range r.Ops {
+		ops = append(ops, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(ops)
+	row("operations", "%s", strings.Join(ops, ", "))
+	row("lost majority register writes", "%d", len(r.LostRegister))
+	row("lost majority list elements", "%d of %d acknowledged (%d of unknown outcome, %d of them present)", len(r.Lists.Lost), r.Lists.Acked, r.Lists.Unknown, r.Lists.UnknownPresent)
+	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost (%d of unknown outcome)", r.W1.Acked, r.W1.RolledBack, len(r.W1.Missing), r.W1.Unknown)
+	row("rolled back (all collections)", "%d document states", r.RolledBackDocs)
+	var docs []string
+	for _, d := range sortedKeys(r.Registers.Docs) {
+		docs = append(docs, d+" "+verdict(r.Registers.Docs[d]))
+	}
+	row("linearizable (porcupine)", "%s: %s", verdict(r.Registers.Result), strings.Join(docs, ", "))
+	row("", "%d operations checked, %d unknown writes left out, in %s", r.Registers.Checked, r.Registers.Dropped, r.Registers.Took.Round(time.Millisecond))
+	conv := "yes"
+	if len(r.Diverged) > 0 {
+		conv = fmt.Sprintf("NO (%d differences)", len(r.Diverged))
+	}
+	row("converged", "%s, %s after healing", conv, r.Convergence.Round(time.Millisecond))
+	for _, k := range append([]string{"none"}, FaultKinds...) {
+		o, ok := r.Availability[k]
+		if !ok {
+			continue
+		}
+		rec := ""
+		if !o.Recovered {
+			rec = ", not recovered before the end"
+		}
+		label := k
+		if k == "none" {
+			label = "before any fault"
+		}
+		row("longest write outage: "+label, "%s (%s, from %.3fs%s)", o.Length().Round(time.Millisecond), o.Client, o.From.Seconds(), rec)
+	}
+	f := r.Failures()
+	if len(f) == 0 {
+		row("result", "PASS")
+	} else {
+		row("result", "FAIL")
+		for _, l := range f {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
+	if r.Kept {
+		fmt.Fprintf(&b, "logs and data kept in %s (one NODE.log per node)", r.Dir)
+		if r.Registers.Path != "" {
+			fmt.Fprintf(&b, "; porcupine's visualization: %s", r.Registers.Path)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func verdict(r porcupine.CheckResult) string {
+	switch r {
+	case porcupine.Ok:
+		return "yes"
+	case porcupine.Illegal:
+		return "NO"
+	}
+	return "unknown (porcupine timed out)"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
