@@ -274,9 +274,10 @@ type Outage struct {
 func (o Outage) Length() time.Duration { return o.Until - o.From }
 
 // Unavailability is, per fault kind, the longest outage of any client
-// that a fault of that kind caused or prolonged: each outage is counted
-// for the last fault that started before it ended. Outages that ended
-// before the first fault are under "none".
+// that began during a fault of that kind (from its start to the next
+// fault's); one that began before the first fault and outlasted its start
+// counts for the first fault. Outages over before the first fault are
+// under "none".
 func Unavailability(attempts []Attempt, faults []Fault, end time.Duration) map[string]Outage {
 	by := map[string][]Attempt{}
 	for _, a := range attempts {
@@ -293,7 +294,10 @@ func Unavailability(attempts []Attempt, faults []Fault, end time.Duration) map[s
 	}
 	worst := map[string]Outage{}
 	note := func(o Outage) {
-		k := kindAt(o.Until - 1)
+		k := kindAt(o.From)
+		if k == "none" && len(faults) > 0 && o.Until > faults[0].Start {
+			k = faults[0].Kind
+		}
 		if w, ok := worst[k]; !ok || o.Length() > w.Length() || !o.Recovered && w.Recovered {
 			worst[k] = o
 		}

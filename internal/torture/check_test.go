@@ -132,6 +132,8 @@ func TestUnavailabilityPerFaultKind(t *testing.T) {
 		{Client: "a", Call: 4 * s, Ret: 5 * s, OK: true}, // back: 3s
 		{Client: "b", Call: 2 * s, Ret: 2*s + s/2, OK: true},
 		{Client: "b", Call: 11 * s, Ret: 12 * s}, // fails during the pause, never again OK
+		{Client: "c", Call: s / 2, Ret: s},       // fails before the kill, and on into it
+		{Client: "c", Call: s, Ret: 3 * s / 2, OK: true},
 	}
 	faults := []Fault{{Kind: KillMaster, Start: s}, {Kind: PauseMaster, Start: 10 * s}}
 	u := Unavailability(attempts, faults, 20*s)
@@ -140,6 +142,9 @@ func TestUnavailabilityPerFaultKind(t *testing.T) {
 	}
 	if o := u[PauseMaster]; o.Length() != 9*s || o.Recovered {
 		t.Fatalf("pause-master outage %+v, want 9s, not recovered", o)
+	}
+	if o := u[KillMaster]; o.Client == "c" {
+		t.Fatalf("kill-master outage %+v", o)
 	}
 	if _, ok := u["none"]; ok {
 		t.Fatalf("an outage before any fault: %+v", u)
