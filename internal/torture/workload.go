@@ -355,14 +355,9 @@ func (w *Workload) w1Write(ctx context.Context, cl *client, user, id string) {
 	status, hdr, err := w.put(ctx, cl, n, docURL(n, user, w1Coll, id), id, "1", 0)
 	ret := w.Since()
 	rec := W1Write{User: user, ID: id, Via: n.ID, Call: call}
-	switch {
-	case unsent(err) || err == nil && status < 500 && status != 201 && status != 200:
-		// never applied: refused before it was sent, or answered no
-	case err == nil && (status == 200 || status == 201):
-		rec.Acked, rec.ServedBy = true, hdr.Get("X-Served-By")
+	if rec.Acked, rec.Unknown = writeOutcome(status, err); rec.Acked {
+		rec.ServedBy = hdr.Get("X-Served-By")
 		w.nAcked.Add(1)
-	default:
-		rec.Unknown = true
 	}
 	w.attempt(ctx, cl, call, ret, rec.Acked)
 	if rec.Acked || rec.Unknown {
@@ -379,13 +374,8 @@ func (w *Workload) listAppend(ctx context.Context, cl *client, user, id string) 
 	status, _, err := w.put(ctx, cl, n, docURL(n, user, listColl, id), id, "majority", 0)
 	ret := w.Since()
 	rec := ListElem{User: user, ID: id, Call: call}
-	switch {
-	case unsent(err) || err == nil && status < 500 && status != 201 && status != 200:
-	case err == nil && (status == 200 || status == 201):
-		rec.Acked = true
+	if rec.Acked, rec.Unknown = writeOutcome(status, err); rec.Acked {
 		w.nAcked.Add(1)
-	default:
-		rec.Unknown = true
 	}
 	w.attempt(ctx, cl, call, ret, rec.Acked)
 	if rec.Acked || rec.Unknown {
@@ -393,6 +383,19 @@ func (w *Workload) listAppend(ctx context.Context, cl *client, user, id string) 
 		w.list = append(w.list, rec)
 		w.mu.Unlock()
 	}
+}
+
+// writeOutcome sorts a write's answer: acknowledged (200, 201), unknown
+// (a 5xx, or an error after it may have been sent), or neither: never
+// applied (refused before it was sent, or answered no).
+func writeOutcome(status int, err error) (acked, unknown bool) {
+	switch {
+	case unsent(err) || err == nil && status < 500 && status != 201 && status != 200:
+		return false, false
+	case err == nil && (status == 200 || status == 201):
+		return true, false
+	}
+	return false, true
 }
 
 // unsent reports whether err means the request never left: the
