@@ -290,6 +290,7 @@ func (n *Node) leasePlan() lease.Plan {
 			return wantsPartition(wantInput{
 				self: n.cfg.NodeID, a: a, regular: regularCopies(a, copies), succession: shard.Succession(ring, p),
 				holding: holding, handingOff: n.handoff.inProgress(p), receiving: n.handoff.receiving(p),
+				newestEpoch: n.writer.NewestEpoch(p),
 				// Superseded also when this node gave its tenure up
 				// because a copy was ahead (ConfirmTenure).
 				superseded: learned != "" && learned != n.cfg.NodeID || a.Master == n.cfg.NodeID && n.promote.yieldedAt(p, a.Epoch),
@@ -344,7 +345,13 @@ type wantInput struct {
 	handingOff bool     // this node is handing it to another
 	receiving  bool     // another node is handing it to this one
 	superseded bool     // the voters know of a later holder than this node
-	up         func(id string) bool
+	// newestEpoch is the newest epoch of the partition in this node's own
+	// history (its store, a master's batches, its tenures): one later than
+	// the table's own tenure of this node means another master came after
+	// it, even when nobody has told the lease holder so yet (a full
+	// restart).
+	newestEpoch uint64
+	up          func(id string) bool
 	// lost says a node's copy is gone for good (DOWN past
 	// REPLICA_REPLACE_AFTER, or out of the cluster), not merely
 	// unreachable now.
@@ -365,7 +372,10 @@ func regularCopies(a shard.Assignment, copies int) []string {
 // partition's lease while its master lives: an orderly handoff (the master
 // keeps its lease until it hands it over). Otherwise:
 //   - a master keeps what it holds, and takes back a lease of its own that
-//     lapsed, unless the voters told it of a later holder;
+//     lapsed, unless the voters told it of a later holder or its own
+//     history holds a later epoch than that tenure (a later master's
+//     batches reached it: after a full restart nobody has told it yet, and
+//     its copy may lack that master's writes);
 //   - a partition nobody ever mastered goes to the first available node of
 //     its succession (the preferred master first);
 //   - when the master is gone, the regular copies (those write concerns
@@ -382,7 +392,7 @@ func wantsPartition(in wantInput) bool {
 		return false
 	case in.receiving:
 		return true
-	case in.a.Master == in.self && !in.superseded:
+	case in.a.Master == in.self && !in.superseded && in.newestEpoch <= in.a.Epoch:
 		return true
 	case in.a.Master == "":
 		return shard.FirstAvailable(in.succession, in.self, in.up)

@@ -25,6 +25,8 @@ func TestWantsPartitionMovesALiveMasterOnlyByHandoff(t *testing.T) {
 		{"holding keeps it", wantInput{self: "x", holding: true, a: shard.Assignment{Master: "x"}}, true},
 		{"handing it off", wantInput{self: "x", handingOff: true, a: shard.Assignment{Master: "x"}}, false},
 		{"own lease lapsed", wantInput{self: "x", a: shard.Assignment{Master: "x"}, up: up("o", "x")}, true},
+		{"own tenure, a later epoch in this node's history: the copies decide", wantInput{self: "x", newestEpoch: 5, promote: notPromoted, a: shard.Assignment{Master: "x", Epoch: 3, Responsible: []string{"x", "r"}}, up: up("o", "x", "r")}, false},
+		{"own tenure, the newest epoch this node has seen", wantInput{self: "x", newestEpoch: 3, a: shard.Assignment{Master: "x", Epoch: 3, Responsible: []string{"x", "r"}}, up: up("o", "x", "r")}, true},
 		{"own lease superseded: the copies decide", wantInput{self: "x", superseded: true, promote: notPromoted, a: shard.Assignment{Master: "x", Responsible: []string{"x", "r"}}, up: up("o", "x", "r")}, false},
 		{"own lease superseded, most current", wantInput{self: "x", superseded: true, promote: promoted, a: shard.Assignment{Master: "x", Responsible: []string{"x", "r"}}, up: up("o", "x", "r")}, true},
 		{"master gone, an extra copy waits for the regular ones", wantInput{self: "o", promote: promoted, a: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "o"}}, up: up("o", "r")}, false},
