@@ -304,7 +304,9 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	// whatever the answer (gap, diverged, full copy), older masters' late
 	// batches are refused from now on, durably.
 	seenBefore := p.epochSeen
+	p.mu.Lock() // NewestEpoch reads it from other goroutines
 	p.epochSeen = max(p.epochSeen, b.Epoch)
+	p.mu.Unlock()
 	refuse := func(r ApplyResult) ApplyResult {
 		if p.epochSeen != seenBefore {
 			w.setRecord(p.record(p.applied, p.horizon))
@@ -586,7 +588,9 @@ func (w *Writer) restore(p *partition, b *Batch) ApplyResult {
 		return ApplyResult{Err: err}
 	}
 	seen := max(p.epochSeen, b.Epoch)
+	p.mu.Lock()
 	p.epochSeen = seen
+	p.mu.Unlock()
 	w.setRecord(p.record(b.UpTo, p.horizon))
 	if err := w.SyncApplied(w.ctx); err != nil {
 		return ApplyResult{Err: err}
