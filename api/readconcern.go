@@ -106,49 +106,39 @@ func (a *heldAnswer) release(w http.ResponseWriter) {
 	w.Write(a.body.Bytes())
 }
 
-// concernOutcome is what serving a read under its concern came to.
-type concernOutcome int
-
-const (
-	answered     concernOutcome = iota // an answer was written
-	notMaster                          // a read that needs the master found this node is not: nothing written
-	notCommitted                       // a replica does not know the state to be majority-held: nothing written
-	unconfirmed                        // the lease is held, its tenure not confirmed yet: nothing written
-)
-
 // serveConcern answers r from this node's copy under concern. asMaster:
 // the read must be served as the partition's master (a linearizable read,
-// or a try aimed at the master); it reports notMaster, having written
+// or a try aimed at the master); it reports readNotMaster, having written
 // nothing, when this node does not hold the lease at the start and at the
 // end of the read (at the same epoch). A local read is served as it is;
 // majority and linearizable ones are held until the state they read is
 // known to be on a majority of the partition's copies: on the master, by
 // waiting (up to concernWait) for the replicas' acknowledgements; on a
-// replica, by the committed position the master shipped (notCommitted,
+// replica, by the committed position the master shipped (readNotCommitted,
 // having written nothing, when the state is newer: the router tries
 // another copy).
-func (s *Server) serveConcern(w http.ResponseWriter, r *http.Request, partition int, concern string, asMaster bool, local http.HandlerFunc) concernOutcome {
+func (s *Server) serveConcern(w http.ResponseWriter, r *http.Request, partition int, concern string, asMaster bool, local http.HandlerFunc) readOutcome {
 	epoch, master := s.leaseEpoch(partition)
 	if asMaster && !master {
-		return notMaster
+		return readNotMaster
 	}
 	if concern == ConcernLinearizable {
 		var confirmed bool
 		if epoch, confirmed = s.servingEpoch(partition); !confirmed {
 			s.metrics.observeStrongRead(concern, "unconfirmed")
-			return unconfirmed
+			return readUnconfirmed
 		}
 	}
 	if concern == ConcernLocal {
 		local(w, r)
-		return answered
+		return readAnswered
 	}
 	held := &heldAnswer{header: http.Header{}}
 	rp := &readPosition{}
 	local(held, r.WithContext(context.WithValue(r.Context(), readPositionKey{}, rp)))
 	if held.status >= 500 {
 		held.release(w) // an error tells nothing of the data
-		return answered
+		return readAnswered
 	}
 	pos := rp.pos
 	if !rp.known {
@@ -163,11 +153,11 @@ func (s *Server) serveConcern(w http.ResponseWriter, r *http.Request, partition 
 		}
 		if pos.Compare(committed) > 0 {
 			s.metrics.observeStrongRead(concern, "not_committed")
-			return notCommitted
+			return readNotCommitted
 		}
 		s.metrics.observeStrongRead(concern, "served")
 		held.release(w)
-		return answered
+		return readAnswered
 	}
 	began := time.Now()
 	prob := s.awaitMajority(r.Context(), partition, pos)
@@ -175,23 +165,23 @@ func (s *Server) serveConcern(w http.ResponseWriter, r *http.Request, partition 
 	if prob != nil {
 		if e, ok := s.leaseEpoch(partition); asMaster && (!ok || e != epoch) {
 			s.metrics.observeStrongRead(concern, "not_master")
-			return notMaster
+			return readNotMaster
 		}
 		s.metrics.observeStrongRead(concern, "timeout")
 		writeProblem(w, prob)
-		return answered
+		return readAnswered
 	}
 	if concern == ConcernLinearizable {
 		// The state read was the newest while the lease was held from
 		// before the read to now: no other master can have written.
 		if e, ok := s.servingEpoch(partition); !ok || e != epoch {
 			s.metrics.observeStrongRead(concern, "not_master")
-			return notMaster
+			return readNotMaster
 		}
 	}
 	s.metrics.observeStrongRead(concern, "served")
 	held.release(w)
-	return answered
+	return readAnswered
 }
 
 // Confirmer is what a lease holder may add to Leases: whether its tenure

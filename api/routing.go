@@ -464,15 +464,7 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 		if token != nil && s.writer.Applied(partition).Compare(*token) < 0 {
 			return readBehind
 		}
-		switch s.serveConcern(w, r, partition, concern, asMaster, local) {
-		case notMaster:
-			return readNotMaster
-		case notCommitted:
-			return readNotCommitted
-		case unconfirmed:
-			return readUnconfirmed
-		}
-		return readAnswered
+		return s.serveConcern(w, r, partition, concern, asMaster, local)
 	}
 	if !s.clustered() {
 		serveHere(false) // a single node's copy is the only one, and current
