@@ -579,6 +579,30 @@ type PartitionSummary struct {
 	Copies map[string]int `json:"copies,omitempty"`
 }
 
+// HoldsNothing reports whether this summary, a node's answer to
+// GET /v1/cluster, shows node id holding nothing: every partition has a
+// master (a partition without one may yet need the copy id holds), and id
+// masters none and holds no copy; moving is how many partitions move from
+// id (when the answer is id's own; 0 otherwise). Otherwise it says what id
+// still holds.
+func (ps *PartitionSummary) HoldsNothing(id string, moving int) (bool, string) {
+	if ps == nil {
+		return false, "no partition counts given"
+	}
+	masters, held := ps.Masters[id], ps.Copies[id]
+	if masters == 0 && held == 0 && moving == 0 && ps.WithoutMaster == 0 && ps.Count > 0 {
+		return true, "holds nothing"
+	}
+	progress := fmt.Sprintf("masters %d partitions, holds %d copies", masters, held)
+	if moving > 0 {
+		progress += fmt.Sprintf(", %d partitions moving from it", moving)
+	}
+	if ps.WithoutMaster > 0 {
+		progress += fmt.Sprintf(" (%d partitions without a master)", ps.WithoutMaster)
+	}
+	return false, progress
+}
+
 // MoveStatus is one partition moving from this node, its master, to its
 // preferred master: the receiver is copied the partition (phase copying),
 // catches up with live changes (catching-up), waits for a free handoff slot

@@ -1053,8 +1053,8 @@ func drainedIn(st clusterStatus, id string) (bool, string) {
 	if st.Node == id {
 		moving = len(st.Moves)
 	}
-	if masters == 0 && held == 0 && moving == 0 && ps.WithoutMaster == 0 && ps.Count > 0 {
-		return true, "holds nothing"
+	if done, why := ps.HoldsNothing(id, moving); done {
+		return true, why
 	}
 	progress := fmt.Sprintf("masters %s, holds %s", plural(masters, "partition"), copies(held))
 	if moving > 0 {

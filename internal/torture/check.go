@@ -269,15 +269,18 @@ type Outage struct {
 	// Recovered is false when no write of the client succeeded again
 	// before it stopped.
 	Recovered bool
+
+	failed time.Duration // when its first failed write was answered
 }
 
 func (o Outage) Length() time.Duration { return o.Until - o.From }
 
 // Unavailability is, per fault kind, the longest outage of any client
 // that began during a fault of that kind (from its start to the next
-// fault's); one that began before the first fault and outlasted its start
-// counts for the first fault. Outages over before the first fault are
-// under "none".
+// fault's): it began when its first failed write was answered, as a write
+// sent just before a fault is failed by it. One that began before the
+// first fault and outlasted its start counts for the first fault.
+// Outages over before the first fault are under "none".
 func Unavailability(attempts []Attempt, faults []Fault, end time.Duration) map[string]Outage {
 	by := map[string][]Attempt{}
 	for _, a := range attempts {
@@ -294,7 +297,7 @@ func Unavailability(attempts []Attempt, faults []Fault, end time.Duration) map[s
 	}
 	worst := map[string]Outage{}
 	note := func(o Outage) {
-		k := kindAt(o.From)
+		k := kindAt(o.failed)
 		if k == "none" && len(faults) > 0 && o.Until > faults[0].Start {
 			k = faults[0].Kind
 		}
@@ -305,18 +308,18 @@ func Unavailability(attempts []Attempt, faults []Fault, end time.Duration) map[s
 	for c, as := range by {
 		sort.Slice(as, func(i, j int) bool { return as[i].Call < as[j].Call })
 		failing := false
-		var from time.Duration
+		var from, failed time.Duration
 		for _, a := range as {
 			switch {
 			case !a.OK && !failing:
-				failing, from = true, a.Call
+				failing, from, failed = true, a.Call, a.Ret
 			case a.OK && failing:
 				failing = false
-				note(Outage{Client: c, From: from, Until: a.Ret, Recovered: true})
+				note(Outage{Client: c, From: from, Until: a.Ret, Recovered: true, failed: failed})
 			}
 		}
 		if failing {
-			note(Outage{Client: c, From: from, Until: end})
+			note(Outage{Client: c, From: from, Until: end, failed: failed})
 		}
 	}
 	return worst

@@ -151,6 +151,27 @@ func TestUnavailabilityPerFaultKind(t *testing.T) {
 	}
 }
 
+// A write sent just before a fault and failed by it is that fault's
+// outage, not the one before's (seed 22 put kill-all's outage, begun 18 ms
+// before it, under kill-master).
+func TestAnOutageBelongsToTheFaultThatFailedItsFirstWrite(t *testing.T) {
+	s := time.Second
+	ms := time.Millisecond
+	attempts := []Attempt{
+		{Client: "a", Call: 0, Ret: s / 10, OK: true},
+		{Client: "a", Call: 10*s - 20*ms, Ret: 11 * s}, // in flight when the pause began
+		{Client: "a", Call: 11 * s, Ret: 17 * s, OK: true},
+	}
+	faults := []Fault{{Kind: KillMaster, Start: s, Recovered: 2 * s}, {Kind: PauseMaster, Start: 10 * s}}
+	u := Unavailability(attempts, faults, 20*s)
+	if o, ok := u[PauseMaster]; !ok || o.Length() != 7*s+20*ms {
+		t.Fatalf("outages %+v: want the 7.02s one under pause-master", u)
+	}
+	if o, ok := u[KillMaster]; ok {
+		t.Fatalf("kill-master outage %+v: the pause caused it", o)
+	}
+}
+
 func TestScheduleIsTheSeeds(t *testing.T) {
 	a, b, c := Schedule(7, time.Minute), Schedule(7, time.Minute), Schedule(8, time.Minute)
 	if FormatSchedule(a) != FormatSchedule(b) {
@@ -160,13 +181,33 @@ func TestScheduleIsTheSeeds(t *testing.T) {
 		t.Fatalf("seeds 7 and 8 give the same schedule:\n%s", FormatSchedule(a))
 	}
 	seen := map[string]bool{}
-	for _, s := range a[:len(FaultKinds)] {
+	overlapping := 0
+	for _, s := range a[:len(FaultKinds)+1] {
 		seen[s.Kind] = true
 		if s.Kind == PauseMaster && s.Hold <= leaseTTL {
 			t.Fatalf("a pause of %s, not longer than LEASE_TTL %s", s.Hold, leaseTTL)
 		}
+		if s.With != nil {
+			overlapping++
+			seen[s.With.Kind] = true
+			if s.After >= s.Hold || s.After+s.With.Hold != s.Hold {
+				t.Fatalf("%s: the overlapping fault does not start during the hold and heal with it", s)
+			}
+		}
 	}
-	if len(seen) != len(FaultKinds) {
-		t.Fatalf("the first %d faults are not one of each kind:\n%s", len(FaultKinds), FormatSchedule(a))
+	if len(seen) != len(FaultKinds) || overlapping != 1 {
+		t.Fatalf("the first %d steps are not one of each kind and one overlapping pair:\n%s", len(FaultKinds)+1, FormatSchedule(a))
+	}
+	// The spare starts out of the peer list: the edits alternate, adding first.
+	in := false
+	for _, s := range a {
+		for _, k := range []string{s.Kind, s.With.kindOrEmpty()} {
+			switch {
+			case k == AddNode && in, k == RemoveNode && !in:
+				t.Fatalf("%s where the spare is %s:\n%s", k, map[bool]string{true: "in", false: "out"}[in], FormatSchedule(a))
+			case k == AddNode || k == RemoveNode:
+				in = !in
+			}
+		}
 	}
 }

@@ -38,6 +38,10 @@ type ClusterOptions struct {
 	Env []string
 	// Nodes is how many nodes, all voters, on 127.0.0.1.
 	Nodes int
+	// Spares is how many more nodes are made ready (ports, data
+	// directory) but neither listed in the peer list nor started: a
+	// peer-list edit adds them (as sharding replicas, not voters).
+	Spares int
 	// Settings are KEY=value node settings on top of the runner's own
 	// (node id, addresses, data directory, peer list, secrets, gossip
 	// timing); they win over the runner's.
@@ -50,6 +54,7 @@ type ClusterOptions struct {
 
 // Cluster is a running cluster of `shoal serve` processes.
 type Cluster struct {
+	// Nodes are every node, the spares last.
 	Nodes     []*Node
 	Dir       string
 	PeersFile string
@@ -59,6 +64,17 @@ type Cluster struct {
 	ownDir bool
 	stop   context.CancelFunc
 	done   chan struct{}
+
+	listMu sync.Mutex
+	peers  []peerEntry // every node's entry, in Nodes' order
+	listed map[string]bool
+}
+
+type peerEntry struct {
+	ID     string `json:"id"`
+	URL    string `json:"url"`
+	Gossip string `json:"gossip"`
+	Voter  bool   `json:"voter"`
 }
 
 // Node is one `shoal serve` process of a Cluster, restartable on its data.
@@ -110,15 +126,13 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 	if c.Token, err = api.MintToken([]byte(authSecret), api.TokenSpec{Admin: true, Audience: config.Defaults().TokenAudience, TTL: 24 * time.Hour}); err != nil {
 		return c, err
 	}
-	ports, err := freePorts(2 * o.Nodes)
+	ports, err := freePorts(2 * (o.Nodes + o.Spares))
 	if err != nil {
 		return c, err
 	}
-	var doc struct {
-		Peers []map[string]any `json:"peers"`
-	}
 	c.PeersFile = filepath.Join(c.Dir, "peers.json")
-	for i := 0; i < o.Nodes; i++ {
+	c.listed = map[string]bool{}
+	for i := 0; i < o.Nodes+o.Spares; i++ {
 		n := &Node{ID: fmt.Sprintf("node%d", i+1), HTTP: ports[2*i], Gossip: ports[2*i+1], binary: o.Binary}
 		n.DataDir = filepath.Join(c.Dir, n.ID)
 		n.LogPath = filepath.Join(c.Dir, n.ID+".log")
@@ -131,13 +145,13 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 			"CLUSTER_SECRET="+clusterSecret, "GOSSIP_INTERVAL="+gossipInterval.String(), "GOSSIP_SUSPECT_TIMEOUT="+gossipSuspect.String())
 		n.env = append(n.env, o.Settings...)
 		c.Nodes = append(c.Nodes, n)
-		doc.Peers = append(doc.Peers, map[string]any{"id": n.ID, "url": n.URL(), "gossip": fmt.Sprintf("127.0.0.1:%d", n.Gossip), "voter": true})
+		c.peers = append(c.peers, peerEntry{ID: n.ID, URL: n.URL(), Gossip: fmt.Sprintf("127.0.0.1:%d", n.Gossip), Voter: i < o.Nodes})
+		c.listed[n.ID] = i < o.Nodes
 	}
-	data, _ := json.Marshal(doc)
-	if err := os.WriteFile(c.PeersFile, data, 0o644); err != nil {
+	if err := c.writePeers(); err != nil {
 		return c, err
 	}
-	for _, n := range c.Nodes {
+	for _, n := range c.Nodes[:o.Nodes] {
 		if err := n.Start(); err != nil {
 			return c, err
 		}
@@ -150,6 +164,43 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 		c.killAll()
 	}()
 	return c, nil
+}
+
+// writePeers writes the peer list of the listed nodes: to a temporary
+// file renamed over it, so that a node never reads half a list.
+func (c *Cluster) writePeers() error {
+	var doc struct {
+		Peers []peerEntry `json:"peers"`
+	}
+	for _, p := range c.peers {
+		if c.listed[p.ID] {
+			doc.Peers = append(doc.Peers, p)
+		}
+	}
+	data, _ := json.Marshal(doc)
+	tmp := c.PeersFile + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, c.PeersFile)
+}
+
+// SetListed puts node id into the peer list, or takes it out.
+func (c *Cluster) SetListed(id string, listed bool) error {
+	c.listMu.Lock()
+	defer c.listMu.Unlock()
+	if _, err := c.Node(id); err != nil {
+		return err
+	}
+	c.listed[id] = listed
+	return c.writePeers()
+}
+
+// Listed reports whether node id is in the peer list.
+func (c *Cluster) Listed(id string) bool {
+	c.listMu.Lock()
+	defer c.listMu.Unlock()
+	return c.listed[id]
 }
 
 // childEnv is this process's environment without any node setting, so
@@ -270,6 +321,34 @@ func (n *Node) Kill() {
 	n.cmd.Process.Kill()
 	<-n.exited
 	n.cmd, n.paused = nil, false
+}
+
+// Stop sends SIGTERM and waits for the exit, for at most timeout; then
+// it kills the process.
+func (n *Node) Stop(timeout time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return
+	}
+	if n.paused {
+		n.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(timeout):
+		n.cmd.Process.Kill()
+		<-n.exited
+	}
+	n.cmd, n.paused = nil, false
+}
+
+// Live reports whether the node's process runs and is not paused.
+func (n *Node) Live() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil && !n.paused
 }
 
 // Pause sends SIGSTOP.

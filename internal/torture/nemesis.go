@@ -1,7 +1,6 @@
 package torture
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -14,25 +13,59 @@ const (
 	KillReplica = "kill-replica" // kill -9 of one of its replicas, restarted after the hold
 	KillAll     = "kill-all"     // kill -9 of every node at once, all restarted after the hold
 	PauseMaster = "pause-master" // SIGSTOP of the registers' master for longer than LEASE_TTL, then SIGCONT
+	AddNode     = "add-node"     // the spare node put into the peer list and started, under load
+	RemoveNode  = "remove-node"  // the spare node taken out of the peer list; at the heal it has drained and is stopped
 )
 
-// FaultKinds are every kind the nemesis injects.
-var FaultKinds = []string{KillMaster, KillReplica, KillAll, PauseMaster}
+// FaultKinds are every kind the nemesis injects on its own; overlapping
+// steps pair two of them.
+var FaultKinds = []string{KillMaster, KillReplica, KillAll, PauseMaster, AddNode, RemoveNode}
+
+// overlaps are the pairs of faults a schedule overlaps: the second starts
+// during the first's hold and both heal together. A membership edit in a
+// pair is add-node or remove-node, whichever the spare's state allows.
+var overlaps = [][2]string{
+	{KillReplica, AddNode},     // a node joins while a replica is down
+	{PauseMaster, AddNode},     // a membership edit during a failover
+	{PauseMaster, KillReplica}, // no majority for a while
+	{KillMaster, PauseMaster},  // the master that takes over is paused too
+}
 
 // leaseTTL is the nodes' LEASE_TTL (the default): a pause outlasts it.
 const leaseTTL = 3 * time.Second
 
 // Step is one planned fault: hold it that long, then heal and, once the
 // cluster is whole again, wait Quiet before the next. Pick chooses among
-// candidates (which replica).
+// candidates (which replica). With, when set, is a second fault started
+// After into the hold and healed with this one.
 type Step struct {
 	Kind  string
 	Hold  time.Duration
 	Quiet time.Duration
 	Pick  int
+	With  *Step
+	After time.Duration
+}
+
+// Label is the step's kind, or both kinds of an overlapping step.
+func (s Step) Label() string {
+	if s.With != nil {
+		return s.Kind + "+" + s.With.Kind
+	}
+	return s.Kind
+}
+
+func (s *Step) kindOrEmpty() string {
+	if s == nil {
+		return ""
+	}
+	return s.Kind
 }
 
 func (s Step) String() string {
+	if s.With != nil {
+		return fmt.Sprintf("%s for %s, with %s from %s in, then %s quiet", s.Kind, s.Hold, s.With.Kind, s.After, s.Quiet)
+	}
 	return fmt.Sprintf("%s for %s, then %s quiet", s.Kind, s.Hold, s.Quiet)
 }
 
@@ -41,30 +74,59 @@ func (s Step) String() string {
 const recoveryGuess = 5 * time.Second
 
 // Schedule is the faults planned for a run of about duration: every kind
-// once in a seeded order, again and again, and at least one of each. The
-// same seed gives the same schedule; the run starts no fault once
-// duration has passed, except to have injected one of each kind.
+// once in a seeded order, and one overlapping pair, again and again, and
+// at least one of each. The same seed gives the same schedule; the run
+// starts no fault once duration has passed, except to have injected one
+// of each kind. The spare node starts out of the peer list, and the
+// membership edits alternate: add-node where the spare is out, remove-node
+// where it is in.
 func Schedule(seed uint64, duration time.Duration) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x7047))
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
+	spareIn := false
+	member := func(k string) string {
+		if k == AddNode || k == RemoveNode {
+			if spareIn {
+				k = RemoveNode
+			} else {
+				k = AddNode
+			}
+			spareIn = !spareIn
+		}
+		return k
+	}
+	hold := func(k string) time.Duration {
+		switch k {
+		case PauseMaster:
+			return leaseTTL + ms(500, 2500)
+		case KillAll:
+			return ms(300, 2000)
+		}
+		return ms(500, 3000)
+	}
 	var out []Step
 	planned := 5 * time.Second // the workload runs alone first
-	for planned < duration || len(out) == 0 {
+	for planned < duration || len(out) < len(FaultKinds)+1 {
 		kinds := append([]string(nil), FaultKinds...)
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+		pair := overlaps[rng.IntN(len(overlaps))]
+		at := rng.IntN(len(kinds) + 1)
+		kinds = append(kinds[:at], append([]string{"pair"}, kinds[at:]...)...)
 		for _, k := range kinds {
-			s := Step{Kind: k, Quiet: ms(1000, 3000), Pick: rng.IntN(1 << 16)}
-			switch k {
-			case PauseMaster:
-				s.Hold = leaseTTL + ms(500, 2500)
-			case KillAll:
-				s.Hold = ms(300, 2000)
-			default:
-				s.Hold = ms(500, 3000)
+			var s Step
+			if k == "pair" {
+				first, second := member(pair[0]), member(pair[1])
+				s = Step{Kind: first, Hold: hold(first), Pick: rng.IntN(1 << 16)}
+				s.After = time.Duration(rng.Int64N(int64(s.Hold)/2)).Round(time.Millisecond)
+				s.With = &Step{Kind: second, Hold: s.Hold - s.After, Pick: rng.IntN(1 << 16)}
+			} else {
+				k = member(k)
+				s = Step{Kind: k, Hold: hold(k), Pick: rng.IntN(1 << 16)}
 			}
+			s.Quiet = ms(1000, 3000)
 			out = append(out, s)
 			planned += s.Hold + s.Quiet + recoveryGuess
-			if planned >= duration && len(out) >= len(FaultKinds) {
+			if planned >= duration && len(out) >= len(FaultKinds)+1 {
 				break
 			}
 		}
@@ -81,120 +143,3 @@ func FormatSchedule(steps []Step) string {
 	return b.String()
 }
 
-// registersMaster is the registers' placement all running nodes agree on.
-func (r *runner) agreedPlacement(ctx context.Context) (master string, responsible []string, epoch uint64, why string) {
-	first := true
-	for _, n := range r.c.Nodes {
-		if !n.Running() {
-			continue
-		}
-		p, err := n.Placement(ctx, r.c.Token, r.cfg.registerUser())
-		if err != nil {
-			return "", nil, 0, err.Error()
-		}
-		if first {
-			master, responsible, epoch, first = p.Master, p.Responsible, p.Epoch, false
-		} else if p.Master != master || p.Epoch != epoch {
-			return "", nil, 0, fmt.Sprintf("nodes disagree: %s at %d, and %s names %s at %d", master, epoch, n.ID, p.Master, p.Epoch)
-		}
-	}
-	if first {
-		return "", nil, 0, "no node is running"
-	}
-	if _, err := r.c.Node(master); err != nil {
-		return "", nil, 0, "the master named is " + master
-	}
-	return master, responsible, epoch, ""
-}
-
-// inject runs one step: the fault, the hold, the heal, and the wait for a
-// whole cluster whose writes flow again.
-func (r *runner) inject(ctx context.Context, s Step) (Fault, error) {
-	master, responsible, _, why := r.agreedPlacement(ctx)
-	if why != "" {
-		return Fault{}, fmt.Errorf("no agreed master of the registers to aim at: %s", why)
-	}
-	f := Fault{Kind: s.Kind}
-	var victims []*Node
-	switch s.Kind {
-	case KillMaster, PauseMaster:
-		f.Target = master
-	case KillReplica:
-		var replicas []string
-		for _, id := range responsible {
-			if id != master {
-				replicas = append(replicas, id)
-			}
-		}
-		if len(replicas) == 0 {
-			return Fault{}, fmt.Errorf("the registers' partition has no replica to kill (responsible: %v)", responsible)
-		}
-		f.Target = replicas[s.Pick%len(replicas)]
-	case KillAll:
-		f.Target = "every node"
-		victims = r.c.Nodes
-	}
-	if victims == nil {
-		n, err := r.c.Node(f.Target)
-		if err != nil {
-			return Fault{}, err
-		}
-		victims = []*Node{n}
-	}
-	f.Start = r.w.Since()
-	r.w.Mark(fmt.Sprintf("%s: %s", s.Kind, f.Target))
-	r.logf("fault %s of %s for %s", s.Kind, f.Target, s.Hold)
-	for _, n := range victims {
-		if s.Kind == PauseMaster {
-			if err := n.Pause(); err != nil {
-				return f, err
-			}
-		} else {
-			n.Kill()
-		}
-	}
-	select {
-	case <-ctx.Done():
-		return f, ctx.Err()
-	case <-time.After(s.Hold):
-	}
-	for _, n := range victims {
-		var err error
-		if s.Kind == PauseMaster {
-			err = n.Resume()
-		} else {
-			err = n.Start()
-		}
-		if err != nil {
-			return f, err
-		}
-	}
-	f.Healed = r.w.Since()
-	r.w.Mark(fmt.Sprintf("healed %s of %s", s.Kind, f.Target))
-	if err := r.awaitWhole(ctx); err != nil {
-		return f, fmt.Errorf("after %s of %s: %w", s.Kind, f.Target, err)
-	}
-	f.Recovered = r.w.Since()
-	r.logf("healed %s of %s; whole again %s after the heal", s.Kind, f.Target, (f.Recovered - f.Healed).Round(time.Millisecond))
-	return f, nil
-}
-
-// awaitWhole waits until every node is UP everywhere, the registers have
-// an agreed master, and writes of every kind are acknowledged again.
-func (r *runner) awaitWhole(ctx context.Context) error {
-	if _, err := r.c.WaitUp(ctx, 90*time.Second); err != nil {
-		return err
-	}
-	if _, err := await(ctx, 60*time.Second, "an agreed master of the registers", func() (bool, string) {
-		_, _, _, why := r.agreedPlacement(ctx)
-		return why == "", why
-	}); err != nil {
-		return err
-	}
-	from := r.w.Acked()
-	_, err := await(ctx, 60*time.Second, "writes acknowledged again", func() (bool, string) {
-		n := r.w.Acked() - from
-		return n >= 20, fmt.Sprintf("%d of 20 writes acknowledged", n)
-	})
-	return err
-}

@@ -46,6 +46,9 @@ func (r *Report) Failures() []string {
 	if r.Registers.Result == porcupine.Illegal {
 		out = append(out, "the registers' history with linearizable reads is not linearizable:\n"+r.Registers.Why)
 	}
+	if r.History != nil && r.Registers.Result == porcupine.Unknown {
+		out = append(out, "porcupine could not decide whether the registers' history is linearizable in its time limit: "+r.Registers.Why)
+	}
 	if r.History != nil && r.Registers.Result == porcupine.Ok && r.Registers.Checked == 0 {
 		out = append(out, "no register operation to check")
 	}
@@ -92,6 +95,11 @@ func (r *Report) Table() string {
 	for _, k := range FaultKinds {
 		faults = append(faults, fmt.Sprintf("%s %d", k, r.Faults[k]))
 	}
+	for _, k := range sortedKeys(r.Faults) {
+		if strings.Contains(k, "+") {
+			faults = append(faults, fmt.Sprintf("%s %d", k, r.Faults[k]))
+		}
+	}
 	row("faults", "%s (%d planned)", strings.Join(faults, ", "), len(r.Planned))
 	var ops []string
 	for k, n := range r.Ops {
@@ -114,7 +122,13 @@ func (r *Report) Table() string {
 		conv = fmt.Sprintf("NO (%d differences)", len(r.Diverged))
 	}
 	row("converged", "%s, %s after healing", conv, r.Convergence.Round(time.Millisecond))
-	for _, k := range append([]string{"none"}, FaultKinds...) {
+	kinds := []string{"none"}
+	for _, k := range sortedKeys(r.Availability) {
+		if k != "none" {
+			kinds = append(kinds, k)
+		}
+	}
+	for _, k := range kinds {
 		o, ok := r.Availability[k]
 		if !ok {
 			continue

@@ -46,6 +46,9 @@ type runner struct {
 	c     *Cluster
 	w     *Workload
 	logMu sync.Mutex
+
+	mu      sync.Mutex
+	offline map[string][]store.RolledBack // rollback collections of stopped nodes, read before they stopped
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -76,7 +79,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rep = &Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Planned: steps, Faults: map[string]int{}, Ops: map[string]int{}}
 	r := &runner{cfg: cfg}
 	r.logf("seed %d: %d faults planned for %s:\n%s", cfg.Seed, len(steps), cfg.Duration, FormatSchedule(steps))
-	c, err := StartCluster(ctx, ClusterOptions{Binary: cfg.Binary, Env: cfg.Env, Nodes: cfg.Nodes, Dir: cfg.Dir,
+	c, err := StartCluster(ctx, ClusterOptions{Binary: cfg.Binary, Env: cfg.Env, Nodes: cfg.Nodes, Spares: 1, Dir: cfg.Dir,
 		Settings: []string{"REPLICATION_FACTOR=3", "PARTITION_COUNT=8", "STORE_SYNC=normal", "LEASE_TTL=" + leaseTTL.String()}})
 	if err != nil {
 		return nil, err
@@ -94,7 +97,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return rep, fmt.Errorf("the cluster did not come up (logs in %s): %w", c.Dir, err)
 	}
 	var targets []Target
-	for _, n := range c.Nodes {
+	for _, n := range c.Nodes[:cfg.Nodes] {
 		targets = append(targets, Target{ID: n.ID, URL: n.URL()})
 	}
 	sub := max(1, cfg.Clients/2)
@@ -151,12 +154,23 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 		rep.problem("the cluster did not heal: %v", faultErr)
 	}
-	// Heal whatever is left: every node running.
+	// Heal whatever is left: every node of the peer list running, and a
+	// node out of it drained and stopped.
 	for _, n := range c.Nodes {
-		if !n.Running() {
-			n.Start()
-		} else {
+		switch {
+		case c.Listed(n.ID) && !n.Running():
+			if err := n.Start(); err != nil {
+				rep.problem("restarting %s after the faults: %v", n.ID, err)
+			}
+		case n.Running():
 			n.Resume()
+		}
+	}
+	for _, n := range c.Nodes {
+		if !c.Listed(n.ID) && n.Running() {
+			if err := r.retire(ctx, n); err != nil {
+				rep.problem("after the faults: %v", err)
+			}
 		}
 	}
 	healed := time.Now()
@@ -174,8 +188,14 @@ func (r *runner) check(ctx context.Context, rep *Report, h *History, healed time
 	keys := r.usedKeys(h)
 	var parts []PartitionCopies
 	var copies []KeyCopies
-	_, err := await(ctx, 90*time.Second, "every responsible copy at its master's position with the master's content", func() (bool, string) {
-		var why string
+	said := time.Now()
+	_, err := await(ctx, 90*time.Second, "every responsible copy at its master's position with the master's content", func() (ok bool, why string) {
+		defer func() {
+			if !ok && time.Since(said) > 5*time.Second {
+				said = time.Now()
+				r.logf("not converged yet: %s", why)
+			}
+		}()
 		parts, why = r.positions(ctx, keys)
 		if why != "" {
 			return false, why
@@ -420,23 +440,14 @@ func readLocal(ctx context.Context, n *Node, token, user, key string) (Copy, err
 	return Copy{Node: n.ID, Found: out.Found, Version: out.Version, Value: out.Value}, nil
 }
 
-// rollbacks is every node's rollback collection: the w=1 keys (user/id)
-// listed, and how many document states in all.
+// rollbacks is every node's rollback collection (a stopped node's as it
+// was read before it stopped): the w=1 keys (user/id) listed, and how
+// many document states in all.
 func (r *runner) rollbacks(ctx context.Context) (map[string]bool, int, error) {
 	keys := map[string]bool{}
 	n := 0
-	for _, node := range r.c.Nodes {
-		var v struct {
-			RolledBack []store.RolledBack `json:"rolled_back"`
-		}
-		code, err := getJSON(ctx, quick, node.URL()+"/v1/admin/rollback?limit=10000", r.c.Token, nil, &v)
-		if err == nil && code != 200 {
-			err = fmt.Errorf("%s answered %d", node.ID, code)
-		}
-		if err != nil {
-			return keys, n, err
-		}
-		for _, d := range v.RolledBack {
+	count := func(docs []store.RolledBack) {
+		for _, d := range docs {
 			if d.User == "_shoal" {
 				continue // tenure markers
 			}
@@ -446,15 +457,63 @@ func (r *runner) rollbacks(ctx context.Context) (map[string]bool, int, error) {
 			}
 		}
 	}
+	for _, node := range r.c.Nodes {
+		if !node.Running() {
+			r.mu.Lock()
+			count(r.offline[node.ID])
+			r.mu.Unlock()
+			continue
+		}
+		docs, err := r.nodeRollbacks(ctx, node)
+		if err != nil {
+			return keys, n, err
+		}
+		count(docs)
+	}
 	return keys, n, nil
+}
+
+// nodeRollbacks is node's rollback collection.
+func (r *runner) nodeRollbacks(ctx context.Context, node *Node) ([]store.RolledBack, error) {
+	var v struct {
+		RolledBack []store.RolledBack `json:"rolled_back"`
+	}
+	code, err := getJSON(ctx, quick, node.URL()+"/v1/admin/rollback?limit=10000", r.c.Token, nil, &v)
+	if err == nil && code != 200 {
+		err = fmt.Errorf("%s answered %d", node.ID, code)
+	}
+	return v.RolledBack, err
+}
+
+// keepRollbacks remembers the rollback collection of a node about to
+// stop; forgetRollbacks drops it when the node runs again.
+func (r *runner) keepRollbacks(id string, docs []store.RolledBack) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.offline == nil {
+		r.offline = map[string][]store.RolledBack{}
+	}
+	r.offline[id] = docs
+}
+
+func (r *runner) forgetRollbacks(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.offline, id)
 }
 
 // finalReads reads every register with X-Read-Concern: linearizable.
 func (r *runner) finalReads(ctx context.Context, h *History) (map[string]FinalRead, error) {
 	finals := map[string]FinalRead{}
+	var ask []*Node
+	for _, n := range r.c.Nodes {
+		if n.Running() {
+			ask = append(ask, n)
+		}
+	}
 	for _, doc := range h.Docs {
 		_, err := await(ctx, 30*time.Second, "a linearizable read of register "+doc, func() (bool, string) {
-			n := r.c.Nodes[len(finals)%len(r.c.Nodes)]
+			n := ask[len(finals)%len(ask)]
 			req, _ := http.NewRequestWithContext(ctx, "GET", docURL(Target{ID: n.ID, URL: n.URL()}, h.RegisterUser, registerColl, doc), nil)
 			req.Header.Set("Authorization", "Bearer "+r.c.Token)
 			req.Header.Set("X-Read-Concern", string(ReadLinearizable))

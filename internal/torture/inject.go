@@ -1,0 +1,301 @@
+package torture
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shoal-db/shoal/api"
+)
+
+// agreedPlacement is the registers' placement every live node in the peer
+// list agrees on, or why there is none.
+func (r *runner) agreedPlacement(ctx context.Context) (master string, responsible []string, epoch uint64, why string) {
+	first := true
+	for _, n := range r.c.Nodes {
+		if !n.Live() || !r.c.Listed(n.ID) {
+			continue
+		}
+		p, err := n.Placement(ctx, r.c.Token, r.cfg.registerUser())
+		if err != nil {
+			return "", nil, 0, err.Error()
+		}
+		if first {
+			master, responsible, epoch, first = p.Master, p.Responsible, p.Epoch, false
+		} else if p.Master != master || p.Epoch != epoch {
+			return "", nil, 0, fmt.Sprintf("nodes disagree: %s at %d, and %s names %s at %d", master, epoch, n.ID, p.Master, p.Epoch)
+		}
+	}
+	if first {
+		return "", nil, 0, "no node is running"
+	}
+	if n, err := r.c.Node(master); err != nil || !n.Live() {
+		return "", nil, 0, "the master named is " + master + ", not a live node"
+	}
+	return master, responsible, epoch, ""
+}
+
+// injected is a fault in force: what it did, and how to heal it.
+type injected struct {
+	target string
+	heal   func(ctx context.Context) error
+}
+
+// inject runs one step: the fault (and the one it overlaps with), the
+// hold, the heal, and the wait for a whole cluster whose writes flow
+// again.
+func (r *runner) inject(ctx context.Context, s Step) (Fault, error) {
+	f := Fault{Kind: s.Label(), Start: r.w.Since()}
+	one, err := r.begin(ctx, s, false)
+	if err != nil {
+		return Fault{}, err
+	}
+	f.Target = one.target
+	r.w.Mark(fmt.Sprintf("%s: %s", s.Kind, one.target))
+	r.logf("fault %s of %s for %s", s.Kind, one.target, s.Hold)
+	heals := []injected{one}
+	healAll := func() error {
+		for i := len(heals) - 1; i >= 0; i-- {
+			if err := heals[i].heal(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	hold := time.After(s.Hold)
+	if s.With != nil {
+		if err := sleep(ctx, s.After); err != nil {
+			return f, err
+		}
+		two, err := r.begin(ctx, *s.With, true)
+		if err != nil {
+			healAll()
+			return f, fmt.Errorf("%s during %s: %w", s.With.Kind, s.Kind, err)
+		}
+		f.Target += " + " + two.target
+		r.w.Mark(fmt.Sprintf("%s: %s", s.With.Kind, two.target))
+		r.logf("fault %s of %s during %s, until it heals", s.With.Kind, two.target, s.Kind)
+		heals = append(heals, two)
+	}
+	select {
+	case <-ctx.Done():
+		return f, ctx.Err()
+	case <-hold:
+	}
+	if err := healAll(); err != nil {
+		return f, err
+	}
+	f.Healed = r.w.Since()
+	r.w.Mark("healed " + s.Label())
+	if err := r.awaitWhole(ctx); err != nil {
+		return f, fmt.Errorf("after %s of %s: %w", s.Label(), f.Target, err)
+	}
+	f.Recovered = r.w.Since()
+	r.logf("healed %s of %s; whole again %s after the heal", s.Label(), f.Target, (f.Recovered - f.Healed).Round(time.Millisecond))
+	return f, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// placementFor is the registers' placement to aim a fault at. A fault
+// that overlaps another may find the cluster without an agreed master (the
+// first fault took it away): it waits a little for one, then takes what
+// the first live node names.
+func (r *runner) placementFor(ctx context.Context, overlapping bool) (master string, responsible []string, err error) {
+	master, responsible, _, why := r.agreedPlacement(ctx)
+	if why == "" {
+		return master, responsible, nil
+	}
+	if !overlapping {
+		return "", nil, fmt.Errorf("no agreed master of the registers to aim at: %s", why)
+	}
+	var p api.PlacementView
+	_, err = await(ctx, 3*time.Second, "a master of the registers to aim at", func() (bool, string) {
+		if master, responsible, _, why = r.agreedPlacement(ctx); why == "" {
+			return true, ""
+		}
+		for _, n := range r.c.Nodes {
+			if n.Live() && r.c.Listed(n.ID) {
+				if q, err := n.Placement(ctx, r.c.Token, r.cfg.registerUser()); err == nil && q.Master != "" {
+					p = q
+				}
+			}
+		}
+		return false, why
+	})
+	if err == nil {
+		return master, responsible, nil
+	}
+	if p.Master == "" {
+		return "", nil, err
+	}
+	return p.Master, p.Responsible, nil
+}
+
+// begin injects one fault; overlapping says another is in force.
+func (r *runner) begin(ctx context.Context, s Step, overlapping bool) (injected, error) {
+	switch s.Kind {
+	case KillMaster, PauseMaster, KillReplica:
+		master, responsible, err := r.placementFor(ctx, overlapping)
+		if err != nil {
+			return injected{}, err
+		}
+		target := master
+		if s.Kind == KillReplica {
+			var replicas []string
+			for _, id := range responsible {
+				if n, err := r.c.Node(id); id != master && err == nil && n.Live() {
+					replicas = append(replicas, id)
+				}
+			}
+			if len(replicas) == 0 {
+				return injected{}, fmt.Errorf("the registers' partition has no live replica to kill (responsible: %v)", responsible)
+			}
+			target = replicas[s.Pick%len(replicas)]
+		}
+		n, err := r.c.Node(target)
+		if err != nil {
+			return injected{}, err
+		}
+		if !n.Live() {
+			return injected{}, fmt.Errorf("%s, the %s's target, is not live", target, s.Kind)
+		}
+		if s.Kind == PauseMaster {
+			if err := n.Pause(); err != nil {
+				return injected{}, err
+			}
+			return injected{target: target, heal: func(context.Context) error { return n.Resume() }}, nil
+		}
+		n.Kill()
+		return injected{target: target, heal: func(context.Context) error { return n.Start() }}, nil
+	case KillAll:
+		var victims []*Node
+		for _, n := range r.c.Nodes {
+			if n.Running() && r.c.Listed(n.ID) {
+				victims = append(victims, n)
+			}
+		}
+		for _, n := range victims {
+			n.Kill()
+		}
+		return injected{target: "every node", heal: func(context.Context) error {
+			for _, n := range victims {
+				if err := n.Start(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}, nil
+	case AddNode, RemoveNode:
+		spare := r.spare()
+		if spare == nil {
+			return injected{}, fmt.Errorf("%s: the cluster has no spare node", s.Kind)
+		}
+		if r.c.Listed(spare.ID) {
+			return r.removeNode(spare)
+		}
+		return r.addNode(spare)
+	}
+	return injected{}, fmt.Errorf("unknown fault kind %q", s.Kind)
+}
+
+// spare is the node peer-list edits add and remove: the last one.
+func (r *runner) spare() *Node {
+	if r.cfg.Nodes >= len(r.c.Nodes) {
+		return nil
+	}
+	return r.c.Nodes[len(r.c.Nodes)-1]
+}
+
+func (r *runner) addNode(n *Node) (injected, error) {
+	if err := r.c.SetListed(n.ID, true); err != nil {
+		return injected{}, err
+	}
+	if !n.Running() {
+		if err := n.Start(); err != nil {
+			return injected{}, err
+		}
+	}
+	r.forgetRollbacks(n.ID) // its own collection answers for itself again
+	return injected{target: n.ID + " (into the peer list)", heal: func(context.Context) error { return nil }}, nil
+}
+
+// removeNode takes n out of the peer list. Its heal waits until it has
+// drained, keeps its rollback collection for the checks, and stops it.
+func (r *runner) removeNode(n *Node) (injected, error) {
+	if err := r.c.SetListed(n.ID, false); err != nil {
+		return injected{}, err
+	}
+	return injected{target: n.ID + " (out of the peer list)", heal: func(ctx context.Context) error {
+		return r.retire(ctx, n)
+	}}, nil
+}
+
+// drainWait bounds how long a node out of the peer list may take to hand
+// everything over.
+const drainWait = 2 * time.Minute
+
+// retire waits until n, out of the peer list, holds nothing, keeps its
+// rollback collection for the checks, and stops it.
+func (r *runner) retire(ctx context.Context, n *Node) error {
+	if !n.Running() {
+		return nil
+	}
+	if !n.Live() { // paused by a fault it overlaps with: it drains once it runs
+		if err := n.Resume(); err != nil {
+			return err
+		}
+	}
+	took, err := await(ctx, drainWait, n.ID+" drained out of the cluster", func() (bool, string) {
+		var st struct {
+			Partitions *api.PartitionSummary `json:"partitions"`
+			Moves      []api.MoveStatus      `json:"moves"`
+		}
+		code, err := getJSON(ctx, quick, n.URL()+"/v1/cluster", r.c.Token, nil, &st)
+		if err != nil || code != 200 {
+			return false, fmt.Sprintf("%s answered /v1/cluster with %d (%v)", n.ID, code, err)
+		}
+		return st.Partitions.HoldsNothing(n.ID, len(st.Moves))
+	})
+	if err != nil {
+		return err
+	}
+	rolled, err := r.nodeRollbacks(ctx, n)
+	if err != nil {
+		return fmt.Errorf("reading drained %s's rollback collection: %w", n.ID, err)
+	}
+	r.keepRollbacks(n.ID, rolled)
+	n.Stop(20 * time.Second)
+	r.logf("%s drained in %s and was stopped", n.ID, took.Round(time.Millisecond))
+	return nil
+}
+
+// awaitWhole waits until every running node is UP everywhere, the
+// registers have an agreed master, and writes of every kind are
+// acknowledged again.
+func (r *runner) awaitWhole(ctx context.Context) error {
+	if _, err := r.c.WaitUp(ctx, 90*time.Second); err != nil {
+		return err
+	}
+	if _, err := await(ctx, 60*time.Second, "an agreed master of the registers", func() (bool, string) {
+		_, _, _, why := r.agreedPlacement(ctx)
+		return why == "", why
+	}); err != nil {
+		return err
+	}
+	from := r.w.Acked()
+	_, err := await(ctx, 60*time.Second, "writes acknowledged again", func() (bool, string) {
+		n := r.w.Acked() - from
+		return n >= 20, fmt.Sprintf("%d of 20 writes acknowledged", n)
+	})
+	return err
+}
