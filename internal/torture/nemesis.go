@@ -117,7 +117,7 @@ func Schedule(seed uint64, duration time.Duration) []Step {
 			if k == "pair" {
 				first, second := member(pair[0]), member(pair[1])
 				s = Step{Kind: first, Hold: hold(first), Pick: rng.IntN(1 << 16)}
-				s.After = time.Duration(rng.Int64N(int64(s.Hold)/2)).Round(time.Millisecond)
+				s.After = time.Duration(rng.Int64N(int64(s.Hold) / 2)).Round(time.Millisecond)
 				s.With = &Step{Kind: second, Hold: s.Hold - s.After, Pick: rng.IntN(1 << 16)}
 			} else {
 				k = member(k)
@@ -142,4 +142,3 @@ func FormatSchedule(steps []Step) string {
 	}
 	return b.String()
 }
-
