@@ -25,6 +25,7 @@ type Report struct {
 	W1             W1Result
 	RolledBackDocs int // document states in the rollback collections
 	Convergence    time.Duration
+	Compared       int // documents whose copies were compared
 	Diverged       []string
 	Availability   map[string]Outage
 	// Problems are failures that are not a checker's verdict (the cluster
@@ -121,7 +122,7 @@ func (r *Report) Table() string {
 	if len(r.Diverged) > 0 {
 		conv = fmt.Sprintf("NO (%d differences)", len(r.Diverged))
 	}
-	row("converged", "%s, %s after healing", conv, r.Convergence.Round(time.Millisecond))
+	row("converged", "%s: every copy at its master's position %s after healing; %d documents compared, whole", conv, r.Convergence.Round(time.Millisecond), r.Compared)
 	kinds := []string{"none"}
 	for _, k := range sortedKeys(r.Availability) {
 		if k != "none" {

@@ -2,10 +2,12 @@ package torture
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -189,6 +191,7 @@ func (r *runner) check(ctx context.Context, rep *Report, h *History, healed time
 	var parts []PartitionCopies
 	var copies []KeyCopies
 	said := time.Now()
+	var at time.Duration // when every copy was at its master's position
 	_, err := await(ctx, 90*time.Second, "every responsible copy at its master's position with the master's content", func() (ok bool, why string) {
 		defer func() {
 			if !ok && time.Since(said) > 5*time.Second {
@@ -201,7 +204,11 @@ func (r *runner) check(ctx context.Context, rep *Report, h *History, healed time
 			return false, why
 		}
 		if d := Diverged(parts, nil); len(d) > 0 {
+			at = 0
 			return false, d[0]
+		}
+		if at == 0 {
+			at = time.Since(healed)
 		}
 		copies, why = r.localCopies(ctx, parts, keys)
 		if why != "" {
@@ -213,15 +220,16 @@ func (r *runner) check(ctx context.Context, rep *Report, h *History, healed time
 		}
 		return true, ""
 	})
-	rep.Convergence = time.Since(healed)
+	rep.Convergence, rep.Compared = at, len(copies)
 	if err != nil {
+		rep.Convergence = time.Since(healed)
 		rep.Diverged = Diverged(parts, copies)
 		if len(rep.Diverged) == 0 {
 			rep.Diverged = []string{err.Error()}
 		}
 		rep.problem("replicas did not converge: %v", err)
 	}
-	r.logf("converged %s after healing", rep.Convergence.Round(time.Millisecond))
+	r.logf("every copy at its master's position %s after healing; content compared in %s", rep.Convergence.Round(time.Millisecond), (time.Since(healed) - at).Round(time.Millisecond))
 
 	// What each master holds: the content the lists and w=1 checks count.
 	present := map[string]map[string]bool{} // user -> ids (lists)
@@ -348,65 +356,58 @@ func (r *runner) positions(ctx context.Context, keys map[string][]string) ([]Par
 	return out, ""
 }
 
-// localCopies reads every used key from every responsible node's own copy.
+// localCopies is every document of every used collection in every
+// responsible node's own copy, all of it, not only the keys the workload
+// wrote: a copy holding a document its master lacks differs too.
 func (r *runner) localCopies(ctx context.Context, parts []PartitionCopies, keys map[string][]string) ([]KeyCopies, string) {
-	type job struct {
-		user, key string
-	}
-	var jobs []job
-	for u, ks := range keys {
-		for _, k := range ks {
-			jobs = append(jobs, job{u, k})
-		}
-	}
-	sort.Slice(jobs, func(i, j int) bool { return jobs[i].user+jobs[i].key < jobs[j].user+jobs[j].key })
-	nodesOf := map[string]PartitionCopies{}
+	var out []KeyCopies
 	for _, u := range sortedUsers(keys) {
 		p, err := r.c.Nodes[0].Placement(ctx, r.c.Token, u)
 		if err != nil {
 			return nil, err.Error()
 		}
-		for _, pc := range parts {
-			if pc.Partition == p.Partition {
-				nodesOf[u] = pc
+		var pc PartitionCopies
+		for _, c := range parts {
+			if c.Partition == p.Partition {
+				pc = c
 			}
 		}
-	}
-	out := make([]KeyCopies, len(jobs))
-	var mu sync.Mutex
-	var why string
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				j := jobs[i]
-				pc := nodesOf[j.user]
-				kc := KeyCopies{Key: j.user + "/" + j.key, Master: pc.Master}
-				for id := range pc.Positions {
-					n, _ := r.c.Node(id)
-					c, err := readLocal(ctx, n, r.c.Token, j.user, j.key)
-					if err != nil {
-						mu.Lock()
-						why = err.Error()
-						mu.Unlock()
-						continue
+		colls := map[string]bool{}
+		for _, k := range keys[u] {
+			coll, _, _ := strings.Cut(k, "/")
+			colls[coll] = true
+		}
+		for _, coll := range sortedKeys(colls) {
+			held := map[string]map[string]Copy{} // node -> id -> copy
+			ids := map[string]bool{}
+			for _, id := range sortedKeys(pc.Positions) {
+				n, err := r.c.Node(id)
+				if err != nil {
+					return nil, err.Error()
+				}
+				docs, err := readCollection(ctx, n, r.c.Token, u, coll)
+				if err != nil {
+					return nil, err.Error()
+				}
+				held[id] = docs
+				for d := range docs {
+					ids[d] = true
+				}
+			}
+			for _, d := range sortedKeys(ids) {
+				kc := KeyCopies{Key: u + "/" + coll + "/" + d, Master: pc.Master}
+				for _, id := range sortedKeys(held) {
+					c, ok := held[id][d]
+					if !ok {
+						c = Copy{Node: id}
 					}
 					kc.Copies = append(kc.Copies, c)
 				}
-				sort.Slice(kc.Copies, func(a, b int) bool { return kc.Copies[a].Node < kc.Copies[b].Node })
-				out[i] = kc
+				out = append(out, kc)
 			}
-		}()
+		}
 	}
-	for i := range jobs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return out, why
+	return out, ""
 }
 
 func sortedUsers(keys map[string][]string) []string {
@@ -418,26 +419,42 @@ func sortedUsers(keys map[string][]string) []string {
 	return us
 }
 
-// readLocal reads node n's own copy of user's coll/id.
-func readLocal(ctx context.Context, n *Node, token, user, key string) (Copy, error) {
-	coll, id, _ := strings.Cut(key, "/")
-	req, _ := http.NewRequestWithContext(ctx, "GET", docURL(Target{ID: n.ID, URL: n.URL()}, user, coll, id), nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("X-Read-Preference", "local")
-	resp, err := quick.Do(req)
-	if err != nil {
-		return Copy{}, err
+// readCollection is node n's own copy of user's collection coll, by id:
+// each document's whole content as the node answers it.
+func readCollection(ctx context.Context, n *Node, token, user, coll string) (map[string]Copy, error) {
+	out := map[string]Copy{}
+	after := ""
+	for {
+		u := n.URL() + "/v1/users/" + user + "/collections/" + coll + "/documents?limit=1000"
+		if after != "" {
+			u += "&after=" + url.QueryEscape(after)
+		}
+		var page struct {
+			Documents []json.RawMessage `json:"documents"`
+			Next      string            `json:"next"`
+		}
+		code, err := getJSON(ctx, quick, u, token, map[string]string{"X-Read-Preference": "local"}, &page)
+		if err == nil && code != 200 {
+			err = fmt.Errorf("%s answered a local query of %s/%s with %d", n.ID, user, coll, code)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, raw := range page.Documents {
+			var d struct {
+				ID      string `json:"_id"`
+				Version int64  `json:"_version"`
+			}
+			if err := json.Unmarshal(raw, &d); err != nil || d.ID == "" {
+				return nil, fmt.Errorf("%s's copy of %s/%s holds a document without an _id: %s", n.ID, user, coll, raw)
+			}
+			out[d.ID] = Copy{Node: n.ID, Found: true, Version: d.Version, Value: string(raw)}
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		after = page.Next
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return Copy{}, err
-	}
-	out, ok := decodeRead(resp.StatusCode, body)
-	if !ok {
-		return Copy{}, fmt.Errorf("%s's own copy of %s/%s: %d %s", n.ID, user, key, resp.StatusCode, body)
-	}
-	return Copy{Node: n.ID, Found: out.Found, Version: out.Version, Value: out.Value}, nil
 }
 
 // rollbacks is every node's rollback collection (a stopped node's as it
