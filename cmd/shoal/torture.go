@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -23,18 +24,21 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	clients := fs.Int("clients", 8, "register clients; w=1 writers and list appenders are half as many each")
 	keep := fs.Bool("keep", false, "keep the nodes' logs and data directories (a failing run always keeps them)")
 	binary := fs.String("binary", "", "the shoal binary the nodes run (default: this executable)")
-	dir := fs.String("dir", "", "directory for the nodes' data and logs (default: a new temporary directory)")
+	dir := fs.String("dir", "", "directory for the nodes' data and logs (default: a new temporary directory); with --runs, one subdirectory per run")
+	runs := fs.Int("runs", 1, "consecutive runs, of seeds --seed, --seed+1, ...; it stops at the first failing run and prints a summary of all")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--keep] [--binary PATH] [--dir DIR]")
+		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1] [--keep] [--binary PATH] [--dir DIR]")
 		fmt.Fprintln(stderr, "Runs a fault suite on loopback: starts --nodes `shoal serve` processes of --binary (it builds nothing),")
-		fmt.Fprintln(stderr, "clients doing majority puts, compare-and-sets after linearizable reads and linearizable reads of registers,")
-		fmt.Fprintln(stderr, "w=1 writes of keys written once, and majority appends to per-user lists, while a nemesis injects one fault at")
-		fmt.Fprintln(stderr, "a time on a schedule derived from --seed: kill -9 and restart of the registers' master, of one of its replicas,")
-		fmt.Fprintln(stderr, "or of every node at once, and SIGSTOP/SIGCONT of the master for longer than LEASE_TTL. Then it heals and checks:")
-		fmt.Fprintln(stderr, "linearizability per register (porcupine), no acknowledged majority write lost, every acknowledged w=1 write")
-		fmt.Fprintln(stderr, "present or in a rollback collection, replicas converged to their master, and the longest write outage per")
-		fmt.Fprintln(stderr, "fault kind. It prints a table and exits 0 if every check passed, 1 if one failed (logs and porcupine's")
-		fmt.Fprintln(stderr, "visualization are kept; the table says where), 2 on a usage error.")
+		fmt.Fprintln(stderr, "and one spare node, with clients doing majority puts, compare-and-sets after linearizable reads and")
+		fmt.Fprintln(stderr, "linearizable reads of registers, w=1 writes of keys written once, and majority appends to per-user lists,")
+		fmt.Fprintln(stderr, "while a nemesis injects faults on a schedule derived from --seed: kill -9 and restart of the registers'")
+		fmt.Fprintln(stderr, "master, of one of its replicas, or of every node at once; SIGSTOP/SIGCONT of the master for longer than")
+		fmt.Fprintln(stderr, "LEASE_TTL; the spare put into the peer list under load, and taken out (it drains, then is stopped); and")
+		fmt.Fprintln(stderr, "pairs of these overlapping. Then it heals and checks: linearizability per register (porcupine), no")
+		fmt.Fprintln(stderr, "acknowledged majority write lost, every acknowledged w=1 write present or in a rollback collection,")
+		fmt.Fprintln(stderr, "every copy converged to its master's exact content, and the longest write outage per fault kind.")
+		fmt.Fprintln(stderr, "It prints a table (and with --runs, a summary) and exits 0 if every check passed, 1 if one failed (logs")
+		fmt.Fprintln(stderr, "and porcupine's visualization are kept; the table says where), 2 on a usage error.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseArgs(fs, args, stderr, 2); done {
@@ -55,22 +59,47 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal torture: --duration %s: use a positive duration\n", *duration)
 		return 2
 	}
+	if *runs < 1 {
+		fmt.Fprintf(stderr, "shoal torture: --runs %d: use at least 1\n", *runs)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(stdout, "shoal torture: seed %d (repeat with --seed %d)\n", *seed, *seed)
-	rep, err := torture.Run(ctx, torture.Config{Binary: *binary, Env: tortureEnv, Nodes: *nodes, Duration: *duration, Seed: *seed,
-		Clients: *clients, Dir: *dir, Keep: *keep, Log: stdout})
-	if rep != nil && rep.History != nil {
-		fmt.Fprint(stdout, "\n"+rep.Table())
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal torture: %v\n", err)
-		if rep != nil && rep.Kept {
-			fmt.Fprintf(stderr, "shoal torture: the nodes' logs are in %s\n", rep.Dir)
+	var sum torture.Summary
+	for i := 0; i < *runs; i++ {
+		s := *seed + uint64(i)
+		d := *dir
+		if d != "" && *runs > 1 {
+			d = filepath.Join(d, fmt.Sprintf("seed-%d", s))
 		}
-		return 1
+		if *runs > 1 {
+			fmt.Fprintf(stdout, "\n=== run %d of %d\n", i+1, *runs)
+		}
+		fmt.Fprintf(stdout, "shoal torture: seed %d (repeat with --seed %d)\n", s, s)
+		rep, err := torture.Run(ctx, torture.Config{Binary: *binary, Env: tortureEnv, Nodes: *nodes, Duration: *duration, Seed: s,
+			Clients: *clients, Dir: d, Keep: *keep, Log: stdout})
+		if rep != nil && rep.History != nil {
+			fmt.Fprint(stdout, "\n"+rep.Table())
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal torture: seed %d: %v\n", s, err)
+			if rep != nil && rep.Kept {
+				fmt.Fprintf(stderr, "shoal torture: the nodes' logs are in %s\n", rep.Dir)
+			}
+			if sum.Runs > 0 {
+				fmt.Fprintf(stdout, "\n=== summary of the %d runs before (seeds %d to %d)\n%s", sum.Runs, *seed, *seed+uint64(sum.Runs)-1, sum.Table())
+			}
+			return 1
+		}
+		sum.Add(rep)
+		if rep.Failed() {
+			break
+		}
 	}
-	if rep.Failed() {
+	if *runs > 1 {
+		fmt.Fprintf(stdout, "\n=== summary of %d runs (seeds %d to %d)\n%s", sum.Runs, *seed, *seed+uint64(sum.Runs)-1, sum.Table())
+	}
+	if len(sum.Failed) > 0 {
 		return 1
 	}
 	return 0

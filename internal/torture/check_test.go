@@ -211,3 +211,28 @@ func TestScheduleIsTheSeeds(t *testing.T) {
 		}
 	}
 }
+
+func TestSummaryAddsUpRunsAndKeepsTheWorst(t *testing.T) {
+	s := time.Second
+	pass := &Report{Seed: 1, Faults: map[string]int{KillMaster: 2}, Ops: map[string]int{"write ok": 10},
+		Registers: RegisterVerdict{Result: porcupine.Ok, Checked: 5}, W1: W1Result{Acked: 4, RolledBack: 1},
+		Convergence: s, Availability: map[string]Outage{KillMaster: {Client: "a", From: 0, Until: 2 * s}}}
+	fail := &Report{Seed: 2, Faults: map[string]int{KillMaster: 1, PauseMaster: 1}, Ops: map[string]int{"write ok": 5},
+		Registers: RegisterVerdict{Result: porcupine.Ok, Checked: 3}, LostRegister: []string{"put(a) lost"},
+		Convergence: 3 * s, Availability: map[string]Outage{KillMaster: {Client: "b", From: 0, Until: 5 * s}, PauseMaster: {Client: "c", From: s, Until: 2 * s}}}
+	var sum Summary
+	sum.Add(pass)
+	sum.Add(fail)
+	if sum.Runs != 2 || sum.Passed != 1 || len(sum.Failed) != 1 || sum.Failed[0] != 2 {
+		t.Fatalf("runs %d passed %d failed %v: want 2, 1, [2]", sum.Runs, sum.Passed, sum.Failed)
+	}
+	if sum.Faults[KillMaster] != 3 || sum.Ops["write ok"] != 15 || sum.LostRegister != 1 || sum.W1RolledBack != 1 || sum.Checked != 8 {
+		t.Fatalf("sums wrong: %+v", sum)
+	}
+	if w := sum.Worst[KillMaster]; w.Length() != 5*s || sum.WorstSeed[KillMaster] != 2 || sum.WorstConvergenceSeed != 2 {
+		t.Fatalf("worst kill-master outage %+v of seed %d, slowest convergence of seed %d: want 5s of seed 2, seed 2", w, sum.WorstSeed[KillMaster], sum.WorstConvergenceSeed)
+	}
+	if tab := sum.Table(); !strings.Contains(tab, "2: 1 passed, 1 failed (seeds 2)") || !strings.Contains(tab, "worst write outage: kill-master") {
+		t.Fatalf("table:\n%s", tab)
+	}
+}
