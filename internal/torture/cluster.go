@@ -423,8 +423,13 @@ func (n *Node) View(ctx context.Context, token string) (cluster.View, error) {
 
 // Placement is node n's placement of user.
 func (n *Node) Placement(ctx context.Context, token, user string) (api.PlacementView, error) {
+	return placementOf(ctx, Target{ID: n.ID, URL: n.URL()}, token, user)
+}
+
+// placementOf is node n's placement of user.
+func placementOf(ctx context.Context, n Target, token, user string) (api.PlacementView, error) {
 	var v api.PlacementView
-	code, err := getJSON(ctx, quick, n.URL()+"/v1/users/"+user+"/placement", token, nil, &v)
+	code, err := getJSON(ctx, quick, n.URL+"/v1/users/"+user+"/placement", token, nil, &v)
 	if err == nil && code != 200 {
 		err = fmt.Errorf("%s answered the placement of %s with %d", n.ID, user, code)
 	}

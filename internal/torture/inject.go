@@ -269,7 +269,7 @@ func (r *runner) retire(ctx context.Context, n *Node) error {
 	if err != nil {
 		return err
 	}
-	rolled, err := r.nodeRollbacks(ctx, n)
+	rolled, err := nodeRollbacks(ctx, r.c.Token, Target{ID: n.ID, URL: n.URL()})
 	if err != nil {
 		return fmt.Errorf("reading drained %s's rollback collection: %w", n.ID, err)
 	}
