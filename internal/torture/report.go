@@ -27,6 +27,7 @@ type Report struct {
 	Convergence    time.Duration
 	Diverged       []string
 	Availability   map[string]Outage
+	Writers        WritersResult // one writer per partition, from the nodes' commit logs
 	// Problems are failures that are not a checker's verdict (the cluster
 	// did not heal, a check could not be made).
 	Problems []string
@@ -65,6 +66,9 @@ func (r *Report) Failures() []string {
 			l = append(l, fmt.Sprintf("%s/%s (via %s, served by %s, at %.3fs)", w.User, w.ID, w.Via, w.ServedBy, w.Call.Seconds()))
 		}
 		out = append(out, fmt.Sprintf("%d acknowledged w=1 writes neither present nor in a rollback collection: %s", len(l), strings.Join(first(l, 20), ", ")))
+	}
+	if f := r.Writers.Failure(); f != "" {
+		out = append(out, f)
 	}
 	if len(r.Diverged) > 0 {
 		out = append(out, fmt.Sprintf("replicas did not converge:\n  %s", strings.Join(first(r.Diverged, 10), "\n  ")))
@@ -114,6 +118,7 @@ func (r *Report) Table() string {
 		conv = fmt.Sprintf("NO (%d differences)", len(r.Diverged))
 	}
 	row("converged", "%s, %s after healing", conv, r.Convergence.Round(time.Millisecond))
+	row("one writer per partition", "%s", r.Writers.Row())
 	for _, k := range append([]string{"none"}, FaultKinds...) {
 		o, ok := r.Availability[k]
 		if !ok {

@@ -251,6 +251,9 @@ func (r *runner) check(ctx context.Context, rep *Report, h *History, healed time
 		rep.problem("%v", err)
 	}
 	rep.Registers = v
+	if rep.Writers, err = checkWriters(r.c.Dir); err != nil {
+		rep.problem("reading the nodes' commit logs: %v", err)
+	}
 	rep.Availability = Unavailability(h.Attempts, rep.Executed, r.w.Since())
 	for _, a := range h.Attempts {
 		if a.OK {
