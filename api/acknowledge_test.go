@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
@@ -11,33 +12,48 @@ import (
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/internal/testnode"
 	"github.com/shoal-db/shoal/replicate"
+	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
 
 // acks records what the API acknowledged.
 type acks struct {
 	mu   sync.Mutex
-	list []ack
+	list []api.Acknowledgement
 }
 
-type ack struct {
-	partition   int
-	epoch       uint64
-	first, last store.Position
-	at          time.Time
-}
-
-func (a *acks) Acknowledged(partition int, epoch uint64, first, last store.Position, at time.Time) {
+func (a *acks) Acknowledged(ack api.Acknowledgement) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.list = append(a.list, ack{partition, epoch, first, last, at})
+	a.list = append(a.list, ack)
 }
 
-func (a *acks) all() []ack {
+func (a *acks) all() []api.Acknowledgement {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]ack(nil), a.list...)
+	return append([]api.Acknowledgement(nil), a.list...)
 }
+
+// handedOver is a node's handoffs: it handed the partition over with
+// its history up to upTo (zero: never).
+type handedOver struct {
+	mu   sync.Mutex
+	upTo store.Position
+}
+
+func (h *handedOver) HandedOver(partition int, pos store.Position) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.upTo != (store.Position{}) && pos.Compare(h.upTo) <= 0
+}
+
+func (h *handedOver) Wait(context.Context, int) {}
+
+func (h *handedOver) TakeOver(context.Context, int, store.Position) (shard.Assignment, error) {
+	return shard.Assignment{}, errors.New("no takeover here")
+}
+
+func (h *handedOver) Positions([]int) map[int]store.Position { return nil }
 
 // lapsingReplication confirms every write concern at once, after telling
 // the master its write waited there.
@@ -66,9 +82,10 @@ const (
 // out at the point of a write the test names: as if the process were
 // stopped there past its lease while another node took the partition.
 type lapsingMaster struct {
-	leases *leaseView
-	acks   *acks
-	client *testnode.Client
+	leases  *leaseView
+	acks    *acks
+	handoff *handedOver
+	client  *testnode.Client
 
 	mu    sync.Mutex
 	lapse string // never, afterCommit or afterWait
@@ -102,7 +119,7 @@ func startLapsingMaster(t *testing.T) *lapsingMaster {
 	t.Helper()
 	ctx := context.Background()
 	logger := testnode.Logger(t)
-	m := &lapsingMaster{leases: &leaseView{}, acks: &acks{}}
+	m := &lapsingMaster{leases: &leaseView{}, acks: &acks{}, handoff: &handedOver{}}
 	m.leases.set(true, 4, "")
 	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: filepath.Join(t.TempDir(), "store"), Logger: logger})
 	if err != nil {
@@ -113,7 +130,7 @@ func startLapsingMaster(t *testing.T) *lapsingMaster {
 		OnCommit: func(int, uint64, time.Time, time.Time) { m.reached(afterCommit) }})
 	t.Cleanup(func() { w.Close(context.Background()) })
 	srv := api.New(api.Config{NodeID: "a", PartitionCount: 1, MaxBodyBytes: 1 << 20, AuthSecret: []byte(testnode.Secret), Logger: logger,
-		Leases: m.leases, Copies: func() int { return 3 }, Replication: lapsingReplication{m}, Acknowledgements: m.acks}, st, w)
+		Leases: m.leases, Copies: func() int { return 3 }, Replication: lapsingReplication{m}, Acknowledgements: m.acks, Handoffs: m.handoff}, st, w)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	m.client = testnode.NewClient(t, hs.URL, testnode.Token(t, "alice"))
@@ -178,15 +195,38 @@ func TestAcknowledgedWritesAreRecorded(t *testing.T) {
 		t.Fatalf("%d acknowledgements, want 5: %+v", len(got), got)
 	}
 	for i, a := range got {
-		if a.partition != 0 || a.epoch != 4 || a.first.Epoch != 4 || a.last.Epoch != 4 || a.at.Before(before) || a.at.After(after) {
+		if a.Partition != 0 || a.Epoch != 4 || a.First.Epoch != 4 || a.Last.Epoch != 4 || a.At.Before(before) || a.At.After(after) || a.HandedOver {
 			t.Errorf("acknowledgement %d: %+v", i, a)
 		}
-		if i < 4 && (a.first != a.last || a.last.Seq != uint64(i+1)) {
-			t.Errorf("acknowledgement %d of one change: positions %s..%s, want 4.%d", i, a.first, a.last, i+1)
+		if i < 4 && (a.First != a.Last || a.Last.Seq != uint64(i+1)) {
+			t.Errorf("acknowledgement %d of one change: positions %s..%s, want 4.%d", i, a.First, a.Last, i+1)
 		}
 	}
 	// The erase deleted the one document left (the POST's).
-	if e := got[4]; e.first != e.last || e.last.Seq != 5 {
-		t.Errorf("erase acknowledged positions %s..%s, want 4.5", e.first, e.last)
+	if e := got[4]; e.First != e.Last || e.Last.Seq != 5 {
+		t.Errorf("erase acknowledged positions %s..%s, want 4.5", e.First, e.Last)
+	}
+}
+
+// A write whose lease ended in an orderly handoff that carried it is
+// acknowledged: the next master continues this history. The record says
+// so (it is an answer after the lease, accepting nothing).
+func TestWriteCarriedByAHandoffIsAcknowledged(t *testing.T) {
+	const docs = "/v1/users/alice/collections/c/documents"
+	for _, concern := range []string{"1", "majority"} {
+		t.Run("w="+concern, func(t *testing.T) {
+			m := startLapsingMaster(t)
+			m.arm(afterCommit, 0)
+			m.handoff.mu.Lock()
+			m.handoff.upTo = store.Position{Epoch: 4, Seq: 1}
+			m.handoff.mu.Unlock()
+			expectStatus(t, m.client.Do("PUT", docs+"/d", `{"v":1}`, "X-Write-Concern", concern), 201, "PUT handed over before its answer")
+			if got := m.acks.all(); len(got) != 1 || !got[0].HandedOver || got[0].Epoch != 4 {
+				t.Fatalf("acknowledgements %+v, want one, handed over, at epoch 4", got)
+			}
+			// A write the handoff did not carry (past its position) is not.
+			m.arm(afterCommit, 0)
+			expectProblem(t, m.client.Do("PUT", docs+"/d", `{"v":2}`, "X-Write-Concern", concern), 503, api.TypeTimeout, "PUT the handoff did not carry")
+		})
 	}
 }

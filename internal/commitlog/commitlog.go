@@ -40,6 +40,11 @@ type Record struct {
 	// At is when the node acknowledged them, in Unix nanoseconds of its
 	// wall clock.
 	At int64 `json:"at"`
+	// HandedOver: the node's lease had just ended in an orderly handoff
+	// that carried these writes to the next master, whose history holds
+	// them: the answer confirmed writes accepted under the lease, and At
+	// is after the lease.
+	HandedOver bool `json:"handed_over,omitempty"`
 	// Opened marks the line a node writes when it opens the log (a new
 	// process): it records no write. A torn line before it is the last
 	// of the previous process.
@@ -86,11 +91,11 @@ func Open(path, node string) (*Log, error) {
 	return l, nil
 }
 
-// Acknowledged records that this node acknowledged writes of partition
-// committed at positions first..last under epoch, at at. It is one
-// write(2).
-func (l *Log) Acknowledged(partition int, epoch uint64, first, last store.Position, at time.Time) error {
-	line, _ := json.Marshal(Record{Node: l.node, Partition: partition, Epoch: epoch, First: first, Last: last, At: at.UnixNano()})
+// Append records an acknowledgement by this log's node (r.Node is set
+// to it). It is one write(2).
+func (l *Log) Append(r Record) error {
+	r.Node = l.node
+	line, _ := json.Marshal(r)
 	line = append(line, '\n')
 	if _, err := l.f.Write(line); err != nil {
 		l.failed.Add(1)

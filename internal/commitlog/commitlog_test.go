@@ -36,7 +36,7 @@ func TestConcurrentRecordsAreWholeLines(t *testing.T) {
 			defer wg.Done()
 			for i := 1; i <= 100; i++ {
 				pos := store.Position{Epoch: 3, Seq: uint64(g*1000 + i)}
-				if err := l.Acknowledged(g, 3, pos, pos, time.Now()); err != nil {
+				if err := l.Append(Record{Partition: g, Epoch: 3, First: pos, Last: pos, At: time.Now().UnixNano()}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -70,7 +70,7 @@ func TestTornLastLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	pos := store.Position{Epoch: 2, Seq: 7}
-	if err := l.Acknowledged(1, 2, pos, pos, time.Now()); err != nil {
+	if err := l.Append(Record{Partition: 1, Epoch: 2, First: pos, Last: pos, At: time.Now().UnixNano()}); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
@@ -87,7 +87,7 @@ func TestTornLastLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	pos.Seq = 8
-	if err := l.Acknowledged(1, 2, pos, pos, time.Now()); err != nil {
+	if err := l.Append(Record{Partition: 1, Epoch: 2, First: pos, Last: pos, At: time.Now().UnixNano()}); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()

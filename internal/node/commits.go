@@ -4,9 +4,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/internal/commitlog"
 	"github.com/shoal-db/shoal/internal/logsafe"
-	"github.com/shoal-db/shoal/store"
 )
 
 // commitRecorder is COMMIT_LOG as the API sees it (api.Acknowledger):
@@ -27,10 +27,11 @@ func openCommitLog(path, node string, logger *slog.Logger) (*commitRecorder, err
 	return &commitRecorder{log: l, logger: logger, limit: logsafe.NewLimiter(5, time.Minute, time.Now)}, nil
 }
 
-func (c *commitRecorder) Acknowledged(partition int, epoch uint64, first, last store.Position, at time.Time) {
-	if err := c.log.Acknowledged(partition, epoch, first, last, at); err != nil {
+func (c *commitRecorder) Acknowledged(a api.Acknowledgement) {
+	err := c.log.Append(commitlog.Record{Partition: a.Partition, Epoch: a.Epoch, First: a.First, Last: a.Last, At: a.At.UnixNano(), HandedOver: a.HandedOver})
+	if err != nil {
 		if ok, held := c.limit.Allow(); ok {
-			c.logger.Error("could not record an acknowledged write", "partition", partition, "epoch", epoch, "err", err, "held_back", held)
+			c.logger.Error("could not record an acknowledged write", "partition", a.Partition, "epoch", a.Epoch, "err", err, "held_back", held)
 		}
 	}
 }

@@ -31,6 +31,10 @@ type WritersResult struct {
 	Logs       int // commit logs read
 	Opens      int // node processes that opened one
 	Torn       int // lines cut short by a kill in mid-write
+	// HandedOver counts acknowledgements made just after an orderly
+	// handoff that carried the writes (not checked: the next master's
+	// history holds them, so they accept nothing).
+	HandedOver int
 	// Conflicts are the pairs of acknowledgements that show two writers
 	// at once, in time order of the later one.
 	Conflicts []WriterConflict
@@ -60,10 +64,14 @@ func (c WriterConflict) String() string {
 // one ran out, so an acknowledgement under an older epoch after one under
 // a newer (a stale master answering after the next one started), or two
 // nodes under one epoch, is two nodes accepting writes at once. The same
-// node re-elected at a higher epoch is one writer.
+// node re-elected at a higher epoch is one writer. Acknowledgements
+// made after a handoff carried their writes are left out.
 func CheckWriters(recs []commitlog.Record) []WriterConflict {
 	byPart := map[int][]commitlog.Record{}
 	for _, r := range recs {
+		if r.HandedOver {
+			continue
+		}
 		byPart[r.Partition] = append(byPart[r.Partition], r)
 	}
 	var out []WriterConflict
@@ -136,6 +144,9 @@ func checkWriters(dir string) (WritersResult, error) {
 	parts := map[int]bool{}
 	for _, r := range recs {
 		parts[r.Partition] = true
+		if r.HandedOver {
+			res.HandedOver++
+		}
 	}
 	res.Acks, res.Partitions = len(recs), len(parts)
 	res.Conflicts = CheckWriters(recs)
@@ -148,8 +159,11 @@ func checkWriters(dir string) (WritersResult, error) {
 // Row is the report's line for the check.
 func (w WritersResult) Row() string {
 	torn := ""
+	if w.HandedOver > 0 {
+		torn = fmt.Sprintf(", %d after a handoff", w.HandedOver)
+	}
 	if w.Torn > 0 {
-		torn = fmt.Sprintf(", %d torn last lines", w.Torn)
+		torn += fmt.Sprintf(", %d torn last lines", w.Torn)
 	}
 	if len(w.Conflicts) == 0 {
 		return fmt.Sprintf("yes (%d acknowledgements, %d partitions, %d logs%s)", w.Acks, w.Partitions, w.Logs, torn)

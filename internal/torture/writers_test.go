@@ -57,6 +57,11 @@ func TestCheckWritersCatchesTwoWritersAtOnce(t *testing.T) {
 	}
 }
 
+func handedOver(r commitlog.Record) commitlog.Record {
+	r.HandedOver = true
+	return r
+}
+
 func itoa(e uint64) string { return strconv.FormatUint(e, 10) }
 
 func TestCheckWritersPassesOneWriterAtATime(t *testing.T) {
@@ -77,6 +82,9 @@ func TestCheckWritersPassesOneWriterAtATime(t *testing.T) {
 			ack("n2", 0, 4, 10, 1), ack("n1", 0, 3, 10, 1),
 		}},
 		{"nothing acknowledged", nil},
+		{"an answer after a handoff that carried the write", []commitlog.Record{
+			ack("n1", 0, 3, 10, 1), ack("n2", 0, 4, 20, 2), handedOver(ack("n1", 0, 3, 30, 1)),
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := CheckWriters(c.recs); len(got) != 0 {
@@ -103,7 +111,7 @@ func TestCheckWritersReadsEveryNodesLog(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, a := range n.acks {
-			if err := l.Acknowledged(a.Partition, a.Epoch, a.First, a.Last, a.Time()); err != nil {
+			if err := l.Append(a); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -129,7 +137,7 @@ func TestCheckWritersReadsEveryNodesLog(t *testing.T) {
 	// A stale record appended after node2's epoch 2 fails the check.
 	l, _ := commitlog.Open(filepath.Join(dir, "node1"+commitLogSuffix), "node1")
 	pos := store.Position{Epoch: 1, Seq: 2}
-	l.Acknowledged(0, 1, pos, pos, time.Unix(0, 40*int64(time.Millisecond)))
+	l.Append(commitlog.Record{Partition: 0, Epoch: 1, First: pos, Last: pos, At: 40 * int64(time.Millisecond)})
 	l.Close()
 	res, err = checkWriters(dir)
 	if err != nil || len(res.Conflicts) != 1 || res.Failure() == "" || !strings.HasPrefix(res.Row(), "NO") {
