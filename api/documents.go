@@ -196,7 +196,7 @@ func (s *Server) createDocument(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, res.Err)
 		return
 	}
-	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
+	if prob := s.confirmWrite(r, p, res.Doc.Pos, res.Doc.Pos); prob != nil {
 		writeProblem(w, prob)
 		return
 	}
@@ -263,7 +263,7 @@ func (s *Server) putDocument(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, res.Err)
 		return
 	}
-	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
+	if prob := s.confirmWrite(r, p, res.Doc.Pos, res.Doc.Pos); prob != nil {
 		writeProblem(w, prob)
 		return
 	}
@@ -330,7 +330,7 @@ func (s *Server) patchDocument(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, res.Err)
 		return
 	}
-	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
+	if prob := s.confirmWrite(r, p, res.Doc.Pos, res.Doc.Pos); prob != nil {
 		writeProblem(w, prob)
 		return
 	}
@@ -365,7 +365,7 @@ func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, res.Err)
 		return
 	}
-	if prob := s.awaitWriteConcern(r, p, res.Doc.Pos); prob != nil {
+	if prob := s.confirmWrite(r, p, res.Doc.Pos, res.Doc.Pos); prob != nil {
 		writeProblem(w, prob)
 		return
 	}
@@ -470,7 +470,7 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	deleted := 0
-	var last store.Position // the newest deletion, for the write concern
+	var first, last store.Position // the oldest and newest deletions, for the write concern
 	for start := 0; start < len(docs); start += eraseChunk {
 		chunk := docs[start:min(start+eraseChunk, len(docs))]
 		ops := make([]store.Op, len(chunk))
@@ -490,6 +490,9 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 				if res.Doc.Pos.Compare(last) > 0 {
 					last = res.Doc.Pos
 				}
+				if deleted == 1 || res.Doc.Pos.Compare(first) < 0 {
+					first = res.Doc.Pos
+				}
 			case errors.Is(res.Err, errAlreadyGone):
 			default:
 				s.storeError(w, r, fmt.Errorf("erased %d documents of %d, then: %w", deleted, len(docs), res.Err))
@@ -498,7 +501,7 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if deleted > 0 {
-		if prob := s.awaitWriteConcern(r, p, last); prob != nil {
+		if prob := s.confirmWrite(r, p, first, last); prob != nil {
 			writeProblem(w, prob)
 			return
 		}

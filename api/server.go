@@ -92,6 +92,9 @@ type Config struct {
 	Handoffs Handoffs
 	// Moves lists the partitions moving from this node (/v1/cluster).
 	Moves func() []MoveStatus
+	// Acknowledgements, if set, is told of every write this node
+	// acknowledges as a partition's master (COMMIT_LOG).
+	Acknowledgements Acknowledger
 }
 
 // Handoffs is what routing and the internal endpoints need from the node's

@@ -43,8 +43,9 @@ func TestTortureShortRun(t *testing.T) {
 			t.Errorf("no %s fault in the run", k)
 		}
 	}
-	if rep.Lists.Acked == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 {
-		t.Fatalf("nothing to check: %d list elements, %d w=1 writes, %d register writes acknowledged", rep.Lists.Acked, rep.W1.Acked, rep.History.DefiniteWrites)
+	if rep.Lists.Acked == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 || rep.Writers.Acks == 0 {
+		t.Fatalf("nothing to check: %d list elements, %d w=1 writes, %d register writes acknowledged, %d acknowledgements in the commit logs",
+			rep.Lists.Acked, rep.W1.Acked, rep.History.DefiniteWrites, rep.Writers.Acks)
 	}
 }
 

@@ -60,6 +60,9 @@ type Config struct {
 	MaxConcurrentMoves   int
 	StoreSync            string
 	TombstoneRetention   time.Duration
+	// CommitLog is where the node records each write it acknowledges as
+	// a partition's master (fault testing; empty: off).
+	CommitLog string
 }
 
 // Setting is one configuration key: its environment name, its flag name
@@ -146,6 +149,8 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownGrace, v) }},
 	{Key: "LOG_LEVEL", Default: "info", Help: "debug, info, warn or error",
 		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(v); return nil }},
+	{Key: "COMMIT_LOG", Default: "", Help: "for fault testing: a file to which the node appends one JSON line per write it acknowledges as a partition's master (node, partition, lease epoch, positions, time), so that a checker can tell whether two nodes accepted writes for one partition at once; costs one write(2) per acknowledged request; empty: off",
+		set: func(c *Config, v string) error { c.CommitLog = v; return nil }},
 }
 
 // Keys returns every configuration key, sorted.
@@ -324,6 +329,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("MAX_CONCURRENT_MOVES %d must be at least 1 (default 4)", c.MaxConcurrentMoves)
 	case c.TombstoneRetention <= 0:
 		return fmt.Errorf("TOMBSTONE_RETENTION %s must be positive (default 24h): it is how long deletes are kept for replicas that fall behind", c.TombstoneRetention)
+	case strings.HasSuffix(c.CommitLog, "/"):
+		return fmt.Errorf("COMMIT_LOG %q names a directory: give the file to append to (or leave it empty)", c.CommitLog)
 	case c.ReplicationFactor < 1 || c.ReplicationFactor > 7:
 		return fmt.Errorf("REPLICATION_FACTOR %d is out of range: use 1..7 (default 2)", c.ReplicationFactor)
 	}

@@ -37,6 +37,7 @@ type Node struct {
 	handoff *handoffs
 	promote *promotion
 	started time.Time
+	commits *commitRecorder // COMMIT_LOG (nil: off)
 
 	table    *shard.Table
 	place    *placement
@@ -171,6 +172,17 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 			table.Merge(shard.Assignment{Partition: p, Master: cfg.NodeID, Epoch: e, Responsible: []string{cfg.NodeID}})
 		}
 	}
+	var acks api.Acknowledger
+	if cfg.CommitLog != "" {
+		if n.commits, err = openCommitLog(cfg.CommitLog, cfg.NodeID, log); err != nil {
+			cl.Close()
+			ln.Close()
+			st.Close(ctx)
+			return nil, err
+		}
+		acks = n.commits
+		log.Warn("COMMIT_LOG is set: every acknowledged write is recorded (fault testing)", "path", cfg.CommitLog)
+	}
 	n.api = api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
 		MaxDocumentBytes: cfg.MaxDocumentBytes, MaxDocumentFields: cfg.MaxDocumentFields,
 		BodyReadTimeout: cfg.BodyReadTimeout, WriteTimeout: cfg.WriteTimeout,
@@ -178,7 +190,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		AuthSecret: []byte(cfg.AuthSecret), TokenAudience: cfg.TokenAudience, TokenMaxTTL: cfg.TokenMaxTTL, Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
 		Replication: n.shipper, Copies: n.copies, Committed: n.Committed, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
-		Moves: n.handoff.Moves}, st, n.writer)
+		Moves: n.handoff.Moves, Acknowledgements: acks}, st, n.writer)
 	// ReadTimeout and WriteTimeout bound what the server reads and writes
 	// outside the API's own per-request deadlines (see api deadlines):
 	// headers, the body a handler left unread, the server's own answers.
@@ -816,6 +828,11 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	if err := n.store.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("closing the store: %w", err))
+	}
+	if n.commits != nil {
+		if err := n.commits.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing COMMIT_LOG: %w", err))
+		}
 	}
 	n.log.Info("node stopped")
 	return errors.Join(errs...)

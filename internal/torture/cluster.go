@@ -290,7 +290,7 @@ func (n *Node) Start() error {
 	}
 	fmt.Fprintf(f, "=== torture: %s starting at %s\n", n.ID, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(n.binary, "serve")
-	cmd.Env = n.env
+	cmd.Env = append(append([]string(nil), n.env...), "COMMIT_LOG="+n.CommitLogPath())
 	cmd.Dir = n.DataDir // no stray .env file is read
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = sysProcAttr()

@@ -29,6 +29,9 @@ type Healed struct {
 	// of a passing one when KeepVisual.
 	Dir        string
 	KeepVisual bool
+	// CommitLogs is the directory of the nodes' COMMIT_LOG files
+	// (NODE.commits.jsonl) for the one-writer check; empty: no check.
+	CommitLogs string
 	// Log receives progress lines (nil: none).
 	Log func(format string, args ...any)
 }
@@ -145,6 +148,11 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 		rep.problem("%v", err)
 	}
 	rep.Registers = v
+	if c.CommitLogs != "" {
+		if rep.Writers, err = checkWriters(c.CommitLogs); err != nil {
+			rep.problem("reading the nodes' commit logs: %v", err)
+		}
+	}
 	rep.Availability = Unavailability(h.Attempts, rep.Executed, end)
 	for _, a := range h.Attempts {
 		if a.OK {

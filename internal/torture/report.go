@@ -28,6 +28,7 @@ type Report struct {
 	Compared       int // documents whose copies were compared
 	Diverged       []string
 	Availability   map[string]Outage
+	Writers        WritersResult // one writer per partition, from the nodes' commit logs
 	// Problems are failures that are not a checker's verdict (the cluster
 	// did not heal, a check could not be made).
 	Problems []string
@@ -69,6 +70,9 @@ func (r *Report) Failures() []string {
 			l = append(l, fmt.Sprintf("%s/%s (via %s, served by %s, at %.3fs)", w.User, w.ID, w.Via, w.ServedBy, w.Call.Seconds()))
 		}
 		out = append(out, fmt.Sprintf("%d acknowledged w=1 writes neither present nor in a rollback collection: %s", len(l), strings.Join(first(l, 20), ", ")))
+	}
+	if f := r.Writers.Failure(); f != "" {
+		out = append(out, f)
 	}
 	if len(r.Diverged) > 0 {
 		out = append(out, fmt.Sprintf("replicas did not converge:\n  %s", strings.Join(first(r.Diverged, 10), "\n  ")))
@@ -123,6 +127,7 @@ func (r *Report) Table() string {
 		conv = fmt.Sprintf("NO (%d differences)", len(r.Diverged))
 	}
 	row("converged", "%s: every copy at its master's position %s after healing; %d documents compared, whole", conv, r.Convergence.Round(time.Millisecond), r.Compared)
+	row("one writer per partition", "%s", r.Writers.Row())
 	kinds := []string{"none"}
 	for _, k := range sortedKeys(r.Availability) {
 		if k != "none" {

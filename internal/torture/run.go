@@ -178,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 
 // check runs every checker on the healed cluster.
 func (r *runner) check(ctx context.Context, rep *Report, h *History, healed time.Time) {
-	c := Healed{Token: r.c.Token, Dir: r.c.Dir, KeepVisual: r.cfg.Keep, Log: r.logf, Offline: map[string][]store.RolledBack{}}
+	c := Healed{Token: r.c.Token, Dir: r.c.Dir, KeepVisual: r.cfg.Keep, CommitLogs: r.c.Dir, Log: r.logf, Offline: map[string][]store.RolledBack{}}
 	for _, n := range r.c.Nodes {
 		if n.Running() {
 			c.Nodes = append(c.Nodes, Target{ID: n.ID, URL: n.URL()})
