@@ -423,11 +423,11 @@ func (n *Node) View(ctx context.Context, token string) (cluster.View, error) {
 
 // Placement is node n's placement of user.
 func (n *Node) Placement(ctx context.Context, token, user string) (api.PlacementView, error) {
-	return placementOf(ctx, Target{ID: n.ID, URL: n.URL()}, token, user)
+	return PlacementOf(ctx, Target{ID: n.ID, URL: n.URL()}, token, user)
 }
 
-// placementOf is node n's placement of user.
-func placementOf(ctx context.Context, n Target, token, user string) (api.PlacementView, error) {
+// PlacementOf is node n's placement of user, asked with token.
+func PlacementOf(ctx context.Context, n Target, token, user string) (api.PlacementView, error) {
 	var v api.PlacementView
 	code, err := getJSON(ctx, quick, n.URL+"/v1/users/"+user+"/placement", token, nil, &v)
 	if err == nil && code != 200 {

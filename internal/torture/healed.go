@@ -202,7 +202,7 @@ func (c Healed) positions(ctx context.Context, keys map[string][]string) ([]Part
 	}
 	sort.Strings(users)
 	for _, u := range users {
-		p, err := placementOf(ctx, c.Nodes[0], c.Token, u)
+		p, err := PlacementOf(ctx, c.Nodes[0], c.Token, u)
 		if err != nil {
 			return nil, err.Error()
 		}
@@ -216,7 +216,7 @@ func (c Healed) positions(ctx context.Context, keys map[string][]string) ([]Part
 			if err != nil {
 				return nil, err.Error()
 			}
-			q, err := placementOf(ctx, n, c.Token, u)
+			q, err := PlacementOf(ctx, n, c.Token, u)
 			if err != nil {
 				return nil, err.Error()
 			}
@@ -236,7 +236,7 @@ func (c Healed) positions(ctx context.Context, keys map[string][]string) ([]Part
 func (c Healed) localCopies(ctx context.Context, parts []PartitionCopies, keys map[string][]string) ([]KeyCopies, string) {
 	var out []KeyCopies
 	for _, u := range sortedUsers(keys) {
-		p, err := placementOf(ctx, c.Nodes[0], c.Token, u)
+		p, err := PlacementOf(ctx, c.Nodes[0], c.Token, u)
 		if err != nil {
 			return nil, err.Error()
 		}

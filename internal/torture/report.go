@@ -2,6 +2,7 @@ package torture
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -98,10 +99,12 @@ func (r *Report) Table() string {
 	row("seed", "%d (%d nodes)", r.Seed, r.Nodes)
 	var faults []string
 	for _, k := range FaultKinds {
-		faults = append(faults, fmt.Sprintf("%s %d", k, r.Faults[k]))
+		if _, ok := r.Faults[k]; ok || len(r.Planned) > 0 {
+			faults = append(faults, fmt.Sprintf("%s %d", k, r.Faults[k]))
+		}
 	}
 	for _, k := range sortedKeys(r.Faults) {
-		if strings.Contains(k, "+") {
+		if !slices.Contains(FaultKinds, k) {
 			faults = append(faults, fmt.Sprintf("%s %d", k, r.Faults[k]))
 		}
 	}
