@@ -46,6 +46,10 @@ type ClusterOptions struct {
 	// node. Empty: a new temporary directory, which Close removes unless
 	// told to keep it.
 	Dir string
+	// Netns runs every node in a network namespace of its own (Linux,
+	// root and iproute2; see Network) instead of on 127.0.0.1, so that
+	// links between nodes can be cut.
+	Netns bool
 }
 
 // Cluster is a running cluster of `shoal serve` processes.
@@ -55,6 +59,12 @@ type Cluster struct {
 	PeersFile string
 	// Token is an admin token the nodes accept.
 	Token string
+	// Net is the namespaced network (nil: the nodes are on 127.0.0.1).
+	Net *Network
+	// Dial reaches the nodes (from the clients' namespace with Net); HTTP
+	// is a client through it with a short timeout.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	HTTP *http.Client
 
 	ownDir bool
 	stop   context.CancelFunc
@@ -64,12 +74,15 @@ type Cluster struct {
 // Node is one `shoal serve` process of a Cluster, restartable on its data.
 type Node struct {
 	ID           string
+	Host         string // the address it listens on
 	HTTP, Gossip int
 	DataDir      string
 	LogPath      string
 
 	binary string
 	env    []string
+	hc     *http.Client                           // the cluster's HTTP
+	start  func(cmd *exec.Cmd, wait func()) error // starts cmd, then has wait run once it started
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -79,7 +92,7 @@ type Node struct {
 }
 
 // URL is the node's API base URL.
-func (n *Node) URL() string { return fmt.Sprintf("http://127.0.0.1:%d", n.HTTP) }
+func (n *Node) URL() string { return fmt.Sprintf("http://%s:%d", n.Host, n.HTTP) }
 
 // StartCluster starts the nodes. Every process is killed, and a temporary
 // Dir removed, by Close, and the processes also when ctx ends; on error
@@ -110,28 +123,45 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 	if c.Token, err = api.MintToken([]byte(authSecret), api.TokenSpec{Admin: true, Audience: config.Defaults().TokenAudience, TTL: 24 * time.Hour}); err != nil {
 		return c, err
 	}
-	ports, err := freePorts(2 * o.Nodes)
-	if err != nil {
+	c.Dial = (&net.Dialer{}).DialContext
+	var ports []int
+	if o.Netns {
+		var ids []string
+		for i := 0; i < o.Nodes; i++ {
+			ids = append(ids, fmt.Sprintf("node%d", i+1))
+		}
+		if c.Net, err = NewNetwork(ids); err != nil {
+			return c, err
+		}
+		c.Dial = c.Net.DialContext
+		for range o.Nodes { // a namespace each: the same ports for all
+			ports = append(ports, 8080, 7946)
+		}
+	} else if ports, err = freePorts(2 * o.Nodes); err != nil {
 		return c, err
 	}
+	c.HTTP = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: c.Dial, MaxIdleConnsPerHost: 4}}
 	var doc struct {
 		Peers []map[string]any `json:"peers"`
 	}
 	c.PeersFile = filepath.Join(c.Dir, "peers.json")
 	for i := 0; i < o.Nodes; i++ {
-		n := &Node{ID: fmt.Sprintf("node%d", i+1), HTTP: ports[2*i], Gossip: ports[2*i+1], binary: o.Binary}
+		n := &Node{ID: fmt.Sprintf("node%d", i+1), Host: "127.0.0.1", HTTP: ports[2*i], Gossip: ports[2*i+1], binary: o.Binary, hc: c.HTTP, start: startHere}
+		if c.Net != nil {
+			n.Host, n.start = c.Net.Addr(n.ID), c.Net.starter(n.ID)
+		}
 		n.DataDir = filepath.Join(c.Dir, n.ID)
 		n.LogPath = filepath.Join(c.Dir, n.ID+".log")
 		if err := os.MkdirAll(n.DataDir, 0o700); err != nil {
 			return c, err
 		}
 		n.env = append(childEnv(), o.Env...)
-		n.env = append(n.env, "NODE_ID="+n.ID, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", n.HTTP), fmt.Sprintf("GOSSIP_ADDR=127.0.0.1:%d", n.Gossip),
+		n.env = append(n.env, "NODE_ID="+n.ID, fmt.Sprintf("HTTP_ADDR=%s:%d", n.Host, n.HTTP), fmt.Sprintf("GOSSIP_ADDR=%s:%d", n.Host, n.Gossip),
 			"DATA_DIR="+n.DataDir, "PEERS_ENDPOINT="+c.PeersFile, "PEERS_REFRESH=1s", "AUTH_SECRET="+authSecret,
 			"CLUSTER_SECRET="+clusterSecret, "GOSSIP_INTERVAL="+gossipInterval.String(), "GOSSIP_SUSPECT_TIMEOUT="+gossipSuspect.String())
 		n.env = append(n.env, o.Settings...)
 		c.Nodes = append(c.Nodes, n)
-		doc.Peers = append(doc.Peers, map[string]any{"id": n.ID, "url": n.URL(), "gossip": fmt.Sprintf("127.0.0.1:%d", n.Gossip), "voter": true})
+		doc.Peers = append(doc.Peers, map[string]any{"id": n.ID, "url": n.URL(), "gossip": fmt.Sprintf("%s:%d", n.Host, n.Gossip), "voter": true})
 	}
 	data, _ := json.Marshal(doc)
 	if err := os.WriteFile(c.PeersFile, data, 0o644); err != nil {
@@ -148,6 +178,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 		defer close(c.done)
 		<-watch.Done()
 		c.killAll()
+		if c.Net != nil {
+			c.Net.Close()
+		}
 	}()
 	return c, nil
 }
@@ -205,18 +238,24 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// Close kills every node and waits for them, then removes a temporary
-// Dir unless keep. It may be called more than once.
-func (c *Cluster) Close(keep bool) {
+// Close kills every node and waits for them, deletes the namespaces of
+// Net, then removes a temporary Dir unless keep. It may be called more
+// than once.
+func (c *Cluster) Close(keep bool) error {
 	if c.stop != nil {
 		c.stop()
 		<-c.done
 	} else {
 		c.killAll()
 	}
+	var err error
+	if c.Net != nil {
+		err = c.Net.Close()
+	}
 	if c.ownDir && !keep {
 		os.RemoveAll(c.Dir)
 	}
+	return err
 }
 
 func (c *Cluster) killAll() {
@@ -243,12 +282,11 @@ func (n *Node) Start() error {
 	cmd.Dir = n.DataDir // no stray .env file is read
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	exited := make(chan struct{})
+	if err := n.start(cmd, func() { cmd.Wait(); f.Close(); close(exited) }); err != nil {
 		f.Close()
 		return fmt.Errorf("starting %s: %w", n.ID, err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); f.Close(); close(exited) }()
 	n.cmd, n.exited, n.log, n.paused = cmd, exited, f, false
 	return nil
 }
@@ -330,12 +368,19 @@ func getJSON(ctx context.Context, hc *http.Client, url, token string, hdr map[st
 	return 200, nil
 }
 
-var quick = &http.Client{Timeout: 2 * time.Second}
+// startHere starts cmd in this process's network namespace.
+func startHere(cmd *exec.Cmd, wait func()) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go wait()
+	return nil
+}
 
 // View is node n's view of the cluster.
 func (n *Node) View(ctx context.Context, token string) (cluster.View, error) {
 	var v cluster.View
-	code, err := getJSON(ctx, quick, n.URL()+"/v1/cluster", token, nil, &v)
+	code, err := getJSON(ctx, n.hc, n.URL()+"/v1/cluster", token, nil, &v)
 	if err == nil && code != 200 {
 		err = fmt.Errorf("%s answered /v1/cluster with %d", n.ID, code)
 	}
@@ -345,7 +390,7 @@ func (n *Node) View(ctx context.Context, token string) (cluster.View, error) {
 // Placement is node n's placement of user.
 func (n *Node) Placement(ctx context.Context, token, user string) (api.PlacementView, error) {
 	var v api.PlacementView
-	code, err := getJSON(ctx, quick, n.URL()+"/v1/users/"+user+"/placement", token, nil, &v)
+	code, err := getJSON(ctx, n.hc, n.URL()+"/v1/users/"+user+"/placement", token, nil, &v)
 	if err == nil && code != 200 {
 		err = fmt.Errorf("%s answered the placement of %s with %d", n.ID, user, code)
 	}

@@ -404,7 +404,7 @@ func readLocal(ctx context.Context, n *Node, token, user, key string) (Copy, err
 	req, _ := http.NewRequestWithContext(ctx, "GET", docURL(Target{ID: n.ID, URL: n.URL()}, user, coll, id), nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("X-Read-Preference", "local")
-	resp, err := quick.Do(req)
+	resp, err := n.hc.Do(req)
 	if err != nil {
 		return Copy{}, err
 	}
@@ -429,7 +429,7 @@ func (r *runner) rollbacks(ctx context.Context) (map[string]bool, int, error) {
 		var v struct {
 			RolledBack []store.RolledBack `json:"rolled_back"`
 		}
-		code, err := getJSON(ctx, quick, node.URL()+"/v1/admin/rollback?limit=10000", r.c.Token, nil, &v)
+		code, err := getJSON(ctx, node.hc, node.URL()+"/v1/admin/rollback?limit=10000", r.c.Token, nil, &v)
 		if err == nil && code != 200 {
 			err = fmt.Errorf("%s answered %d", node.ID, code)
 		}
@@ -458,7 +458,7 @@ func (r *runner) finalReads(ctx context.Context, h *History) (map[string]FinalRe
 			req, _ := http.NewRequestWithContext(ctx, "GET", docURL(Target{ID: n.ID, URL: n.URL()}, h.RegisterUser, registerColl, doc), nil)
 			req.Header.Set("Authorization", "Bearer "+r.c.Token)
 			req.Header.Set("X-Read-Concern", string(ReadLinearizable))
-			resp, err := quick.Do(req)
+			resp, err := n.hc.Do(req)
 			if err != nil {
 				return false, err.Error()
 			}
