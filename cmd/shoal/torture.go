@@ -24,13 +24,16 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	keep := fs.Bool("keep", false, "keep the nodes' logs and data directories (a failing run always keeps them)")
 	binary := fs.String("binary", "", "the shoal binary the nodes run (default: this executable)")
 	dir := fs.String("dir", "", "directory for the nodes' data and logs (default: a new temporary directory)")
+	network := fs.String("network", torture.NetAuto, "loopback (every node on 127.0.0.1), netns (a network namespace per node, which adds link cuts; needs root and iproute2) or auto (netns when it can)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--keep] [--binary PATH] [--dir DIR]")
-		fmt.Fprintln(stderr, "Runs a fault suite on loopback: starts --nodes `shoal serve` processes of --binary (it builds nothing),")
+		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--keep] [--binary PATH] [--dir DIR] [--network auto|netns|loopback]")
+		fmt.Fprintln(stderr, "Runs a fault suite: starts --nodes `shoal serve` processes of --binary (it builds nothing),")
 		fmt.Fprintln(stderr, "clients doing majority puts, compare-and-sets after linearizable reads and linearizable reads of registers,")
 		fmt.Fprintln(stderr, "w=1 writes of keys written once, and majority appends to per-user lists, while a nemesis injects one fault at")
 		fmt.Fprintln(stderr, "a time on a schedule derived from --seed: kill -9 and restart of the registers' master, of one of its replicas,")
-		fmt.Fprintln(stderr, "or of every node at once, and SIGSTOP/SIGCONT of the master for longer than LEASE_TTL. Then it heals and checks:")
+		fmt.Fprintln(stderr, "or of every node at once, and SIGSTOP/SIGCONT of the master for longer than LEASE_TTL; with --network netns also")
+		fmt.Fprintln(stderr, "link cuts between nodes (clients still reach every node): the master isolated from the other nodes, a replica")
+		fmt.Fprintln(stderr, "isolated, and a bridge (two sides that do not reach each other, one node that reaches both). Then it heals and checks:")
 		fmt.Fprintln(stderr, "linearizability per register (porcupine), no acknowledged majority write lost, every acknowledged w=1 write")
 		fmt.Fprintln(stderr, "present or in a rollback collection, replicas converged to their master, and the longest write outage per")
 		fmt.Fprintln(stderr, "fault kind. It prints a table and exits 0 if every check passed, 1 if one failed (logs and porcupine's")
@@ -55,11 +58,15 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal torture: --duration %s: use a positive duration\n", *duration)
 		return 2
 	}
+	if *network != torture.NetAuto && *network != torture.NetNetns && *network != torture.NetLoopback {
+		fmt.Fprintf(stderr, "shoal torture: --network %q: use auto, netns or loopback\n", *network)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(stdout, "shoal torture: seed %d (repeat with --seed %d)\n", *seed, *seed)
 	rep, err := torture.Run(ctx, torture.Config{Binary: *binary, Env: tortureEnv, Nodes: *nodes, Duration: *duration, Seed: *seed,
-		Clients: *clients, Dir: *dir, Keep: *keep, Log: stdout})
+		Clients: *clients, Dir: *dir, Keep: *keep, Log: stdout, Network: *network})
 	if rep != nil && rep.History != nil {
 		fmt.Fprint(stdout, "\n"+rep.Table())
 	}

@@ -152,21 +152,24 @@ func TestUnavailabilityPerFaultKind(t *testing.T) {
 }
 
 func TestScheduleIsTheSeeds(t *testing.T) {
-	a, b, c := Schedule(7, time.Minute), Schedule(7, time.Minute), Schedule(8, time.Minute)
-	if FormatSchedule(a) != FormatSchedule(b) {
-		t.Fatalf("one seed, two schedules:\n%s\n%s", FormatSchedule(a), FormatSchedule(b))
-	}
-	if FormatSchedule(a) == FormatSchedule(c) {
-		t.Fatalf("seeds 7 and 8 give the same schedule:\n%s", FormatSchedule(a))
-	}
-	seen := map[string]bool{}
-	for _, s := range a[:len(FaultKinds)] {
-		seen[s.Kind] = true
-		if s.Kind == PauseMaster && s.Hold <= leaseTTL {
-			t.Fatalf("a pause of %s, not longer than LEASE_TTL %s", s.Hold, leaseTTL)
+	for _, network := range []string{NetLoopback, NetNetns} {
+		kinds := KindsFor(network)
+		a, b, c := Schedule(7, time.Minute, kinds), Schedule(7, time.Minute, kinds), Schedule(8, time.Minute, kinds)
+		if FormatSchedule(a) != FormatSchedule(b) {
+			t.Fatalf("%s: one seed, two schedules:\n%s\n%s", network, FormatSchedule(a), FormatSchedule(b))
 		}
-	}
-	if len(seen) != len(FaultKinds) {
-		t.Fatalf("the first %d faults are not one of each kind:\n%s", len(FaultKinds), FormatSchedule(a))
+		if FormatSchedule(a) == FormatSchedule(c) {
+			t.Fatalf("%s: seeds 7 and 8 give the same schedule:\n%s", network, FormatSchedule(a))
+		}
+		seen := map[string]bool{}
+		for _, s := range a[:len(kinds)] {
+			seen[s.Kind] = true
+			if (s.Kind == PauseMaster || s.Kind == IsolateMaster || s.Kind == Bridge) && s.Hold <= leaseTTL {
+				t.Fatalf("%s: a %s of %s, not longer than LEASE_TTL %s", network, s.Kind, s.Hold, leaseTTL)
+			}
+		}
+		if len(seen) != len(kinds) {
+			t.Fatalf("%s: the first %d faults are not one of each kind:\n%s", network, len(kinds), FormatSchedule(a))
+		}
 	}
 }

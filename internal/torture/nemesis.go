@@ -14,10 +14,17 @@ const (
 	KillReplica = "kill-replica" // kill -9 of one of its replicas, restarted after the hold
 	KillAll     = "kill-all"     // kill -9 of every node at once, all restarted after the hold
 	PauseMaster = "pause-master" // SIGSTOP of the registers' master for longer than LEASE_TTL, then SIGCONT
+	// Link cuts (the netns network only; the clients reach every node).
+	IsolateMaster  = "isolate-master"  // the registers' master cut from every other node for longer than LEASE_TTL
+	IsolateReplica = "isolate-replica" // one of its replicas cut from every other node
+	Bridge         = "bridge"          // two sides that do not reach each other, and one node that reaches both
 )
 
-// FaultKinds are every kind the nemesis injects.
+// FaultKinds are every kind the nemesis injects on any network.
 var FaultKinds = []string{KillMaster, KillReplica, KillAll, PauseMaster}
+
+// LinkFaultKinds are the kinds it injects when the network can cut links.
+var LinkFaultKinds = []string{IsolateMaster, IsolateReplica, Bridge}
 
 // leaseTTL is the nodes' LEASE_TTL (the default): a pause outlasts it.
 const leaseTTL = 3 * time.Second
@@ -40,23 +47,28 @@ func (s Step) String() string {
 // again after a fault (the run waits for it, however long it takes).
 const recoveryGuess = 5 * time.Second
 
-// Schedule is the faults planned for a run of about duration: every kind
-// once in a seeded order, again and again, and at least one of each. The
-// same seed gives the same schedule; the run starts no fault once
-// duration has passed, except to have injected one of each kind.
-func Schedule(seed uint64, duration time.Duration) []Step {
+// Schedule is the faults of kinds planned for a run of about duration:
+// every kind once in a seeded order, again and again, and at least one of
+// each. The same seed and kinds give the same schedule; the run starts no
+// fault once duration has passed, except to have injected one of each
+// kind.
+func Schedule(seed uint64, duration time.Duration, kinds []string) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x7047))
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
 	var out []Step
 	planned := 5 * time.Second // the workload runs alone first
 	for planned < duration || len(out) == 0 {
-		kinds := append([]string(nil), FaultKinds...)
+		kinds := append([]string(nil), kinds...)
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 		for _, k := range kinds {
 			s := Step{Kind: k, Quiet: ms(1000, 3000), Pick: rng.IntN(1 << 16)}
 			switch k {
 			case PauseMaster:
 				s.Hold = leaseTTL + ms(500, 2500)
+			case IsolateMaster, Bridge:
+				s.Hold = leaseTTL + ms(1000, 3000) // another node's lease round, and gossip's verdict
+			case IsolateReplica:
+				s.Hold = ms(1000, 4000)
 			case KillAll:
 				s.Hold = ms(300, 2000)
 			default:
@@ -64,7 +76,7 @@ func Schedule(seed uint64, duration time.Duration) []Step {
 			}
 			out = append(out, s)
 			planned += s.Hold + s.Quiet + recoveryGuess
-			if planned >= duration && len(out) >= len(FaultKinds) {
+			if planned >= duration && len(out) >= len(kinds) {
 				break
 			}
 		}
@@ -116,6 +128,7 @@ func (r *runner) inject(ctx context.Context, s Step) (Fault, error) {
 	}
 	f := Fault{Kind: s.Kind}
 	var victims []*Node
+	var cuts [][2]string
 	switch s.Kind {
 	case KillMaster, PauseMaster:
 		f.Target = master
@@ -133,8 +146,17 @@ func (r *runner) inject(ctx context.Context, s Step) (Fault, error) {
 	case KillAll:
 		f.Target = "every node"
 		victims = r.c.Nodes
+	case IsolateMaster, IsolateReplica, Bridge:
+		var ids []string
+		for _, n := range r.c.Nodes {
+			ids = append(ids, n.ID)
+		}
+		var err error
+		if f.Target, cuts, err = cutPlan(s.Kind, s.Pick, ids, master, responsible); err != nil {
+			return Fault{}, err
+		}
 	}
-	if victims == nil {
+	if victims == nil && cuts == nil {
 		n, err := r.c.Node(f.Target)
 		if err != nil {
 			return Fault{}, err
@@ -144,6 +166,9 @@ func (r *runner) inject(ctx context.Context, s Step) (Fault, error) {
 	f.Start = r.w.Since()
 	r.w.Mark(fmt.Sprintf("%s: %s", s.Kind, f.Target))
 	r.logf("fault %s of %s for %s", s.Kind, f.Target, s.Hold)
+	if err := r.c.Cut(cuts); err != nil {
+		return f, err
+	}
 	for _, n := range victims {
 		if s.Kind == PauseMaster {
 			if err := n.Pause(); err != nil {
@@ -157,6 +182,9 @@ func (r *runner) inject(ctx context.Context, s Step) (Fault, error) {
 	case <-ctx.Done():
 		return f, ctx.Err()
 	case <-time.After(s.Hold):
+	}
+	if err := r.c.Heal(cuts); err != nil {
+		return f, err
 	}
 	for _, n := range victims {
 		var err error

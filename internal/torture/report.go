@@ -13,6 +13,7 @@ import (
 type Report struct {
 	Seed     uint64
 	Nodes    int
+	Network  string // NetLoopback or NetNetns
 	Planned  []Step
 	Executed []Fault
 	Faults   map[string]int // executed, by kind
@@ -87,9 +88,9 @@ func first(l []string, n int) []string {
 func (r *Report) Table() string {
 	var b strings.Builder
 	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-34s %s\n", k, fmt.Sprintf(format, args...)) }
-	row("seed", "%d (%d nodes)", r.Seed, r.Nodes)
+	row("seed", "%d (%d nodes, %s network)", r.Seed, r.Nodes, r.Network)
 	var faults []string
-	for _, k := range FaultKinds {
+	for _, k := range KindsFor(r.Network) {
 		faults = append(faults, fmt.Sprintf("%s %d", k, r.Faults[k]))
 	}
 	row("faults", "%s (%d planned)", strings.Join(faults, ", "), len(r.Planned))
@@ -114,7 +115,7 @@ func (r *Report) Table() string {
 		conv = fmt.Sprintf("NO (%d differences)", len(r.Diverged))
 	}
 	row("converged", "%s, %s after healing", conv, r.Convergence.Round(time.Millisecond))
-	for _, k := range append([]string{"none"}, FaultKinds...) {
+	for _, k := range append([]string{"none"}, KindsFor(r.Network)...) {
 		o, ok := r.Availability[k]
 		if !ok {
 			continue
