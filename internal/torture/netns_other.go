@@ -33,3 +33,6 @@ func (nw *Network) Cut(pairs [][2]string) error  { return errNoNetns }
 func (nw *Network) Heal(pairs [][2]string) error { return errNoNetns }
 func (nw *Network) HealAll() error               { return nil }
 func (nw *Network) Close() error                 { return nil }
+
+// ListNetns fails: network namespaces are Linux only.
+func ListNetns() ([]string, error) { return nil, errNoNetns }
