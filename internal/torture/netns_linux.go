@@ -39,6 +39,9 @@ import (
 // and the member ("shoalt4242-1-node1"): SweepNetns removes those of a
 // process that is gone, and only those.
 type Network struct {
+	// Swept are the namespaces of dead runs NewNetwork removed first.
+	Swept []string
+
 	prefix string // "shoalt<pid>-<k>-"
 	hub    string
 	client *netns
@@ -120,10 +123,11 @@ func NewNetwork(ids []string) (nw *Network, err error) {
 	if len(ids) > 240 {
 		return nil, fmt.Errorf("%d nodes: the namespaced network holds at most 240", len(ids))
 	}
-	if _, err := SweepNetns(); err != nil {
+	swept, err := SweepNetns()
+	if err != nil {
 		return nil, err
 	}
-	nw = &Network{prefix: fmt.Sprintf("%s%d-%d-", netnsPrefix, os.Getpid(), netnsCount.Add(1)), nodes: map[string]*netns{}, cuts: map[[2]string]bool{}}
+	nw = &Network{Swept: swept, prefix: fmt.Sprintf("%s%d-%d-", netnsPrefix, os.Getpid(), netnsCount.Add(1)), nodes: map[string]*netns{}, cuts: map[[2]string]bool{}}
 	defer func() {
 		if err != nil {
 			nw.Close()

@@ -10,7 +10,7 @@ import (
 )
 
 // Network is the namespaced network of a cluster; only Linux has one.
-type Network struct{}
+type Network struct{ Swept []string }
 
 var errNoNetns = errors.New("network namespaces are Linux only")
 

@@ -103,6 +103,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	r.c = c
 	rep.Dir = c.Dir
+	if c.Net != nil && len(c.Net.Swept) > 0 {
+		r.logf("removed %d network namespaces of runs no longer alive: %s", len(c.Net.Swept), strings.Join(c.Net.Swept, " "))
+	}
 	defer func() {
 		keep := cfg.Keep || err != nil || rep.Failed()
 		if cerr := c.Close(keep); cerr != nil {
