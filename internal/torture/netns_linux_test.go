@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -197,5 +198,75 @@ func TestSweepNetns(t *testing.T) {
 	}
 	if has[gone] || !has[live] {
 		t.Fatalf("after the sweep: %v; want %s gone and %s kept", left, gone, live)
+	}
+}
+
+// Nodes run inside their own namespace, as the very process the cluster
+// signals; when the context ends, every namespace goes with the nodes.
+func TestClusterInNetns(t *testing.T) {
+	needNetns(t)
+	dir := t.TempDir()
+	// A stand-in for `shoal serve`: it notes its pid and network
+	// namespace, then stays (exec keeps the pid).
+	bin := filepath.Join(dir, "fake-shoal")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho $$ > \"$DATA_DIR/pid\"\nreadlink /proc/self/ns/net > \"$DATA_DIR/netns\"\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := StartCluster(ctx, ClusterOptions{Binary: bin, Nodes: 2, Netns: true, Dir: filepath.Join(dir, "cluster")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(false)
+	names := c.Net.Namespaces()
+	for _, n := range c.Nodes {
+		var pid, ns string
+		if _, err := await(ctx, 10*time.Second, n.ID+" noting its pid and namespace", func() (bool, string) {
+			p, err1 := os.ReadFile(filepath.Join(n.DataDir, "pid"))
+			s, err2 := os.ReadFile(filepath.Join(n.DataDir, "netns"))
+			pid, ns = strings.TrimSpace(string(p)), strings.TrimSpace(string(s))
+			return err1 == nil && err2 == nil && pid != "" && ns != "", fmt.Sprint(err1, err2)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		n.mu.Lock()
+		want := n.cmd.Process.Pid
+		n.mu.Unlock()
+		if pid != fmt.Sprint(want) {
+			t.Fatalf("%s runs as pid %s, the cluster signals %d", n.ID, pid, want)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join("/run/netns", c.Net.prefix+n.ID), &st); err != nil {
+			t.Fatal(err)
+		}
+		if wantNS := fmt.Sprintf("net:[%d]", st.Ino); ns != wantNS {
+			t.Fatalf("%s runs in namespace %s, want its own %s", n.ID, ns, wantNS)
+		}
+		if n.URL() != "http://"+c.Net.Addr(n.ID)+":8080" {
+			t.Fatalf("%s's URL is %s", n.ID, n.URL())
+		}
+	}
+	cancel()
+	if _, err := await(context.Background(), 10*time.Second, "no namespace left once the context ended", func() (bool, string) {
+		left, err := ListNetns()
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, l := range left {
+			for _, m := range names {
+				if l == m {
+					return false, l + " is left"
+				}
+			}
+		}
+		return true, ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		if n.Running() {
+			t.Fatalf("%s still runs after the context ended", n.ID)
+		}
 	}
 }
