@@ -26,19 +26,23 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	binary := fs.String("binary", "", "the shoal binary the nodes run (default: this executable)")
 	dir := fs.String("dir", "", "directory for the nodes' data and logs (default: a new temporary directory); with --runs, one subdirectory per run")
 	runs := fs.Int("runs", 1, "consecutive runs, of seeds --seed, --seed+1, ...; it stops at the first failing run and prints a summary of all")
+	network := fs.String("network", torture.NetAuto, "loopback (every node on 127.0.0.1), netns (a network namespace per node, which adds link cuts; needs root and iproute2) or auto (netns when it can)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1] [--keep] [--binary PATH] [--dir DIR]")
-		fmt.Fprintln(stderr, "Runs a fault suite on loopback: starts --nodes `shoal serve` processes of --binary (it builds nothing),")
-		fmt.Fprintln(stderr, "and one spare node, with clients doing majority puts, compare-and-sets after linearizable reads and")
-		fmt.Fprintln(stderr, "linearizable reads of registers, w=1 writes of keys written once, and majority appends to per-user lists,")
-		fmt.Fprintln(stderr, "while a nemesis injects faults on a schedule derived from --seed: kill -9 and restart of the registers'")
-		fmt.Fprintln(stderr, "master, of one of its replicas, or of every node at once; SIGSTOP/SIGCONT of the master for longer than")
-		fmt.Fprintln(stderr, "LEASE_TTL; the spare put into the peer list under load, and taken out (it drains, then is stopped); and")
-		fmt.Fprintln(stderr, "pairs of these overlapping. Then it heals and checks: linearizability per register (porcupine), no")
-		fmt.Fprintln(stderr, "acknowledged majority write lost, every acknowledged w=1 write present or in a rollback collection,")
-		fmt.Fprintln(stderr, "every copy converged to its master's exact content, and the longest write outage per fault kind.")
-		fmt.Fprintln(stderr, "It prints a table (and with --runs, a summary) and exits 0 if every check passed, 1 if one failed (logs")
-		fmt.Fprintln(stderr, "and porcupine's visualization are kept; the table says where), 2 on a usage error.")
+		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1] [--keep] [--binary PATH] [--dir DIR] [--network auto|netns|loopback]")
+		fmt.Fprintln(stderr, "Runs a fault suite: starts --nodes `shoal serve` processes of --binary (it builds nothing) and one spare")
+		fmt.Fprintln(stderr, "node, with clients doing majority puts, compare-and-sets after linearizable reads and linearizable reads of")
+		fmt.Fprintln(stderr, "registers, w=1 writes of keys written once, and majority appends to per-user lists, while a nemesis injects")
+		fmt.Fprintln(stderr, "faults on a schedule derived from --seed: kill -9 and restart of the registers' master, of one of its replicas,")
+		fmt.Fprintln(stderr, "or of every node at once; SIGSTOP/SIGCONT of the master for longer than LEASE_TTL; the spare put into the peer")
+		fmt.Fprintln(stderr, "list under load, and taken out (it drains, then is stopped); with --network netns also link cuts between nodes")
+		fmt.Fprintln(stderr, "(clients still reach every node): the master isolated from the other nodes, a replica isolated, and a bridge")
+		fmt.Fprintln(stderr, "(two sides that do not reach each other, one node that reaches both); and pairs of these overlapping. Then it")
+		fmt.Fprintln(stderr, "heals and checks: linearizability per register (porcupine), no acknowledged majority write lost, every")
+		fmt.Fprintln(stderr, "acknowledged w=1 write present or in a rollback collection, every copy converged to its master's exact")
+		fmt.Fprintln(stderr, "content, never two nodes acknowledging writes of one partition at once (the nodes' COMMIT_LOG), and the")
+		fmt.Fprintln(stderr, "longest write outage per fault kind. It prints a table (and with --runs, a summary) and exits 0 if every")
+		fmt.Fprintln(stderr, "check passed, 1 if one failed (logs and porcupine's visualization are kept; the table says where), 2 on a")
+		fmt.Fprintln(stderr, "usage error.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseArgs(fs, args, stderr, 2); done {
@@ -63,6 +67,10 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal torture: --runs %d: use at least 1\n", *runs)
 		return 2
 	}
+	if *network != torture.NetAuto && *network != torture.NetNetns && *network != torture.NetLoopback {
+		fmt.Fprintf(stderr, "shoal torture: --network %q: use auto, netns or loopback\n", *network)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var sum torture.Summary
@@ -77,7 +85,7 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "shoal torture: seed %d (repeat with --seed %d)\n", s, s)
 		rep, err := torture.Run(ctx, torture.Config{Binary: *binary, Env: tortureEnv, Nodes: *nodes, Duration: *duration, Seed: s,
-			Clients: *clients, Dir: d, Keep: *keep, Log: stdout})
+			Clients: *clients, Dir: d, Keep: *keep, Log: stdout, Network: *network})
 		if rep != nil && rep.History != nil {
 			fmt.Fprint(stdout, "\n"+rep.Table())
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -49,15 +50,63 @@ func TestTortureShortRun(t *testing.T) {
 	}
 }
 
+// A short run on the namespaced network with every link-cut kind (and
+// only those, to keep it short): every checker passes, and no namespace
+// is left.
+func TestTortureNetnsShortRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 20 s fault run")
+	}
+	if _, _, err := torture.ResolveNetwork(torture.NetNetns); err != nil {
+		t.Skipf("needs network namespaces: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	rep, err := torture.Run(ctx, torture.Config{Binary: os.Args[0], Env: []string{"SHOAL_RUN_MAIN=1"}, Nodes: 3,
+		Duration: 20 * time.Second, Seed: 14, Clients: 4, Dir: t.TempDir(), Log: &log, Network: torture.NetNetns, Kinds: torture.LinkFaultKinds})
+	t.Logf("run log:\n%s", log.String())
+	if rep != nil && rep.History != nil {
+		t.Logf("report:\n%s", rep.Table())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rep.Failures(); len(f) > 0 {
+		t.Fatalf("the run failed its checks:\n%s", strings.Join(f, "\n"))
+	}
+	for _, k := range torture.LinkFaultKinds {
+		if rep.Faults[k] == 0 {
+			t.Errorf("no %s fault in the run", k)
+		}
+	}
+	if rep.Lists.Acked == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 {
+		t.Fatalf("nothing to check: %d list elements, %d w=1 writes, %d register writes acknowledged", rep.Lists.Acked, rep.W1.Acked, rep.History.DefiniteWrites)
+	}
+	left, err := torture.ListNetns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := fmt.Sprintf("shoalt%d-", os.Getpid())
+	for _, n := range left {
+		if strings.HasPrefix(n, prefix) {
+			t.Errorf("namespace %s is left after the run", n)
+		}
+	}
+}
+
 func TestTortureHelp(t *testing.T) {
 	var out, errs bytes.Buffer
 	if code := run([]string{"torture", "--help"}, &out, &errs); code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	for _, flag := range []string{"-nodes", "-duration", "-seed", "-clients", "-keep", "-binary"} {
+	for _, flag := range []string{"-nodes", "-duration", "-seed", "-clients", "-keep", "-binary", "-network"} {
 		if !strings.Contains(errs.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, errs.String())
 		}
+	}
+	if code := run([]string{"torture", "--network", "wifi"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "use auto, netns or loopback") {
+		t.Fatalf("--network wifi exited %d: %s", code, errs.String())
 	}
 	if code := run([]string{"torture", "--nodes", "2", "--duration", "1s"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "at least 3 nodes") {
 		t.Fatalf("--nodes 2 exited %d: %s", code, errs.String())

@@ -57,7 +57,7 @@ func TestLinkCutsUnderTheFaultSuitesWorkload(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 		for _, kind := range kinds {
-			p, err := torture.PlacementOf(ctx, targets[0], token, "registers")
+			p, err := torture.PlacementOf(ctx, nil, targets[0], token, "registers")
 			if err != nil {
 				t.Fatal(err)
 			}

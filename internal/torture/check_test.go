@@ -173,40 +173,47 @@ func TestAnOutageBelongsToTheFaultThatFailedItsFirstWrite(t *testing.T) {
 }
 
 func TestScheduleIsTheSeeds(t *testing.T) {
-	a, b, c := Schedule(7, time.Minute), Schedule(7, time.Minute), Schedule(8, time.Minute)
-	if FormatSchedule(a) != FormatSchedule(b) {
-		t.Fatalf("one seed, two schedules:\n%s\n%s", FormatSchedule(a), FormatSchedule(b))
-	}
-	if FormatSchedule(a) == FormatSchedule(c) {
-		t.Fatalf("seeds 7 and 8 give the same schedule:\n%s", FormatSchedule(a))
-	}
-	seen := map[string]bool{}
-	overlapping := 0
-	for _, s := range a[:len(FaultKinds)+1] {
-		seen[s.Kind] = true
-		if s.Kind == PauseMaster && s.Hold <= leaseTTL {
-			t.Fatalf("a pause of %s, not longer than LEASE_TTL %s", s.Hold, leaseTTL)
+	for _, network := range []string{NetLoopback, NetNetns} {
+		kinds := KindsFor(network)
+		a, b, c := Schedule(7, time.Minute, kinds), Schedule(7, time.Minute, kinds), Schedule(8, time.Minute, kinds)
+		if FormatSchedule(a) != FormatSchedule(b) {
+			t.Fatalf("%s: one seed, two schedules:\n%s\n%s", network, FormatSchedule(a), FormatSchedule(b))
 		}
-		if s.With != nil {
-			overlapping++
-			seen[s.With.Kind] = true
-			if s.After >= s.Hold || s.After+s.With.Hold != s.Hold {
-				t.Fatalf("%s: the overlapping fault does not start during the hold and heal with it", s)
+		if FormatSchedule(a) == FormatSchedule(c) {
+			t.Fatalf("%s: seeds 7 and 8 give the same schedule:\n%s", network, FormatSchedule(a))
+		}
+		seen := map[string]bool{}
+		overlapping := 0
+		for _, s := range a[:len(kinds)+1] {
+			for _, st := range []*Step{&s, s.With} {
+				if st == nil {
+					continue
+				}
+				seen[st.Kind] = true
+				if (st.Kind == PauseMaster || st.Kind == IsolateMaster || st.Kind == Bridge) && st == &s && st.Hold <= leaseTTL {
+					t.Fatalf("%s: a %s of %s, not longer than LEASE_TTL %s", network, st.Kind, st.Hold, leaseTTL)
+				}
+			}
+			if s.With != nil {
+				overlapping++
+				if s.After >= s.Hold || s.After+s.With.Hold != s.Hold {
+					t.Fatalf("%s: %s: the overlapping fault does not start during the hold and heal with it", network, s)
+				}
 			}
 		}
-	}
-	if len(seen) != len(FaultKinds) || overlapping != 1 {
-		t.Fatalf("the first %d steps are not one of each kind and one overlapping pair:\n%s", len(FaultKinds)+1, FormatSchedule(a))
-	}
-	// The spare starts out of the peer list: the edits alternate, adding first.
-	in := false
-	for _, s := range a {
-		for _, k := range []string{s.Kind, s.With.kindOrEmpty()} {
-			switch {
-			case k == AddNode && in, k == RemoveNode && !in:
-				t.Fatalf("%s where the spare is %s:\n%s", k, map[bool]string{true: "in", false: "out"}[in], FormatSchedule(a))
-			case k == AddNode || k == RemoveNode:
-				in = !in
+		if len(seen) != len(kinds) || overlapping != 1 {
+			t.Fatalf("%s: the first %d steps are not one of each kind and one overlapping pair:\n%s", network, len(kinds)+1, FormatSchedule(a))
+		}
+		// The spare starts out of the peer list: the edits alternate, adding first.
+		in := false
+		for _, s := range a {
+			for _, k := range []string{s.Kind, s.With.kindOrEmpty()} {
+				switch {
+				case k == AddNode && in, k == RemoveNode && !in:
+					t.Fatalf("%s: %s where the spare is %s:\n%s", network, k, map[bool]string{true: "in", false: "out"}[in], FormatSchedule(a))
+				case k == AddNode || k == RemoveNode:
+					in = !in
+				}
 			}
 		}
 	}

@@ -50,6 +50,10 @@ type ClusterOptions struct {
 	// node. Empty: a new temporary directory, which Close removes unless
 	// told to keep it.
 	Dir string
+	// Netns runs every node in a network namespace of its own (Linux,
+	// root and iproute2; see Network) instead of on 127.0.0.1, so that
+	// links between nodes can be cut.
+	Netns bool
 }
 
 // Cluster is a running cluster of `shoal serve` processes.
@@ -60,6 +64,12 @@ type Cluster struct {
 	PeersFile string
 	// Token is an admin token the nodes accept.
 	Token string
+	// Net is the namespaced network (nil: the nodes are on 127.0.0.1).
+	Net *Network
+	// Dial reaches the nodes (from the clients' namespace with Net); HTTP
+	// is a client through it with a short timeout.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	HTTP *http.Client
 
 	ownDir bool
 	stop   context.CancelFunc
@@ -80,12 +90,15 @@ type peerEntry struct {
 // Node is one `shoal serve` process of a Cluster, restartable on its data.
 type Node struct {
 	ID           string
+	Host         string // the address it listens on
 	HTTP, Gossip int
 	DataDir      string
 	LogPath      string
 
 	binary string
 	env    []string
+	hc     *http.Client                           // the cluster's HTTP
+	start  func(cmd *exec.Cmd, wait func()) error // starts cmd, then has wait run once it started
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -95,7 +108,7 @@ type Node struct {
 }
 
 // URL is the node's API base URL.
-func (n *Node) URL() string { return fmt.Sprintf("http://127.0.0.1:%d", n.HTTP) }
+func (n *Node) URL() string { return fmt.Sprintf("http://%s:%d", n.Host, n.HTTP) }
 
 // StartCluster starts the nodes. Every process is killed, and a temporary
 // Dir removed, by Close, and the processes also when ctx ends; on error
@@ -126,26 +139,44 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 	if c.Token, err = api.MintToken([]byte(authSecret), api.TokenSpec{Admin: true, Audience: config.Defaults().TokenAudience, TTL: 24 * time.Hour}); err != nil {
 		return c, err
 	}
-	ports, err := freePorts(2 * (o.Nodes + o.Spares))
-	if err != nil {
+	c.Dial = (&net.Dialer{}).DialContext
+	var ports []int
+	all := o.Nodes + o.Spares
+	if o.Netns {
+		var ids []string
+		for i := 0; i < all; i++ {
+			ids = append(ids, fmt.Sprintf("node%d", i+1))
+		}
+		if c.Net, err = NewNetwork(ids); err != nil {
+			return c, err
+		}
+		c.Dial = c.Net.DialContext
+		for range all { // a namespace each: the same ports for all
+			ports = append(ports, 8080, 7946)
+		}
+	} else if ports, err = freePorts(2 * all); err != nil {
 		return c, err
 	}
+	c.HTTP = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: c.Dial, MaxIdleConnsPerHost: 4}}
 	c.PeersFile = filepath.Join(c.Dir, "peers.json")
 	c.listed = map[string]bool{}
-	for i := 0; i < o.Nodes+o.Spares; i++ {
-		n := &Node{ID: fmt.Sprintf("node%d", i+1), HTTP: ports[2*i], Gossip: ports[2*i+1], binary: o.Binary}
+	for i := 0; i < all; i++ {
+		n := &Node{ID: fmt.Sprintf("node%d", i+1), Host: "127.0.0.1", HTTP: ports[2*i], Gossip: ports[2*i+1], binary: o.Binary, hc: c.HTTP, start: startHere}
+		if c.Net != nil {
+			n.Host, n.start = c.Net.Addr(n.ID), c.Net.starter(n.ID)
+		}
 		n.DataDir = filepath.Join(c.Dir, n.ID)
 		n.LogPath = filepath.Join(c.Dir, n.ID+".log")
 		if err := os.MkdirAll(n.DataDir, 0o700); err != nil {
 			return c, err
 		}
 		n.env = append(childEnv(), o.Env...)
-		n.env = append(n.env, "NODE_ID="+n.ID, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", n.HTTP), fmt.Sprintf("GOSSIP_ADDR=127.0.0.1:%d", n.Gossip),
+		n.env = append(n.env, "NODE_ID="+n.ID, fmt.Sprintf("HTTP_ADDR=%s:%d", n.Host, n.HTTP), fmt.Sprintf("GOSSIP_ADDR=%s:%d", n.Host, n.Gossip),
 			"DATA_DIR="+n.DataDir, "PEERS_ENDPOINT="+c.PeersFile, "PEERS_REFRESH=1s", "AUTH_SECRET="+authSecret,
 			"CLUSTER_SECRET="+clusterSecret, "GOSSIP_INTERVAL="+gossipInterval.String(), "GOSSIP_SUSPECT_TIMEOUT="+gossipSuspect.String())
 		n.env = append(n.env, o.Settings...)
 		c.Nodes = append(c.Nodes, n)
-		c.peers = append(c.peers, peerEntry{ID: n.ID, URL: n.URL(), Gossip: fmt.Sprintf("127.0.0.1:%d", n.Gossip), Voter: i < o.Nodes})
+		c.peers = append(c.peers, peerEntry{ID: n.ID, URL: n.URL(), Gossip: fmt.Sprintf("%s:%d", n.Host, n.Gossip), Voter: i < o.Nodes})
 		c.listed[n.ID] = i < o.Nodes
 	}
 	if err := c.writePeers(); err != nil {
@@ -162,6 +193,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 		defer close(c.done)
 		<-watch.Done()
 		c.killAll()
+		if c.Net != nil {
+			c.Net.Close()
+		}
 	}()
 	return c, nil
 }
@@ -256,18 +290,24 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// Close kills every node and waits for them, then removes a temporary
-// Dir unless keep. It may be called more than once.
-func (c *Cluster) Close(keep bool) {
+// Close kills every node and waits for them, deletes the namespaces of
+// Net, then removes a temporary Dir unless keep. It may be called more
+// than once.
+func (c *Cluster) Close(keep bool) error {
 	if c.stop != nil {
 		c.stop()
 		<-c.done
 	} else {
 		c.killAll()
 	}
+	var err error
+	if c.Net != nil {
+		err = c.Net.Close()
+	}
 	if c.ownDir && !keep {
 		os.RemoveAll(c.Dir)
 	}
+	return err
 }
 
 func (c *Cluster) killAll() {
@@ -294,12 +334,11 @@ func (n *Node) Start() error {
 	cmd.Dir = n.DataDir // no stray .env file is read
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	exited := make(chan struct{})
+	if err := n.start(cmd, func() { cmd.Wait(); f.Close(); close(exited) }); err != nil {
 		f.Close()
 		return fmt.Errorf("starting %s: %w", n.ID, err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); f.Close(); close(exited) }()
 	n.cmd, n.exited, n.log, n.paused = cmd, exited, f, false
 	return nil
 }
@@ -409,12 +448,19 @@ func getJSON(ctx context.Context, hc *http.Client, url, token string, hdr map[st
 	return 200, nil
 }
 
-var quick = &http.Client{Timeout: 2 * time.Second}
+// startHere starts cmd in this process's network namespace.
+func startHere(cmd *exec.Cmd, wait func()) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go wait()
+	return nil
+}
 
 // View is node n's view of the cluster.
 func (n *Node) View(ctx context.Context, token string) (cluster.View, error) {
 	var v cluster.View
-	code, err := getJSON(ctx, quick, n.URL()+"/v1/cluster", token, nil, &v)
+	code, err := getJSON(ctx, n.hc, n.URL()+"/v1/cluster", token, nil, &v)
 	if err == nil && code != 200 {
 		err = fmt.Errorf("%s answered /v1/cluster with %d", n.ID, code)
 	}
@@ -423,18 +469,25 @@ func (n *Node) View(ctx context.Context, token string) (cluster.View, error) {
 
 // Placement is node n's placement of user.
 func (n *Node) Placement(ctx context.Context, token, user string) (api.PlacementView, error) {
-	return PlacementOf(ctx, Target{ID: n.ID, URL: n.URL()}, token, user)
+	return PlacementOf(ctx, n.hc, Target{ID: n.ID, URL: n.URL()}, token, user)
 }
 
-// PlacementOf is node n's placement of user, asked with token.
-func PlacementOf(ctx context.Context, n Target, token, user string) (api.PlacementView, error) {
+// PlacementOf is node n's placement of user, asked through hc (nil: a
+// client with a 2 s timeout) with token.
+func PlacementOf(ctx context.Context, hc *http.Client, n Target, token, user string) (api.PlacementView, error) {
 	var v api.PlacementView
-	code, err := getJSON(ctx, quick, n.URL+"/v1/users/"+user+"/placement", token, nil, &v)
+	if hc == nil {
+		hc = defaultHTTP
+	}
+	code, err := getJSON(ctx, hc, n.URL+"/v1/users/"+user+"/placement", token, nil, &v)
 	if err == nil && code != 200 {
 		err = fmt.Errorf("%s answered the placement of %s with %d", n.ID, user, code)
 	}
 	return v, err
 }
+
+// defaultHTTP is the client of checks given none: loopback nodes.
+var defaultHTTP = &http.Client{Timeout: 2 * time.Second}
 
 // await polls cond until it holds, ctx ends or timeout passes; the error
 // says what was awaited and the last reason it did not hold.

@@ -22,6 +22,8 @@ type Healed struct {
 	// Nodes are the running nodes, the first asked for placements.
 	Nodes []Target
 	Token string
+	// HTTP reaches the nodes (nil: a client with a 2 s timeout).
+	HTTP *http.Client
 	// Offline is the rollback collections of nodes that are not running,
 	// read before they stopped.
 	Offline map[string][]store.RolledBack
@@ -40,6 +42,13 @@ func (c Healed) logf(format string, args ...any) {
 	if c.Log != nil {
 		c.Log(format, args...)
 	}
+}
+
+func (c Healed) hc() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return defaultHTTP
 }
 
 func (c Healed) node(id string) (Target, error) {
@@ -202,7 +211,7 @@ func (c Healed) positions(ctx context.Context, keys map[string][]string) ([]Part
 	}
 	sort.Strings(users)
 	for _, u := range users {
-		p, err := PlacementOf(ctx, c.Nodes[0], c.Token, u)
+		p, err := PlacementOf(ctx, c.hc(), c.Nodes[0], c.Token, u)
 		if err != nil {
 			return nil, err.Error()
 		}
@@ -216,7 +225,7 @@ func (c Healed) positions(ctx context.Context, keys map[string][]string) ([]Part
 			if err != nil {
 				return nil, err.Error()
 			}
-			q, err := PlacementOf(ctx, n, c.Token, u)
+			q, err := PlacementOf(ctx, c.hc(), n, c.Token, u)
 			if err != nil {
 				return nil, err.Error()
 			}
@@ -236,7 +245,7 @@ func (c Healed) positions(ctx context.Context, keys map[string][]string) ([]Part
 func (c Healed) localCopies(ctx context.Context, parts []PartitionCopies, keys map[string][]string) ([]KeyCopies, string) {
 	var out []KeyCopies
 	for _, u := range sortedUsers(keys) {
-		p, err := PlacementOf(ctx, c.Nodes[0], c.Token, u)
+		p, err := PlacementOf(ctx, c.hc(), c.Nodes[0], c.Token, u)
 		if err != nil {
 			return nil, err.Error()
 		}
@@ -259,7 +268,7 @@ func (c Healed) localCopies(ctx context.Context, parts []PartitionCopies, keys m
 				if err != nil {
 					return nil, err.Error()
 				}
-				docs, err := readCollection(ctx, n, c.Token, u, coll)
+				docs, err := readCollection(ctx, c.hc(), n, c.Token, u, coll)
 				if err != nil {
 					return nil, err.Error()
 				}
@@ -295,7 +304,7 @@ func sortedUsers(keys map[string][]string) []string {
 
 // readCollection is node n's own copy of user's collection coll, by id:
 // each document's whole content as the node answers it.
-func readCollection(ctx context.Context, n Target, token, user, coll string) (map[string]Copy, error) {
+func readCollection(ctx context.Context, hc *http.Client, n Target, token, user, coll string) (map[string]Copy, error) {
 	out := map[string]Copy{}
 	after := ""
 	for {
@@ -307,7 +316,7 @@ func readCollection(ctx context.Context, n Target, token, user, coll string) (ma
 			Documents []json.RawMessage `json:"documents"`
 			Next      string            `json:"next"`
 		}
-		code, err := getJSON(ctx, quick, u, token, map[string]string{"X-Read-Preference": "local"}, &page)
+		code, err := getJSON(ctx, hc, u, token, map[string]string{"X-Read-Preference": "local"}, &page)
 		if err == nil && code != 200 {
 			err = fmt.Errorf("%s answered a local query of %s/%s with %d", n.ID, user, coll, code)
 		}
@@ -352,7 +361,7 @@ func (c Healed) rollbacks(ctx context.Context) (map[string]bool, int, error) {
 		count(docs)
 	}
 	for _, node := range c.Nodes {
-		docs, err := nodeRollbacks(ctx, c.Token, node)
+		docs, err := nodeRollbacks(ctx, c.hc(), c.Token, node)
 		if err != nil {
 			return keys, n, err
 		}
@@ -362,11 +371,11 @@ func (c Healed) rollbacks(ctx context.Context) (map[string]bool, int, error) {
 }
 
 // nodeRollbacks is node's rollback collection.
-func nodeRollbacks(ctx context.Context, token string, node Target) ([]store.RolledBack, error) {
+func nodeRollbacks(ctx context.Context, hc *http.Client, token string, node Target) ([]store.RolledBack, error) {
 	var v struct {
 		RolledBack []store.RolledBack `json:"rolled_back"`
 	}
-	code, err := getJSON(ctx, quick, node.URL+"/v1/admin/rollback?limit=10000", token, nil, &v)
+	code, err := getJSON(ctx, hc, node.URL+"/v1/admin/rollback?limit=10000", token, nil, &v)
 	if err == nil && code != 200 {
 		err = fmt.Errorf("%s answered %d", node.ID, code)
 	}
@@ -383,7 +392,7 @@ func (c Healed) finalReads(ctx context.Context, h *History) (map[string]FinalRea
 			req, _ := http.NewRequestWithContext(ctx, "GET", docURL(n, h.RegisterUser, registerColl, doc), nil)
 			req.Header.Set("Authorization", "Bearer "+c.Token)
 			req.Header.Set("X-Read-Concern", string(ReadLinearizable))
-			resp, err := quick.Do(req)
+			resp, err := c.hc().Do(req)
 			if err != nil {
 				return false, err.Error()
 			}

@@ -195,6 +195,25 @@ func (r *runner) begin(ctx context.Context, s Step, overlapping bool) (injected,
 			}
 			return nil
 		}}, nil
+	case IsolateMaster, IsolateReplica, Bridge:
+		master, responsible, err := r.placementFor(ctx, overlapping)
+		if err != nil {
+			return injected{}, err
+		}
+		var ids []string
+		for _, n := range r.c.Nodes {
+			if n.Running() {
+				ids = append(ids, n.ID)
+			}
+		}
+		target, cuts, err := cutPlan(s.Kind, s.Pick, ids, master, responsible)
+		if err != nil {
+			return injected{}, err
+		}
+		if err := r.c.Cut(cuts); err != nil {
+			return injected{}, err
+		}
+		return injected{target: target, heal: func(context.Context) error { return r.c.Heal(cuts) }}, nil
 	case AddNode, RemoveNode:
 		spare := r.spare()
 		if spare == nil {
@@ -260,7 +279,7 @@ func (r *runner) retire(ctx context.Context, n *Node) error {
 			Partitions *api.PartitionSummary `json:"partitions"`
 			Moves      []api.MoveStatus      `json:"moves"`
 		}
-		code, err := getJSON(ctx, quick, n.URL()+"/v1/cluster", r.c.Token, nil, &st)
+		code, err := getJSON(ctx, r.c.HTTP, n.URL()+"/v1/cluster", r.c.Token, nil, &st)
 		if err != nil || code != 200 {
 			return false, fmt.Sprintf("%s answered /v1/cluster with %d (%v)", n.ID, code, err)
 		}
@@ -269,7 +288,7 @@ func (r *runner) retire(ctx context.Context, n *Node) error {
 	if err != nil {
 		return err
 	}
-	rolled, err := nodeRollbacks(ctx, r.c.Token, Target{ID: n.ID, URL: n.URL()})
+	rolled, err := nodeRollbacks(ctx, r.c.HTTP, r.c.Token, Target{ID: n.ID, URL: n.URL()})
 	if err != nil {
 		return fmt.Errorf("reading drained %s's rollback collection: %w", n.ID, err)
 	}

@@ -3,6 +3,7 @@ package torture
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 )
@@ -15,11 +16,18 @@ const (
 	PauseMaster = "pause-master" // SIGSTOP of the registers' master for longer than LEASE_TTL, then SIGCONT
 	AddNode     = "add-node"     // the spare node put into the peer list and started, under load
 	RemoveNode  = "remove-node"  // the spare node taken out of the peer list; at the heal it has drained and is stopped
+	// Link cuts (the netns network only; the clients reach every node).
+	IsolateMaster  = "isolate-master"  // the registers' master cut from every other node for longer than LEASE_TTL
+	IsolateReplica = "isolate-replica" // one of its replicas cut from every other node
+	Bridge         = "bridge"          // two sides that do not reach each other, and one node that reaches both
 )
 
-// FaultKinds are every kind the nemesis injects on its own; overlapping
-// steps pair two of them.
+// FaultKinds are every kind the nemesis injects on any network, on their
+// own or in overlapping pairs.
 var FaultKinds = []string{KillMaster, KillReplica, KillAll, PauseMaster, AddNode, RemoveNode}
+
+// LinkFaultKinds are the kinds it injects when the network can cut links.
+var LinkFaultKinds = []string{IsolateMaster, IsolateReplica, Bridge}
 
 // overlaps are the pairs of faults a schedule overlaps: the second starts
 // during the first's hold and both heal together. A membership edit in a
@@ -29,6 +37,13 @@ var overlaps = [][2]string{
 	{PauseMaster, AddNode},     // a membership edit during a failover
 	{PauseMaster, KillReplica}, // no majority for a while
 	{KillMaster, PauseMaster},  // the master that takes over is paused too
+}
+
+// linkOverlaps are the pairs a schedule with link cuts overlaps too.
+var linkOverlaps = [][2]string{
+	{IsolateMaster, KillReplica}, // the master cut off, and one of the others down
+	{Bridge, AddNode},            // a node joins a partitioned cluster
+	{IsolateReplica, KillMaster}, // the master down while a replica is cut off
 }
 
 // leaseTTL is the nodes' LEASE_TTL (the default): a pause outlasts it.
@@ -73,14 +88,14 @@ func (s Step) String() string {
 // again after a fault (the run waits for it, however long it takes).
 const recoveryGuess = 5 * time.Second
 
-// Schedule is the faults planned for a run of about duration: every kind
-// once in a seeded order, and one overlapping pair, again and again, and
-// at least one of each. The same seed gives the same schedule; the run
-// starts no fault once duration has passed, except to have injected one
-// of each kind. The spare node starts out of the peer list, and the
+// Schedule is the faults of kinds planned for a run of about duration:
+// every kind once in a seeded order, and one overlapping pair, again and
+// again, and at least one of each. The same seed and kinds give the same
+// schedule; the run starts no fault once duration has passed, except to
+// have injected one of each kind. The spare node starts out of the peer list, and the
 // membership edits alternate: add-node where the spare is out, remove-node
 // where it is in.
-func Schedule(seed uint64, duration time.Duration) []Step {
+func Schedule(seed uint64, duration time.Duration, kinds []string) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x7047))
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
 	spareIn := false
@@ -99,17 +114,25 @@ func Schedule(seed uint64, duration time.Duration) []Step {
 		switch k {
 		case PauseMaster:
 			return leaseTTL + ms(500, 2500)
+		case IsolateMaster, Bridge:
+			return leaseTTL + ms(1000, 3000) // another node's lease round, and gossip's verdict
+		case IsolateReplica:
+			return ms(1000, 4000)
 		case KillAll:
 			return ms(300, 2000)
 		}
 		return ms(500, 3000)
 	}
+	pairs := overlaps
+	if slices.Contains(kinds, IsolateMaster) {
+		pairs = append(slices.Clip(pairs), linkOverlaps...)
+	}
 	var out []Step
 	planned := 5 * time.Second // the workload runs alone first
-	for planned < duration || len(out) < len(FaultKinds)+1 {
-		kinds := append([]string(nil), FaultKinds...)
+	for planned < duration || len(out) < len(kinds)+1 {
+		kinds := append([]string(nil), kinds...)
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
-		pair := overlaps[rng.IntN(len(overlaps))]
+		pair := pairs[rng.IntN(len(pairs))]
 		at := rng.IntN(len(kinds) + 1)
 		kinds = append(kinds[:at], append([]string{"pair"}, kinds[at:]...)...)
 		for _, k := range kinds {
@@ -126,7 +149,7 @@ func Schedule(seed uint64, duration time.Duration) []Step {
 			s.Quiet = ms(1000, 3000)
 			out = append(out, s)
 			planned += s.Hold + s.Quiet + recoveryGuess
-			if planned >= duration && len(out) >= len(FaultKinds)+1 {
+			if planned >= duration && len(out) >= len(kinds) {
 				break
 			}
 		}

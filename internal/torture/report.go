@@ -14,6 +14,7 @@ import (
 type Report struct {
 	Seed     uint64
 	Nodes    int
+	Network  string // NetLoopback or NetNetns
 	Planned  []Step
 	Executed []Fault
 	Faults   map[string]int // executed, by kind
@@ -96,15 +97,16 @@ func first(l []string, n int) []string {
 func (r *Report) Table() string {
 	var b strings.Builder
 	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-34s %s\n", k, fmt.Sprintf(format, args...)) }
-	row("seed", "%d (%d nodes)", r.Seed, r.Nodes)
+	row("seed", "%d (%d nodes, %s network)", r.Seed, r.Nodes, r.Network)
 	var faults []string
-	for _, k := range FaultKinds {
+	kinds := KindsFor(r.Network)
+	for _, k := range kinds {
 		if _, ok := r.Faults[k]; ok || len(r.Planned) > 0 {
 			faults = append(faults, fmt.Sprintf("%s %d", k, r.Faults[k]))
 		}
 	}
 	for _, k := range sortedKeys(r.Faults) {
-		if !slices.Contains(FaultKinds, k) {
+		if !slices.Contains(kinds, k) {
 			faults = append(faults, fmt.Sprintf("%s %d", k, r.Faults[k]))
 		}
 	}
@@ -131,7 +133,7 @@ func (r *Report) Table() string {
 	}
 	row("converged", "%s: every copy at its master's position %s after healing; %d documents compared, whole", conv, r.Convergence.Round(time.Millisecond), r.Compared)
 	row("one writer per partition", "%s", r.Writers.Row())
-	kinds := []string{"none"}
+	kinds = []string{"none"}
 	for _, k := range sortedKeys(r.Availability) {
 		if k != "none" {
 			kinds = append(kinds, k)

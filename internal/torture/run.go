@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,12 @@ type Config struct {
 	Keep bool
 	// Log receives progress lines (nil: none).
 	Log io.Writer
+	// Network is NetLoopback (also ""), NetNetns or NetAuto; only netns
+	// can cut links.
+	Network string
+	// Kinds are the fault kinds to inject (nil: every kind the network
+	// can, KindsFor).
+	Kinds []string
 }
 
 func (c Config) registerUser() string { return "registers" }
@@ -70,20 +77,39 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if cfg.Clients < 1 {
 		return nil, fmt.Errorf("--clients %d: use at least 1", cfg.Clients)
 	}
-	steps := Schedule(cfg.Seed, cfg.Duration)
-	rep = &Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Planned: steps, Faults: map[string]int{}, Ops: map[string]int{}}
+	network, netWhy, err := ResolveNetwork(cfg.Network)
+	if err != nil {
+		return nil, err
+	}
+	kinds := cfg.Kinds
+	if kinds == nil {
+		kinds = KindsFor(network)
+	}
+	for _, k := range kinds {
+		if isLinkCut(k) && network != NetNetns {
+			return nil, fmt.Errorf("%s faults need --network netns (%s)", k, netWhy)
+		}
+	}
+	steps := Schedule(cfg.Seed, cfg.Duration, kinds)
+	rep = &Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Network: network, Planned: steps, Faults: map[string]int{}, Ops: map[string]int{}}
 	r := &runner{cfg: cfg}
+	r.logf("network: %s", netWhy)
 	r.logf("seed %d: %d faults planned for %s:\n%s", cfg.Seed, len(steps), cfg.Duration, FormatSchedule(steps))
-	c, err := StartCluster(ctx, ClusterOptions{Binary: cfg.Binary, Env: cfg.Env, Nodes: cfg.Nodes, Spares: 1, Dir: cfg.Dir,
+	c, err := StartCluster(ctx, ClusterOptions{Binary: cfg.Binary, Env: cfg.Env, Nodes: cfg.Nodes, Spares: 1, Dir: cfg.Dir, Netns: network == NetNetns,
 		Settings: []string{"REPLICATION_FACTOR=3", "PARTITION_COUNT=8", "STORE_SYNC=normal", "LEASE_TTL=" + leaseTTL.String()}})
 	if err != nil {
 		return nil, err
 	}
 	r.c = c
 	rep.Dir = c.Dir
+	if c.Net != nil && len(c.Net.Swept) > 0 {
+		r.logf("removed %d network namespaces of runs no longer alive: %s", len(c.Net.Swept), strings.Join(c.Net.Swept, " "))
+	}
 	defer func() {
 		keep := cfg.Keep || err != nil || rep.Failed()
-		c.Close(keep)
+		if cerr := c.Close(keep); cerr != nil {
+			r.logf("closing the cluster: %v", cerr)
+		}
 		if keep {
 			rep.Kept = true
 		}
@@ -97,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	sub := max(1, cfg.Clients/2)
 	r.w = NewWorkload(targets, WorkloadOptions{Token: c.Token, RegisterUser: cfg.registerUser(),
-		RegisterClients: cfg.Clients, W1Clients: sub, ListClients: sub, Seed: cfg.Seed})
+		RegisterClients: cfg.Clients, W1Clients: sub, ListClients: sub, Seed: cfg.Seed, Dial: c.Dial})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.w.Start(wctx)
@@ -118,7 +144,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	r.logf("workload running; nemesis starts")
 	var faultErr error
 	for i, s := range steps {
-		if r.w.Since() >= cfg.Duration && i >= len(FaultKinds) {
+		if r.w.Since() >= cfg.Duration && i > len(kinds) { // one of each kind, and a pair
 			break
 		}
 		f, err := r.inject(ctx, s)
@@ -149,8 +175,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 		rep.problem("the cluster did not heal: %v", faultErr)
 	}
-	// Heal whatever is left: every node of the peer list running, and a
-	// node out of it drained and stopped.
+	// Heal whatever is left: every link, every node of the peer list
+	// running, and a node out of it drained and stopped.
+	if err := c.HealLinks(); err != nil {
+		rep.problem("healing the links: %v", err)
+	}
 	for _, n := range c.Nodes {
 		switch {
 		case c.Listed(n.ID) && !n.Running():
@@ -178,7 +207,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 
 // check runs every checker on the healed cluster.
 func (r *runner) check(ctx context.Context, rep *Report, h *History, healed time.Time) {
-	c := Healed{Token: r.c.Token, Dir: r.c.Dir, KeepVisual: r.cfg.Keep, CommitLogs: r.c.Dir, Log: r.logf, Offline: map[string][]store.RolledBack{}}
+	c := Healed{Token: r.c.Token, HTTP: r.c.HTTP, Dir: r.c.Dir, KeepVisual: r.cfg.Keep, CommitLogs: r.c.Dir, Log: r.logf, Offline: map[string][]store.RolledBack{}}
 	for _, n := range r.c.Nodes {
 		if n.Running() {
 			c.Nodes = append(c.Nodes, Target{ID: n.ID, URL: n.URL()})

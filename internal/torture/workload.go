@@ -42,6 +42,8 @@ type WorkloadOptions struct {
 	W1Users int
 	// Seed seeds the clients' choices.
 	Seed uint64
+	// Dial reaches the nodes (nil: net.Dialer's); a Cluster's Dial.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Timeouts of one request: a write waits X-Write-Timeout for its copies
@@ -172,7 +174,7 @@ func (w *Workload) Start(ctx context.Context) {
 		kind := k.kind
 		for i := 0; i < k.n; i++ {
 			cl := &client{id: c, name: fmt.Sprintf("%s-%d", kind, i), rng: rand.New(rand.NewPCG(w.o.Seed, uint64(c))),
-				hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}, avoid: map[string]time.Time{}}
+				hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, DialContext: w.o.Dial}}, avoid: map[string]time.Time{}}
 			c++
 			w.nClients.Add(1)
 			w.wg.Add(1)
