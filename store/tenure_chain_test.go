@@ -1,0 +1,194 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// lease is a partition lease a test hands a writer and moves by hand.
+type lease struct {
+	mu    sync.Mutex
+	epoch uint64
+	held  bool
+}
+
+func (l *lease) set(epoch uint64, held bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.epoch, l.held = epoch, held
+}
+
+func (l *lease) get(int) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch, l.held
+}
+
+// runs keeps the runs a master's writer hands to replication.
+type runs struct {
+	mu  sync.Mutex
+	all []Batch
+}
+
+func (r *runs) add(b Batch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, b)
+}
+
+func (r *runs) last(t *testing.T) Batch {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.all) == 0 {
+		t.Fatal("no run was handed to replication")
+	}
+	return r.all[len(r.all)-1]
+}
+
+// stamped is a batch as the master's shipper sends it: its epoch's start
+// and chain as the master's writer tells them.
+func stamped(w *Writer, b Batch) Batch {
+	b.EpochStart = w.EpochStart(b.Partition, b.Epoch)
+	b.Epochs = w.Epochs(b.Partition, b.Epoch)
+	return b
+}
+
+// Seed 1001 of the fault run, partition 7, in two nodes. Node C is master
+// at epoch 10 and writes a (10.1) and k (10.2); k never leaves it. C
+// takes epoch 11 (after a restart), from 10.2, writes x (11.3) and sends
+// B its first batch (the probe) with its chain [10@0.0, 11@10.2]: B, at
+// 10.1, finds nothing diverged and adopts that chain. C dies before its
+// catch-up reaches B. B takes epoch 12 from 10.1, the position its copy
+// is complete up to, and writes y (12.2). Its batches must carry a chain
+// under which k, of epoch 10 and after 10.1, is not in its history: the
+// chain B ships, [10@0.0, 11@10.2, 12@10.1], still says epoch 10 ran to
+// 10.2, so C rolled back x only, kept k live, and after the restore and
+// the catch-up both copies were at 12.2 with k on C alone, for good (C
+// later took the partition back by a handoff and never resent k: B's
+// position was past it).
+func TestAWriteTheNextMasterNeverHadIsRolledBackWhenItsChainNamedALaterTenure(t *testing.T) {
+	ctx := context.Background()
+	key := func(id string) string { return DocKey("u", "c", id) }
+	write := func(w *Writer, id string) {
+		t.Helper()
+		if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: id, Mutate: put(map[string]any{"v": id})}); r.Err != nil {
+			t.Fatalf("writing %s: %v", id, r.Err)
+		}
+	}
+	apply := func(w *Writer, b Batch) ApplyResult {
+		t.Helper()
+		r := w.Apply(ctx, b)
+		if err := w.SyncApplied(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	sC, sB := openTestStore(t), openTestStore(t)
+	var leaseC, leaseB lease
+	var runsC, runsB runs
+	c := NewWriter(sC, 1, WriterOptions{CacheBytes: 1 << 20, Lease: leaseC.get, OnCommitted: runsC.add})
+	defer c.Close(ctx)
+	b := NewWriter(sB, 1, WriterOptions{CacheBytes: 1 << 20, Lease: leaseB.get, OnCommitted: runsB.add})
+	defer b.Close(ctx)
+
+	// Epoch 10 on C: a reaches B, k does not.
+	leaseC.set(10, true)
+	write(c, "a")
+	if r := apply(b, stamped(c, runsC.last(t))); r.Err != nil || r.Applied != at(10, 1) {
+		t.Fatalf("B takes a: %+v", r)
+	}
+	write(c, "k")
+
+	// Epoch 11 on C, from 10.2; its probe reaches B, nothing more does.
+	leaseC.set(11, true)
+	write(c, "x")
+	if got := c.EpochStart(0, 11); got != at(10, 2) {
+		t.Fatalf("epoch 11 starts at %s, want 10.2", got)
+	}
+	if r := apply(b, stamped(c, Batch{Partition: 0, Epoch: 11})); r.Err != nil || r.Applied != at(10, 1) {
+		t.Fatalf("B takes epoch 11's probe: %+v", r)
+	}
+
+	// Epoch 12 on B, from 10.1; C is down, then back as a replica.
+	leaseC.set(11, false)
+	leaseB.set(12, true)
+	write(b, "y")
+	start := b.EpochStart(0, 12)
+	if start != at(10, 1) {
+		t.Fatalf("epoch 12 starts at %s, want 10.1", start)
+	}
+	chain := b.Epochs(0, 12)
+	if boundary, ok := diverged(chain, at(10, 2)); !ok {
+		t.Errorf("B ships the chain %v: under it k@10.2, of epoch 10 after epoch 12's start %s, is in B's history (boundary %s, not diverged); B never had it",
+			chain, start, boundary)
+	}
+
+	// C takes B's first batch: whatever it holds that B never had goes
+	// to the rollback collection, and B restores those documents.
+	first := stamped(b, runsB.last(t))
+	r := apply(c, first)
+	if !errors.Is(r.Err, ErrDiverged) {
+		t.Fatalf("C takes epoch 12's first batch: %+v, want diverged", r)
+	}
+	if want := []string{key("k"), key("x")}; !slices.Equal(r.Diverged, want) {
+		t.Errorf("C rolled back %v, want %v: k@10.2 was written at epoch 10 after epoch 12's start (%s)", r.Diverged, want, start)
+	}
+	agreed := r.Applied
+	restore := stamped(b, Batch{Partition: 0, Epoch: 12, From: agreed, UpTo: agreed, Restore: true})
+	for _, k := range r.Diverged {
+		d, err := b.Get(ctx, 0, k)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			restore.Absent = append(restore.Absent, k)
+		case err != nil:
+			t.Fatal(err)
+		default:
+			restore.Docs = append(restore.Docs, d)
+		}
+	}
+	if r := apply(c, restore); r.Err != nil {
+		t.Fatalf("restore: %+v", r)
+	}
+	// The catch-up from the agreement point, up to B's last position.
+	docs, err := sB.ScanAfter(ctx, 0, agreed, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := b.Position(0)
+	if r := apply(c, stamped(b, Batch{Partition: 0, Epoch: 12, From: agreed, UpTo: last, Docs: docs})); r.Err != nil || r.Applied != last {
+		t.Fatalf("catch-up from %s: %+v", agreed, r)
+	}
+
+	// Both at B's position, with B's content; k is kept in C's rollback.
+	if got := c.Applied(0); got != last {
+		t.Fatalf("C holds the history up to %s, B's is at %s", got, last)
+	}
+	onC, err := sC.ScanKeys(ctx, 0, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onB, err := sB.ScanKeys(ctx, 0, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids(onC), ids(onB)) {
+		t.Errorf("at the same position %s, C holds %v and its master B %v", last, ids(onC), ids(onB))
+	}
+	kept, err := sC.Rollbacks(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rolled []string
+	for _, k := range kept {
+		rolled = append(rolled, k.ID+"@"+k.Position.String())
+	}
+	slices.Sort(rolled)
+	if want := []string{"k@10.2", "x@11.3"}; !slices.Equal(rolled, want) {
+		t.Errorf("C's rollback collection holds %v, want %v", rolled, want)
+	}
+}
