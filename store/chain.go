@@ -30,11 +30,13 @@ type EpochStart struct {
 const chainLength = 8
 
 // withTenure returns a new chain: chain with the tenure t appended, any
-// entry not older than t dropped, at most chainLength entries.
+// entry not older than t dropped, and any that starts after t does (its
+// tenure is not in the history t continues: t's history never reached
+// its start), at most chainLength entries.
 func withTenure(chain []EpochStart, t EpochStart) []EpochStart {
 	out := make([]EpochStart, 0, min(len(chain)+1, chainLength))
 	for _, e := range chain {
-		if e.Epoch < t.Epoch {
+		if e.Epoch < t.Epoch && e.Start.Compare(t.Start) <= 0 {
 			out = append(out, e)
 		}
 	}

@@ -169,3 +169,23 @@ func TestTheEpochChainIsRecordedAndAdopted(t *testing.T) {
 		t.Fatalf("a record without a chain loads as %v, want its tenure 3 from 2.7", got)
 	}
 }
+
+// A tenure whose start is past the new tenure's start is not in the
+// history the new tenure continues, and leaves the chain: seed 7 of a
+// netns fault run built [1@0.0, 2@1.115, 4@1.104] (node3 had taken epoch
+// 2's entry from a batch while complete only up to 1.104), and by that
+// chain the master's own documents of epoch 2 were both held and
+// diverged: it restored them to a replica that rolled them back again,
+// for ever.
+func TestATenureDropsTenuresThatStartAfterIt(t *testing.T) {
+	c := withTenure(chainOf(1, at(0, 0), 2, at(1, 115)), EpochStart{Epoch: 4, Start: at(1, 104)})
+	if want := chainOf(1, at(0, 0), 4, at(1, 104)); !slices.Equal(c, want) {
+		t.Fatalf("chain %v, want %v", c, want)
+	}
+	// A tenure that began where the new one begins took no change of this
+	// history: it may stay (it judges nothing differently).
+	c = withTenure(chainOf(1, at(0, 0), 2, at(1, 104)), EpochStart{Epoch: 4, Start: at(1, 104)})
+	if want := chainOf(1, at(0, 0), 2, at(1, 104), 4, at(1, 104)); !slices.Equal(c, want) {
+		t.Fatalf("chain %v, want %v", c, want)
+	}
+}

@@ -192,3 +192,72 @@ func TestAWriteTheNextMasterNeverHadIsRolledBackWhenItsChainNamedALaterTenure(t 
 		t.Errorf("C's rollback collection holds %v, want %v", rolled, want)
 	}
 }
+
+// A new master's history starts where its copy is complete (1.2), not at
+// a newer document a catch-up chunk stored out of order (e at 1.5). Such a
+// document is in no history the new tenure's chain describes: left at
+// 1.5, a replica complete beyond 1.2 in the new epoch would never be sent
+// it (it is older than the replica's position: seed 1001's divergence at
+// one position), and one that holds it at 1.5 would roll it back and be
+// restored it, for ever (seed 7's restore loop). The new master carries it
+// into its tenure instead: written again at a position of its epoch, with
+// its content and version, and handed to replication like any write.
+func TestANewMasterCarriesTheDocumentsItHoldsBeyondItsStart(t *testing.T) {
+	ctx := context.Background()
+	l := &lease{epoch: 2}
+	var shipped runs
+	w := NewWriter(openTestStore(t), 1, WriterOptions{Lease: l.get, OnCommitted: shipped.add})
+	defer w.Close(ctx)
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 1, UpTo: at(1, 2), Docs: []*Doc{doc("a", 1, 1, 1, false), doc("b", 1, 2, 1, false)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// A chunk of a catch-up: e (version 3) and a tombstone d are stored,
+	// but the copy is complete only up to 1.2 until the final chunk.
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 1, From: at(1, 2), UpTo: at(1, 2),
+		Docs: []*Doc{doc("d", 1, 4, 2, true), doc("e", 1, 5, 3, false)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	l.set(2, true)
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "x", Mutate: put(map[string]any{"n": int64(1)})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got := w.EpochStart(0, 2); got != at(1, 2) {
+		t.Fatalf("epoch 2 starts at %s, want the complete position 1.2", got)
+	}
+	after, err := w.store.ScanAfter(ctx, 0, at(1, 2), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(after), []string{"d@2.6", "e@2.7", "x@2.8"}; !slices.Equal(got, want) {
+		t.Fatalf("after the tenure's start the master holds %v, want %v", got, want)
+	}
+	for _, d := range after {
+		if d.ID == "e" && (d.Version != 3 || d.Body["v"] != int64(3)) || d.ID == "d" && (!d.Deleted || d.Version != 2) {
+			t.Fatalf("%s was carried over changed: %+v", d.ID, d)
+		}
+	}
+	var sent []*Doc
+	for _, b := range shipped.all {
+		sent = append(sent, b.Docs...)
+	}
+	if got, want := ids(sent), []string{"d@2.6", "e@2.7", "x@2.8"}; !slices.Equal(got, want) {
+		t.Fatalf("replication was handed %v, want %v", got, want)
+	}
+	// A replica complete up to 1.2 that applies what the master handed on
+	// holds exactly the master's documents.
+	r := NewWriter(openTestStore(t), 1, WriterOptions{})
+	defer r.Close(ctx)
+	if res := r.Apply(ctx, Batch{Partition: 0, Epoch: 1, UpTo: at(1, 2), Docs: []*Doc{doc("a", 1, 1, 1, false), doc("b", 1, 2, 1, false)}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, b := range shipped.all {
+		if res := r.Apply(ctx, stamped(w, b)); res.Err != nil {
+			t.Fatalf("the replica refused %+v: %v", b, res.Err)
+		}
+	}
+	mine, _ := w.store.ScanKeys(ctx, 0, "", 0)
+	theirs, _ := r.store.ScanKeys(ctx, 0, "", 0)
+	if !slices.Equal(ids(mine), ids(theirs)) {
+		t.Fatalf("the replica holds %v, its master %v", ids(theirs), ids(mine))
+	}
+}

@@ -133,6 +133,9 @@ type partition struct {
 	startEpoch     uint64
 	startPos       Position
 	tenureRecorded bool
+	// carried: the tenure whose start this node's copy has been carried
+	// over into (see carryOver); in memory, so a restart checks again.
+	carried uint64
 	// chain: the epoch chain of the history this copy follows (see
 	// chain.go); read by Epochs under mu, replaced whole, never changed in
 	// place.
@@ -562,6 +565,13 @@ func (w *Writer) process(p *partition, batch []*request) {
 		}
 		p.tenureRecorded = true
 	}
+	if p.carried != epoch {
+		if err := w.carryOver(p, epoch); err != nil {
+			failAll(err)
+			return
+		}
+		p.carried = epoch
+	}
 	states := map[string]*staged{}
 	var keys []string // in order of each key's first change
 	type applied struct {
@@ -684,6 +694,88 @@ func (w *Writer) process(p *partition, batch []*request) {
 	p.mu.Unlock()
 	if w.opts.ObserveBatch != nil {
 		w.opts.ObserveBatch(len(changed), time.Since(start))
+	}
+}
+
+// carryPage bounds the documents carryOver reads and writes at a time.
+const carryPage = 1000
+
+// carryOver writes again, at positions of the tenure epoch that has just
+// begun, every document this node holds from an older epoch after the
+// tenure's start, with its content and version, and hands them to
+// replication like any write. A tenure starts where this node's copy is
+// complete, but a catch-up or full copy cut short stores documents out of
+// order beyond that (and a replica killed before its record was saved
+// holds documents beyond its recorded position): left at their positions,
+// they are in no history the partition's chain describes, so a replica
+// whose copy is already past those positions is never sent them, and one
+// holding them at the same positions would roll them back and be
+// restored them again and again. This node holds them: they are its
+// master's copy now, and they join its history first.
+func (w *Writer) carryOver(p *partition, epoch uint64) error {
+	for {
+		if p.last.Compare(p.startPos) <= 0 {
+			return nil
+		}
+		held, err := w.store.ScanAfter(w.ctx, p.id, p.startPos, carryPage)
+		if err != nil {
+			return fmt.Errorf("%w: reading the documents held beyond the tenure's start %s: %v", ErrUnavailable, p.startPos, err)
+		}
+		from := p.last
+		if from.Epoch < epoch {
+			// Nothing of the tenure is stored yet: the run is every
+			// change after its start, which a replica complete up to
+			// there can apply.
+			from = p.startPos
+		}
+		pos := p.last
+		pos.Epoch = epoch
+		var writes []write
+		for _, d := range held {
+			if d.Pos.Epoch >= epoch {
+				break // the tenure's own writes come after every older one
+			}
+			c := *d
+			pos.Seq++
+			c.Pos = pos
+			writes = append(writes, write{doc: &c})
+		}
+		if len(writes) == 0 {
+			return nil
+		}
+		p.stage(pos)
+		p.commits.Add(1)
+		err = w.store.commit(w.ctx, p.id, writes)
+		for _, wr := range writes {
+			if err != nil {
+				w.cache.forget(wr.doc.Key)
+			} else {
+				w.cache.put(wr.doc.Key, wr.doc)
+			}
+		}
+		p.commits.Add(1)
+		// Positions handed out are never reused, stored or not.
+		p.mu.Lock()
+		p.last = pos
+		p.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("%w: carrying %d documents held beyond the tenure's start into it: %v", ErrUnavailable, len(writes), err)
+		}
+		if w.opts.Lease != nil {
+			if e, ok := w.opts.Lease(p.id); !ok || e != epoch {
+				// Stored: replication catches replicas up from the store.
+				return ErrNotMaster
+			}
+		}
+		w.log.Info("carried documents held beyond the start of this node's tenure into it", "partition", p.id, "epoch", epoch,
+			"documents", len(writes), "start", p.startPos, "first", writes[0].doc.Pos)
+		if w.opts.OnCommitted != nil {
+			docs := make([]*Doc, len(writes))
+			for i, wr := range writes {
+				docs[i] = wr.doc
+			}
+			w.opts.OnCommitted(Batch{Partition: p.id, Epoch: epoch, From: from, UpTo: pos, Docs: docs})
+		}
 	}
 }
 
