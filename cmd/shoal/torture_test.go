@@ -14,8 +14,8 @@ import (
 	"github.com/shoal-db/shoal/internal/torture"
 )
 
-// A short fault run with a fixed seed (every fault kind once): every
-// checker passes. The README gives the long command.
+// A short fault run with a fixed seed (every fault kind once, and an
+// overlapping pair): every checker passes. The README gives the long command.
 func TestTortureShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 30 s fault run")
@@ -43,6 +43,15 @@ func TestTortureShortRun(t *testing.T) {
 		if rep.Faults[k] == 0 {
 			t.Errorf("no %s fault in the run", k)
 		}
+	}
+	overlapping := 0
+	for _, f := range rep.Executed {
+		if strings.Contains(f.Kind, "+") {
+			overlapping++
+		}
+	}
+	if overlapping == 0 {
+		t.Errorf("no overlapping faults in the run: %+v", rep.Executed)
 	}
 	if rep.Lists.Acked == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 || rep.Writers.Acks == 0 {
 		t.Fatalf("nothing to check: %d list elements, %d w=1 writes, %d register writes acknowledged, %d acknowledgements in the commit logs",
@@ -100,7 +109,7 @@ func TestTortureHelp(t *testing.T) {
 	if code := run([]string{"torture", "--help"}, &out, &errs); code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	for _, flag := range []string{"-nodes", "-duration", "-seed", "-clients", "-keep", "-binary", "-network"} {
+	for _, flag := range []string{"-nodes", "-duration", "-seed", "-clients", "-keep", "-binary", "-network", "-runs"} {
 		if !strings.Contains(errs.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, errs.String())
 		}

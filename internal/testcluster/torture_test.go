@@ -117,7 +117,7 @@ func TestLinkCutsUnderTheFaultSuitesWorkload(t *testing.T) {
 	for _, f := range faults {
 		rep.Faults[f.Kind]++
 	}
-	torture.Healed{Nodes: targets, Token: token, Dir: t.TempDir(), Log: t.Logf}.Check(ctx, rep, rep.History, healed, w.Since())
+	torture.Healed{Nodes: targets, Token: token, Dir: t.TempDir(), Log: t.Logf}.Check(ctx, rep, rep.History, healed)
 	t.Logf("report:\n%s", rep.Table())
 	if f := rep.Failures(); len(f) > 0 {
 		t.Fatalf("the run failed its checks:\n%s", strings.Join(f, "\n"))

@@ -275,6 +275,13 @@ type Outage struct {
 
 func (o Outage) Length() time.Duration { return o.Until - o.From }
 
+// Outages is Unavailability of the history's writes: an outage still
+// going on when the workload stopped ends there (not when the checks
+// read the history).
+func (h *History) Outages(faults []Fault) map[string]Outage {
+	return Unavailability(h.Attempts, faults, time.Duration(h.end))
+}
+
 // Unavailability is, per fault kind, the longest outage of any client
 // that began during a fault of that kind (from its start to the next
 // fault's): it began when its first failed write was answered, as a write

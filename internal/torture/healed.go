@@ -61,8 +61,8 @@ func (c Healed) node(id string) (Target, error) {
 }
 
 // Check runs every checker on the healed cluster: healed is when the
-// last fault was healed, end the workload's clock when it stopped.
-func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.Time, end time.Duration) {
+// last fault was healed.
+func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.Time) {
 	// Convergence first: the final reads of the checks below are of a
 	// settled cluster.
 	keys := usedKeys(h)
@@ -162,7 +162,7 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 			rep.problem("reading the nodes' commit logs: %v", err)
 		}
 	}
-	rep.Availability = Unavailability(h.Attempts, rep.Executed, end)
+	rep.Availability = h.Outages(rep.Executed)
 	for _, a := range h.Attempts {
 		if a.OK {
 			rep.Ops["write ok"]++

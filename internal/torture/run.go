@@ -220,7 +220,7 @@ func (r *runner) check(ctx context.Context, rep *Report, h *History, healed time
 		}
 	}
 	r.mu.Unlock()
-	c.Check(ctx, rep, h, healed, r.w.Since())
+	c.Check(ctx, rep, h, healed)
 }
 
 // keepRollbacks remembers the rollback collection of a node about to
