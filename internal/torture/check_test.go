@@ -258,3 +258,26 @@ func TestAnOutageEndsWhenTheWorkloadStopped(t *testing.T) {
 		t.Fatalf("outage %+v, want from 10s to the stop at 12s, not recovered", o)
 	}
 }
+
+// A run that fails any check, not only linearizability, keeps porcupine's
+// visualization of its registers beside the logs.
+func TestAFailingRunKeepsTheVisualization(t *testing.T) {
+	m := newHandMade()
+	m.add("a", 0, 1, opPut, "x", 1, false)
+	m.add("a", 2, 3, opRead, "x", 1, true)
+	v, err := m.h.CheckRegisters(ReadLinearizable, 10*time.Second, "")
+	if err != nil || v.Result != porcupine.Ok {
+		t.Fatalf("%v %v", v.Result, err)
+	}
+	dir := t.TempDir()
+	passing := &Report{Registers: v, History: m.h}
+	keepEvidence(passing, m.h, dir)
+	if passing.Registers.Path != "" {
+		t.Fatalf("a passing run wrote %s", passing.Registers.Path)
+	}
+	lost := &Report{Registers: v, History: m.h, LostRegister: []string{"put(a, y) lost"}}
+	keepEvidence(lost, m.h, dir)
+	if _, err := os.Stat(filepath.Join(dir, "history-linearizable.html")); err != nil || lost.Registers.Path == "" {
+		t.Fatalf("a run that lost a write kept no visualization (%q): %v", lost.Registers.Path, err)
+	}
+}

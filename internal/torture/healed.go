@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anishathalye/porcupine"
-
 	"github.com/shoal-db/shoal/store"
 )
 
@@ -149,10 +147,6 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 		dir = c.Dir
 	}
 	v, err := h.CheckRegisters(ReadLinearizable, 60*time.Second, dir)
-	if v.Result == porcupine.Illegal && dir == "" {
-		// A failure's evidence: write the visualization after all.
-		v, err = h.CheckRegisters(ReadLinearizable, 60*time.Second, c.Dir)
-	}
 	if err != nil {
 		rep.problem("%v", err)
 	}
@@ -161,6 +155,9 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 		if rep.Writers, err = checkWriters(c.CommitLogs); err != nil {
 			rep.problem("reading the nodes' commit logs: %v", err)
 		}
+	}
+	if dir == "" {
+		keepEvidence(rep, h, c.Dir)
 	}
 	rep.Availability = h.Outages(rep.Executed)
 	for _, a := range h.Attempts {
@@ -175,6 +172,17 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 	rep.Ops["compare-and-sets refused"] = h.Refused
 	rep.Ops["linearizable reads"] = h.DefiniteReads[ReadLinearizable]
 	rep.Ops["local reads"] = h.DefiniteReads[ReadLocal]
+}
+
+// keepEvidence writes porcupine's visualization of the registers' history
+// into dir when the run failed, whichever check failed.
+func keepEvidence(rep *Report, h *History, dir string) {
+	if !rep.Failed() || dir == "" {
+		return
+	}
+	if v, err := h.CheckRegisters(ReadLinearizable, 60*time.Second, dir); err == nil {
+		rep.Registers.Path = v.Path
+	}
 }
 
 func splitKey(k string) (user, coll, id string) {
