@@ -1,8 +1,10 @@
 package torture
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -279,5 +281,25 @@ func TestAFailingRunKeepsTheVisualization(t *testing.T) {
 	keepEvidence(lost, m.h, dir)
 	if _, err := os.Stat(filepath.Join(dir, "history-linearizable.html")); err != nil || lost.Registers.Path == "" {
 		t.Fatalf("a run that lost a write kept no visualization (%q): %v", lost.Registers.Path, err)
+	}
+}
+
+// A removed node's drain is awaited only once every fault of its step is
+// healed: seed 2000 removed the spare while a replica was down, and the
+// drain, awaited first, waited for the replica its heal had not restarted.
+func TestAStepHealsEveryFaultBeforeAwaitingADrain(t *testing.T) {
+	var order []string
+	step := func(name string, drain bool) injected {
+		in := injected{target: name, heal: func(context.Context) error { order = append(order, "heal "+name); return nil }}
+		if drain {
+			in.settle = func(context.Context) error { order = append(order, "drain "+name); return nil }
+		}
+		return in
+	}
+	if err := healStep(context.Background(), []injected{step("kill-replica", false), step("remove-node", true)}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"heal remove-node", "heal kill-replica", "drain remove-node"}; !slices.Equal(order, want) {
+		t.Fatalf("order %v, want %v", order, want)
 	}
 }

@@ -35,10 +35,14 @@ func (r *runner) agreedPlacement(ctx context.Context) (master string, responsibl
 	return master, responsible, epoch, ""
 }
 
-// injected is a fault in force: what it did, and how to heal it.
+// injected is a fault in force: what it did, and how to heal it. settle,
+// if set, waits for what the heal leaves to happen (a removed node's
+// drain); it runs once every fault of the step is healed, as a drain may
+// need a node another fault stopped.
 type injected struct {
 	target string
 	heal   func(ctx context.Context) error
+	settle func(ctx context.Context) error
 }
 
 // inject runs one step: the fault (and the one it overlaps with), the
@@ -54,14 +58,7 @@ func (r *runner) inject(ctx context.Context, s Step) (Fault, error) {
 	r.w.Mark(fmt.Sprintf("%s: %s", s.Kind, one.target))
 	r.logf("fault %s of %s for %s", s.Kind, one.target, s.Hold)
 	heals := []injected{one}
-	healAll := func() error {
-		for i := len(heals) - 1; i >= 0; i-- {
-			if err := heals[i].heal(ctx); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	healAll := func() error { return healStep(ctx, heals) }
 	hold := time.After(s.Hold)
 	if s.With != nil {
 		if err := sleep(ctx, s.After); err != nil {
@@ -93,6 +90,24 @@ func (r *runner) inject(ctx context.Context, s Step) (Fault, error) {
 	f.Recovered = r.w.Since()
 	r.logf("healed %s of %s; whole again %s after the heal", s.Label(), f.Target, (f.Recovered - f.Healed).Round(time.Millisecond))
 	return f, nil
+}
+
+// healStep heals a step's faults, the last injected first, then waits for
+// what each heal leaves to happen.
+func healStep(ctx context.Context, heals []injected) error {
+	for i := len(heals) - 1; i >= 0; i-- {
+		if err := heals[i].heal(ctx); err != nil {
+			return err
+		}
+	}
+	for _, h := range heals {
+		if h.settle != nil {
+			if err := h.settle(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -248,15 +263,17 @@ func (r *runner) addNode(n *Node) (injected, error) {
 	return injected{target: n.ID + " (into the peer list)", heal: func(context.Context) error { return nil }}, nil
 }
 
-// removeNode takes n out of the peer list. Its heal waits until it has
-// drained, keeps its rollback collection for the checks, and stops it.
+// removeNode takes n out of the peer list. Once every fault of the step
+// is healed, it waits until n has drained, keeps its rollback collection
+// for the checks, and stops it (seed 2000 removed the spare while a
+// replica was down: the spare hands partitions only to their preferred
+// master, the replica, which its own heal had not restarted yet).
 func (r *runner) removeNode(n *Node) (injected, error) {
 	if err := r.c.SetListed(n.ID, false); err != nil {
 		return injected{}, err
 	}
-	return injected{target: n.ID + " (out of the peer list)", heal: func(ctx context.Context) error {
-		return r.retire(ctx, n)
-	}}, nil
+	return injected{target: n.ID + " (out of the peer list)", heal: func(context.Context) error { return nil },
+		settle: func(ctx context.Context) error { return r.retire(ctx, n) }}, nil
 }
 
 // drainWait bounds how long a node out of the peer list may take to hand
