@@ -26,9 +26,10 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	binary := fs.String("binary", "", "the shoal binary the nodes run (default: this executable)")
 	dir := fs.String("dir", "", "directory for the nodes' data and logs (default: a new temporary directory); with --runs, one subdirectory per run")
 	runs := fs.Int("runs", 1, "consecutive runs, of seeds --seed, --seed+1, ...; it stops at the first failing run and prints a summary of all")
+	keepGoing := fs.Bool("keep-going", false, "with --runs: go on after a failing run (each keeps its logs) instead of stopping")
 	network := fs.String("network", torture.NetAuto, "loopback (every node on 127.0.0.1), netns (a network namespace per node, which adds link cuts; needs root and iproute2) or auto (netns when it can)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1] [--keep] [--binary PATH] [--dir DIR] [--network auto|netns|loopback]")
+		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--binary PATH] [--dir DIR] [--network auto|netns|loopback]")
 		fmt.Fprintln(stderr, "Runs a fault suite: starts --nodes `shoal serve` processes of --binary (it builds nothing) and one spare")
 		fmt.Fprintln(stderr, "node, with clients doing majority puts, compare-and-sets after linearizable reads and linearizable reads of")
 		fmt.Fprintln(stderr, "registers, w=1 writes of keys written once, and majority appends to per-user lists, while a nemesis injects")
@@ -89,6 +90,11 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		if rep != nil && rep.History != nil {
 			fmt.Fprint(stdout, "\n"+rep.Table())
 		}
+		if err != nil && *keepGoing && ctx.Err() == nil {
+			fmt.Fprintf(stderr, "shoal torture: seed %d could not be run: %v\n", s, err)
+			sum.Add(&torture.Report{Seed: s, Problems: []string{err.Error()}})
+			continue
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "shoal torture: seed %d: %v\n", s, err)
 			if rep != nil && rep.Kept {
@@ -100,7 +106,7 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		sum.Add(rep)
-		if rep.Failed() {
+		if rep.Failed() && !*keepGoing {
 			break
 		}
 	}
