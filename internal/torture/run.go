@@ -171,6 +171,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rep.History = h
 	if faultErr != nil {
 		if errors.Is(faultErr, context.Canceled) {
+			rep.problem("interrupted before the checks: nothing was checked")
 			return rep, faultErr
 		}
 		rep.problem("the cluster did not heal: %v", faultErr)
