@@ -467,15 +467,57 @@ func (n *Node) masterChanged(partition int, holder string, epoch uint64) {
 func (n *Node) chooseReplicasLoop(ctx context.Context) {
 	tick := time.NewTicker(max(n.cfg.LeaseTTL/3, 200*time.Millisecond))
 	defer tick.Stop()
+	turn := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		n.chooseReplicas()
+		if due := n.chooseReplicas(); len(due) > 0 {
+			// One paused swap per tick, the partitions taking turns.
+			n.replaceUnderPause(ctx, due[turn%len(due)])
+			turn++
+		}
 		n.shipper.Ensure(n.cfg.PartitionCount)
 	}
+}
+
+// pausedSwap is a partition whose newcomers are nearly caught up but still
+// behind the regular copies they replace (replaceUnderPause).
+type pausedSwap struct {
+	partition int
+	newcomers []string
+}
+
+// replaceUnderPause lets a partition's newcomers take the slots of the
+// regular copies they replace while the partition's writes are paused: the
+// replaced copies keep taking every live change until then, as fast as the
+// newcomers or faster (a draining node that holds little applies its
+// batches sooner), so under a steady write load the newcomers may never
+// be found holding what those copies hold (seed 2002: a removed node kept
+// as a replica for two minutes). With the history standing still the
+// newcomers reach the master's last change, and chooseReplicas, run again
+// before writes resume, makes the swap; no write can be acknowledged on
+// the replaced copies' account in between.
+func (n *Node) replaceUnderPause(ctx context.Context, s pausedSwap) {
+	pauseCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
+	resume, err := n.writer.Pause(pauseCtx, s.partition)
+	cancel()
+	if err != nil {
+		return
+	}
+	defer resume()
+	last := n.writer.Position(s.partition)
+	shipCtx, cancel := context.WithTimeout(ctx, handoffShipTimeout)
+	_, err = n.shipper.WaitReplicated(shipCtx, s.partition, last, func() []string { return s.newcomers }, len(s.newcomers))
+	cancel()
+	if err != nil {
+		n.log.Debug("newcomer replicas did not catch up while writes paused; tried again later", "partition", s.partition,
+			"newcomers", s.newcomers, "err", err)
+		return
+	}
+	n.chooseReplicas()
 }
 
 // purgeLoop removes tombstones older than TOMBSTONE_RETENTION, on every
@@ -546,7 +588,10 @@ func (n *Node) replicasOf(p int) []string {
 	return a.Responsible[1:]
 }
 
-func (n *Node) chooseReplicas() {
+// chooseReplicas updates the responsible list of every partition this
+// node masters, and returns the partitions whose newcomers wait only for
+// the copies they replace to stand still (see replaceUnderPause).
+func (n *Node) chooseReplicas() (due []pausedSwap) {
 	var cands []shard.Candidate
 	now := time.Now()
 	for _, m := range n.cluster.View().Members {
@@ -598,7 +643,13 @@ func (n *Node) chooseReplicas() {
 		// A replica replacing a regular copy counts (for write concerns and
 		// promotion) only once it holds what that copy held.
 		chosen = keepReplacedCopies(current, chosen, copies, func(newcomers, replaced []string) bool {
-			return n.holdsWhatTheyHeld(p, epoch, newcomers, replaced)
+			switch n.replacement(p, epoch, newcomers, replaced) {
+			case replaceNow:
+				return true
+			case replacePaused:
+				due = append(due, pausedSwap{partition: p, newcomers: newcomers})
+			}
+			return false
 		})
 		ch := choice{a: a, replicas: chosen}
 		// A partition whose preferred master is another node moves there:
@@ -649,6 +700,7 @@ func (n *Node) chooseReplicas() {
 		n.cluster.Broadcast(shard.EncodeAssignments(changed[:k]))
 		changed = changed[k:]
 	}
+	return due
 }
 
 // keepReplacedCopies orders the replicas chosen for a partition so that a
@@ -686,23 +738,70 @@ func keepReplacedCopies(current, chosen []string, copies int, caughtUp func(newc
 	return out
 }
 
-// holdsWhatTheyHeld reports whether every newcomer has acknowledged this
-// tenure's history (epoch) at least as far as each replaced copy did: it
-// then holds every majority write the replaced copies were counted for.
-func (n *Node) holdsWhatTheyHeld(p int, epoch uint64, newcomers, replaced []string) bool {
-	last := n.writer.Position(p)
+// replacement is what the master does this round about the newcomers
+// chosen to replace regular copies of partition p at epoch (see
+// keepReplacedCopies), from what each has acknowledged.
+func (n *Node) replacement(p int, epoch uint64, newcomers, replaced []string) replaceStep {
+	acks := func(ids []string) []ack {
+		out := make([]ack, len(ids))
+		for i, id := range ids {
+			out[i].pos, out[i].known = n.shipper.Acked(id, p)
+		}
+		return out
+	}
+	return decideReplacement(epoch, n.writer.Position(p), acks(newcomers), acks(replaced))
+}
+
+// ack is what a replica has acknowledged of a partition (known false: not
+// heard from yet).
+type ack struct {
+	pos   store.Position
+	known bool
+}
+
+// replaceStep is a decision of decideReplacement.
+type replaceStep int
+
+const (
+	// replaceKeep: the replaced copies keep their slots.
+	replaceKeep replaceStep = iota
+	// replaceNow: the newcomers take the slots.
+	replaceNow
+	// replacePaused: the newcomers are at most handoffMaxBehind changes
+	// behind, but not as far as every replaced copy; those copies take
+	// each new change with them, so the newcomers are caught up with the
+	// partition's writes paused (replaceUnderPause).
+	replacePaused
+)
+
+// decideReplacement decides whether newcomers replace regular copies of a
+// partition whose master is at last, in its tenure epoch. They do once
+// every newcomer has acknowledged this tenure's history (epoch) at least
+// as far as each replaced copy did: it then holds every majority write
+// the replaced copies were counted for. Short of that, when every
+// newcomer is nearly caught up, the master pauses writes to let them
+// reach it (a copy that keeps taking live changes is a target they may
+// never be found level with); otherwise the replaced copies stay.
+func decideReplacement(epoch uint64, last store.Position, newcomers, replaced []ack) replaceStep {
+	holds := true
 	for _, nc := range newcomers {
-		acked, known := n.shipper.Acked(nc, p)
-		if !known || acked.Compare(last) < 0 && acked.Epoch != epoch {
-			return false
+		if !nc.known || nc.pos.Compare(last) < 0 && nc.pos.Epoch != epoch {
+			holds = false
+			break
 		}
 		for _, r := range replaced {
-			if was, ok := n.shipper.Acked(r, p); ok && acked.Compare(was) < 0 {
-				return false
+			if r.known && nc.pos.Compare(r.pos) < 0 {
+				holds = false
 			}
 		}
 	}
-	return true
+	switch {
+	case holds:
+		return replaceNow
+	case nearlyCaughtUp(last, newcomers):
+		return replacePaused
+	}
+	return replaceKeep
 }
 
 // downTooLong reports whether member m has been DOWN for longer than
@@ -731,10 +830,18 @@ func tieBreak(cands []shard.Candidate, partition int) []shard.Candidate {
 // caughtUp reports whether every one of replicas holds partition p's
 // history nearly up to this master's last change.
 func (n *Node) caughtUp(p int, replicas []string) bool {
-	last := n.writer.Position(p)
-	for _, r := range replicas {
-		acked, known := n.shipper.Acked(r, p)
-		if !known || acked.Compare(last) < 0 && (acked.Epoch != last.Epoch || last.Seq-acked.Seq > handoffMaxBehind) {
+	acks := make([]ack, len(replicas))
+	for i, r := range replicas {
+		acks[i].pos, acks[i].known = n.shipper.Acked(r, p)
+	}
+	return nearlyCaughtUp(n.writer.Position(p), acks)
+}
+
+// nearlyCaughtUp reports whether every ack is at last, or in its epoch at
+// most handoffMaxBehind changes before it.
+func nearlyCaughtUp(last store.Position, acks []ack) bool {
+	for _, a := range acks {
+		if !a.known || a.pos.Compare(last) < 0 && (a.pos.Epoch != last.Epoch || last.Seq-a.pos.Seq > handoffMaxBehind) {
 			return false
 		}
 	}

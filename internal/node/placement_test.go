@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/shoal-db/shoal/shard"
+	"github.com/shoal-db/shoal/store"
 )
 
 func TestWantsPartitionMovesALiveMasterOnlyByHandoff(t *testing.T) {
@@ -110,6 +111,40 @@ func TestAReplacementReplicaCountsOnlyOnceCaughtUp(t *testing.T) {
 	for _, c := range cases {
 		if got := keepReplacedCopies(c.current, c.chosen, c.copies, c.caughtUp); !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Newcomers replace regular copies once they hold what those held; when
+// they are nearly there but the replaced copies keep taking live changes
+// ahead of them (seed 2002: a removed node, kept as a regular replica
+// after handing a partition over, acknowledged each batch before the
+// newcomer did for two minutes of writes), the master pauses writes to
+// let them reach it instead of waiting for a moment they are level.
+func TestANewcomerBehindAMovingReplacedCopyIsCaughtUpUnderAPause(t *testing.T) {
+	at := func(e, s uint64) ack { return ack{pos: store.Position{Epoch: e, Seq: s}, known: true} }
+	unknown := ack{}
+	last := store.Position{Epoch: 6, Seq: 1416}
+	cases := []struct {
+		name      string
+		newcomers []ack
+		replaced  []ack
+		want      replaceStep
+	}{
+		{"level with the replaced copy and the master", []ack{at(6, 1416)}, []ack{at(6, 1416)}, replaceNow},
+		{"level with the replaced copy, behind the master in this tenure", []ack{at(6, 1400)}, []ack{at(6, 1400)}, replaceNow},
+		{"one change behind a replaced copy that took it first", []ack{at(6, 1415)}, []ack{at(6, 1416)}, replacePaused},
+		{"a batch behind, within the handoff margin", []ack{at(6, 1300)}, []ack{at(6, 1416)}, replacePaused},
+		{"far behind: keep the replaced copy", []ack{at(6, 1000)}, []ack{at(6, 1416)}, replaceKeep},
+		{"in an older epoch: keep", []ack{at(5, 676)}, []ack{at(6, 1416)}, replaceKeep},
+		{"not heard from yet: keep", []ack{unknown}, []ack{at(6, 1416)}, replaceKeep},
+		{"replaced copy not heard from, newcomer at the master", []ack{at(6, 1416)}, []ack{unknown}, replaceNow},
+		{"one of two newcomers behind", []ack{at(6, 1416), at(6, 1410)}, []ack{at(6, 1416)}, replacePaused},
+		{"one of two newcomers far behind", []ack{at(6, 1416), at(6, 10)}, []ack{at(6, 1416)}, replaceKeep},
+	}
+	for _, c := range cases {
+		if got := decideReplacement(6, last, c.newcomers, c.replaced); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -414,3 +414,47 @@ func ringOf(t *testing.T, n int) *shard.Ring {
 	}
 	return ring
 }
+
+// A node taken out of the peer list while a replica is down (seed 2002:
+// kill-replica and remove-node overlapping, RF 3) drains under a
+// continuous write load once the replica is back: the masters stop
+// listing it, and no acknowledged write is lost.
+func TestRemovedNodeDrainsWhileAReplicaIsDown(t *testing.T) {
+	c := testcluster.Start(t, 4, testcluster.Voters(3), testcluster.Tolerant(), testcluster.ReplicationFactor(3))
+	token := testnode.AdminToken(t)
+	l := startLoad(t, c, token, c.Nodes[1:3])
+	testnode.Eventually(t, 30*time.Second, "writes flowing", func() (bool, string) { return l.acked() > 200, fmt.Sprint(l.acked()) })
+	c.Node("node1").Stop()
+	c.RemoveFromPeers("node4")
+	testnode.Eventually(t, 30*time.Second, "node4 out of the others' peer lists", func() (bool, string) {
+		for _, n := range c.Nodes[1:3] {
+			for _, m := range n.Cluster().View().Members {
+				if m.ID == "node4" && m.InPeerList {
+					return false, n.ID + " still lists node4"
+				}
+			}
+		}
+		return true, ""
+	})
+	c.Restart("node1")
+	drained := testnode.Eventually(t, 60*time.Second, "node4 holds nothing", func() (bool, string) {
+		for p := 0; p < testcluster.Partitions; p++ {
+			if _, ok := c.Node("node4").Leases().Holds(p); ok {
+				return false, fmt.Sprintf("node4 still masters partition %d", p)
+			}
+			for _, n := range c.Nodes[:3] {
+				if r := n.Placement(p).Responsible; slices.Contains(r, "node4") {
+					return false, fmt.Sprintf("%s lists node4 for partition %d: %v", n.ID, p, r)
+				}
+			}
+		}
+		return true, ""
+	})
+	l.end()
+	outcome := l.check(c, token)
+	if o := c.History.Overlaps(); len(o) > 0 {
+		t.Fatalf("two nodes accepted writes at once:\n%s", strings.Join(o, "\n"))
+	}
+	t.Logf("node4 drained %s after node1's restart; %d majority and %d w=1 writes acknowledged, %s; refused: %v",
+		drained.Round(time.Millisecond), len(l.majority), len(l.one), outcome, l.failed)
+}
