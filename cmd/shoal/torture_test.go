@@ -121,3 +121,37 @@ func TestTortureHelp(t *testing.T) {
 		t.Fatalf("--nodes 2 exited %d: %s", code, errs.String())
 	}
 }
+
+// cancelOn cancels a context once the run's log says a line.
+type cancelOn struct {
+	bytes.Buffer
+	line   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	n, err := c.Buffer.Write(p)
+	if strings.Contains(c.String(), c.line) {
+		c.cancel()
+	}
+	return n, err
+}
+
+// A run interrupted before its checks fails and says nothing was checked:
+// one stopped by SIGTERM printed a table of no checks ending in PASS.
+func TestAnInterruptedTortureRunIsNoPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	log := &cancelOn{line: "fault ", cancel: cancel}
+	rep, err := torture.Run(ctx, torture.Config{Binary: os.Args[0], Env: []string{"SHOAL_RUN_MAIN=1"}, Nodes: 3,
+		Duration: time.Minute, Seed: 14, Clients: 2, Dir: t.TempDir(), Log: log, Network: torture.NetLoopback})
+	if err == nil || rep == nil {
+		t.Fatalf("an interrupted run returned %v, %v", rep, err)
+	}
+	if !rep.Failed() || !strings.Contains(rep.Table(), "nothing was checked") {
+		t.Fatalf("the interrupted run's table:\n%s", rep.Table())
+	}
+}
