@@ -14,18 +14,16 @@ import (
 	"github.com/shoal-db/shoal/internal/torture"
 )
 
-// A short fault run with a fixed seed (every fault kind once, and an
-// overlapping pair): every checker passes. The README gives the long command.
-func TestTortureShortRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 30 s fault run")
-	}
+// passingRun runs the fault suite on a cluster of this test binary's nodes
+// (3 nodes, 4 register clients, cfg's duration, seed, network and kinds),
+// logs its log and table, and fails the test unless every check passed.
+func passingRun(t *testing.T, cfg torture.Config) *torture.Report {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var log bytes.Buffer
-	dir := t.TempDir()
-	rep, err := torture.Run(ctx, torture.Config{Binary: os.Args[0], Env: []string{"SHOAL_RUN_MAIN=1"}, Nodes: 3,
-		Duration: 30 * time.Second, Seed: 14, Clients: 4, Dir: dir, Log: &log})
+	cfg.Binary, cfg.Env, cfg.Nodes, cfg.Clients, cfg.Dir, cfg.Log = os.Args[0], []string{"SHOAL_RUN_MAIN=1"}, 3, 4, t.TempDir(), &log
+	rep, err := torture.Run(ctx, cfg)
 	t.Logf("run log:\n%s", log.String())
 	if rep != nil && rep.History != nil {
 		t.Logf("report:\n%s", rep.Table())
@@ -36,6 +34,16 @@ func TestTortureShortRun(t *testing.T) {
 	if f := rep.Failures(); len(f) > 0 {
 		t.Fatalf("the run failed its checks:\n%s", strings.Join(f, "\n"))
 	}
+	return rep
+}
+
+// A short fault run with a fixed seed (every fault kind once, and an
+// overlapping pair): every checker passes. The README gives the long command.
+func TestTortureShortRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 30 s fault run")
+	}
+	rep := passingRun(t, torture.Config{Duration: 30 * time.Second, Seed: 14})
 	if rep.Registers.Result != porcupine.Ok {
 		t.Fatalf("porcupine's verdict: %v", rep.Registers.Result)
 	}
@@ -69,21 +77,7 @@ func TestTortureNetnsShortRun(t *testing.T) {
 	if _, _, err := torture.ResolveNetwork(torture.NetNetns); err != nil {
 		t.Skipf("needs network namespaces: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var log bytes.Buffer
-	rep, err := torture.Run(ctx, torture.Config{Binary: os.Args[0], Env: []string{"SHOAL_RUN_MAIN=1"}, Nodes: 3,
-		Duration: 20 * time.Second, Seed: 14, Clients: 4, Dir: t.TempDir(), Log: &log, Network: torture.NetNetns, Kinds: torture.LinkFaultKinds})
-	t.Logf("run log:\n%s", log.String())
-	if rep != nil && rep.History != nil {
-		t.Logf("report:\n%s", rep.Table())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f := rep.Failures(); len(f) > 0 {
-		t.Fatalf("the run failed its checks:\n%s", strings.Join(f, "\n"))
-	}
+	rep := passingRun(t, torture.Config{Duration: 20 * time.Second, Seed: 14, Network: torture.NetNetns, Kinds: torture.LinkFaultKinds})
 	for _, k := range torture.LinkFaultKinds {
 		if rep.Faults[k] == 0 {
 			t.Errorf("no %s fault in the run", k)
