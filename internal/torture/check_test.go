@@ -303,3 +303,21 @@ func TestAStepHealsEveryFaultBeforeAwaitingADrain(t *testing.T) {
 		t.Fatalf("order %v, want %v", order, want)
 	}
 }
+
+// A schedule keeps a run injecting faults for its whole duration even when
+// the cluster is whole again at once after each: the run stops at the
+// duration, not when the plan runs out (2-minute runs of seed 3000 ran out
+// of faults at 89 s).
+func TestAScheduleFillsItsDuration(t *testing.T) {
+	for _, network := range []string{NetLoopback, NetNetns} {
+		for seed := uint64(1); seed <= 20; seed++ {
+			var busy time.Duration
+			for _, s := range Schedule(seed, 2*time.Minute, KindsFor(network)) {
+				busy += s.Hold + s.Quiet
+			}
+			if busy < 2*time.Minute {
+				t.Fatalf("%s seed %d: faults and quiet times of %s planned for a 2m run", network, seed, busy)
+			}
+		}
+	}
+}

@@ -84,17 +84,15 @@ func (s Step) String() string {
 	return fmt.Sprintf("%s for %s, then %s quiet", s.Kind, s.Hold, s.Quiet)
 }
 
-// recoveryGuess is what the schedule budgets for the cluster to be whole
-// again after a fault (the run waits for it, however long it takes).
-const recoveryGuess = 5 * time.Second
-
-// Schedule is the faults of kinds planned for a run of about duration:
-// every kind once in a seeded order, and one overlapping pair, again and
-// again, and at least one of each. The same seed and kinds give the same
-// schedule; the run starts no fault once duration has passed, except to
-// have injected one of each kind. The spare node starts out of the peer list, and the
-// membership edits alternate: add-node where the spare is out, remove-node
-// where it is in.
+// Schedule is the faults of kinds planned for a run of duration: every
+// kind once in a seeded order, and one overlapping pair, again and again,
+// at least one of each, and enough that their holds and quiet times alone
+// fill duration (the run waits after each for the cluster to be whole
+// again, so it uses fewer: it starts no fault once duration has passed,
+// except to have injected one of each kind). The same seed and kinds give
+// the same schedule. The spare node starts out of the peer list, and the
+// membership edits alternate: add-node where the spare is out,
+// remove-node where it is in.
 func Schedule(seed uint64, duration time.Duration, kinds []string) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x7047))
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
@@ -128,7 +126,7 @@ func Schedule(seed uint64, duration time.Duration, kinds []string) []Step {
 		pairs = append(slices.Clip(pairs), linkOverlaps...)
 	}
 	var out []Step
-	planned := 5 * time.Second // the workload runs alone first
+	var planned time.Duration
 	for planned < duration || len(out) < len(kinds)+1 {
 		kinds := append([]string(nil), kinds...)
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
@@ -148,7 +146,7 @@ func Schedule(seed uint64, duration time.Duration, kinds []string) []Step {
 			}
 			s.Quiet = ms(1000, 3000)
 			out = append(out, s)
-			planned += s.Hold + s.Quiet + recoveryGuess
+			planned += s.Hold + s.Quiet
 			if planned >= duration && len(out) >= len(kinds) {
 				break
 			}
