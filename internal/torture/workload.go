@@ -83,6 +83,7 @@ type Workload struct {
 	wg        sync.WaitGroup
 	nDefinite atomic.Int64
 	nAcked    atomic.Int64 // writes of any kind acknowledged
+	nRegister atomic.Int64 // register writes acknowledged: the registers' partition takes writes
 	nClients  atomic.Int64
 	nReady    atomic.Int64 // clients that had a write acknowledged
 	nextID    atomic.Int64
@@ -162,6 +163,9 @@ func (w *Workload) Definite() int { return int(w.nDefinite.Load()) }
 
 // Acked counts the writes of any kind acknowledged so far.
 func (w *Workload) Acked() int { return int(w.nAcked.Load()) }
+
+// RegisterAcked counts the register writes acknowledged so far.
+func (w *Workload) RegisterAcked() int { return int(w.nRegister.Load()) }
 
 // Start starts the clients; their requests end with ctx. Stop stops them.
 func (w *Workload) Start(ctx context.Context) {
@@ -340,6 +344,7 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 		}
 		out = regOutput{Outcome: resultDone, Version: v}
 		w.nAcked.Add(1)
+		w.nRegister.Add(1)
 	case status == 412 && in.Kind == opCAS:
 		out = regOutput{Outcome: resultRefused}
 	}
