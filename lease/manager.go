@@ -251,6 +251,16 @@ func (m *Manager) Lapsed(partition int) (holder string, epoch uint64, lapsed boo
 	return rec.Holder, rec.Epoch, true
 }
 
+// RecordEpoch is the epoch of this voter's record of partition (0: none):
+// a partition table naming a later tenure means a grant was made without
+// this voter.
+func (m *Manager) RecordEpoch(partition int) uint64 {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return 0
+	}
+	return m.seenRecord(partition).Epoch
+}
+
 // seenRecord is this voter's record of partition as last decided, read
 // without waiting for a decision in progress.
 func (m *Manager) seenRecord(partition int) Record {

@@ -328,11 +328,26 @@ type lapse struct {
 // lapseOf is what this node knows of partition p's last lease: its own
 // voter record, or else what a majority of the voters said recently.
 func (n *Node) lapseOf(p int) lapse {
-	var l lapse
-	if l.holder, l.epoch, l.ended = n.leases.Lapsed(p); !l.ended {
-		l = n.promote.lapseHeard(p)
+	var own lapse
+	own.holder, own.epoch, own.ended = n.leases.Lapsed(p)
+	return knownLapse(own, n.promote.lapseHeard(p), n.table.Get(p).Epoch)
+}
+
+// knownLapse is what a node knows of a partition's last lease: its own
+// voter record (own), unless that is older than the tenure the partition
+// table names (table: a later grant happened without this voter, which
+// was paused or cut off), or it has none; then what a majority of the
+// voters said (heard), when that is newer.
+func knownLapse(own, heard lapse, table uint64) lapse {
+	switch {
+	case own.ended && own.epoch >= table:
+		return own
+	case heard.ended && (heard.epoch >= table || !own.ended || heard.epoch > own.epoch):
+		return heard
+	case own.ended:
+		return own
 	}
-	return l
+	return heard
 }
 
 // over reports whether node id's tenure of the partition is over by this

@@ -148,3 +148,34 @@ func TestANewcomerBehindAMovingReplacedCopyIsCaughtUpUnderAPause(t *testing.T) {
 		}
 	}
 }
+
+// A voter's own record of a lease is the fastest sign that a master is
+// gone, unless a later tenure happened without it: seed 4101 paused node3,
+// the master at epoch 3; node1 won epoch 4 from the two other voters, saw
+// a copy ahead and released it; node3, resumed, still held its own record
+// of epoch 3 (ended: its own lease) and took node1, the table's master at
+// 4, as alive, while node2 waited for node3, the most current copy: nobody
+// campaigned for over a minute. A record older than the table's epoch is
+// stale: what a majority of the voters said stands instead.
+func TestAStaleVoterRecordDefersToTheVoters(t *testing.T) {
+	ended := func(holder string, epoch uint64) lapse { return lapse{holder: holder, epoch: epoch, ended: true} }
+	for _, tc := range []struct {
+		name       string
+		own, heard lapse
+		table      uint64
+		want       lapse
+	}{
+		{"own record of the table's tenure", ended("node1", 4), lapse{}, 4, ended("node1", 4)},
+		{"own record older than the table's tenure, the voters say it ended", ended("node3", 3), ended("node1", 4), 4, ended("node1", 4)},
+		{"own record older than the table's tenure, nothing heard", ended("node3", 3), lapse{}, 4, ended("node3", 3)},
+		{"own record older than the table's tenure, the voters heard of the same end", ended("node3", 3), ended("node3", 3), 4, ended("node3", 3)},
+		{"own record not ended, the voters say it ended", lapse{}, ended("node1", 4), 4, ended("node1", 4)},
+		{"nothing anywhere", lapse{}, lapse{}, 4, lapse{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := knownLapse(tc.own, tc.heard, tc.table); got != tc.want {
+				t.Fatalf("knownLapse(%+v, %+v, %d) = %+v, want %+v", tc.own, tc.heard, tc.table, got, tc.want)
+			}
+		})
+	}
+}

@@ -29,7 +29,8 @@ type promotion struct {
 	// (and ship nothing) until the copies, asked again since the win, show
 	// none is ahead (lease.ConfirmTenure).
 	unconfirmed map[int]tenureCheck
-	// votersSaid: for a node that is not a voter, what a majority of the
+	// votersSaid: for a node that is not a voter (or a voter whose record
+	// is older than the table's tenure), what a majority of the
 	// voters last said of each partition's lease it holds a regular copy
 	// of (lease.Manager.Ended), and when.
 	votersSaid  map[int]heardLapse
@@ -137,16 +138,17 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 // LEASE_TTL/3 whether the lease of each partition it holds a regular copy
 // of (and does not master) is over: a master cut off from the voters but
 // still seen UP by gossip is then found gone by its lease alone, as a
-// voter finds it from its own records.
+// voter finds it from its own records. A voter asks too about a partition
+// whose table names a later tenure than its own record (it was paused or
+// cut off when that lease was granted).
 func (pr *promotion) queryVoters(ctx context.Context) {
 	n := pr.n
 	if time.Since(pr.lastQueried) < n.cfg.LeaseTTL/3 {
 		return
 	}
 	pr.lastQueried = time.Now()
-	if _, voters := n.place.current(); slices.Contains(voters, n.cfg.NodeID) {
-		return
-	}
+	_, voters := n.place.current()
+	voter := slices.Contains(voters, n.cfg.NodeID)
 	copies := n.copies()
 	var ps []int
 	for p := 0; p < n.cfg.PartitionCount; p++ {
@@ -154,9 +156,18 @@ func (pr *promotion) queryVoters(ctx context.Context) {
 		if _, holding := n.leases.Holds(p); holding || a.Master == "" || a.Master == n.cfg.NodeID {
 			continue
 		}
+		// A voter knows from its own record, unless the table names a
+		// later tenure than it recorded (it missed that grant: see
+		// knownLapse).
+		if voter && n.leases.RecordEpoch(p) >= a.Epoch {
+			continue
+		}
 		if slices.Contains(regularCopies(a, copies), n.cfg.NodeID) {
 			ps = append(ps, p)
 		}
+	}
+	if len(ps) == 0 {
+		return
 	}
 	said := n.leases.Ended(ctx, ps)
 	now := time.Now()
