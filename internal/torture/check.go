@@ -108,7 +108,7 @@ func (h *History) LostRegisterWrites(finals map[string]FinalRead) []string {
 		f, ok := finals[in.Doc]
 		switch {
 		case !ok:
-			lost = append(lost, fmt.Sprintf("%s: no final read of the register", describeOp(op.Input, op.Output)))
+			// Not read: the failed final read fails the run on its own.
 		case !f.Found || f.Version < out.Version:
 			lost = append(lost, fmt.Sprintf("%s [%s]: the register ends %s", describeOp(op.Input, op.Output), op.Metadata, describeState(regState{Exists: f.Found, Value: f.Value, Version: f.Version})))
 		case f.Version == out.Version && f.Value != in.Value:
