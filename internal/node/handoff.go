@@ -232,12 +232,14 @@ func (h *handoffs) TakeOver(ctx context.Context, p int, from store.Position) (sh
 }
 
 // HandedOver reports whether this node's last tenure of p ended with a
-// handoff that carried its history up to pos.
+// handoff that carried its history up to pos: a position of that tenure
+// (a write of an older tenure of this node may have been rolled back
+// since, whatever its position).
 func (h *handoffs) HandedOver(p int, pos store.Position) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	at, ok := h.handed[p]
-	return ok && pos.Compare(at) <= 0
+	return ok && pos.Epoch == at.Epoch && pos.Compare(at) <= 0
 }
 
 // Positions is how far this node holds each partition's history.
