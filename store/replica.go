@@ -48,6 +48,9 @@ type appliedDoc struct {
 	// chain.go): its own tenure, appended when the tenure began, or the
 	// chain of the last batch it applied.
 	Chain []EpochStart `bson:"ch,omitempty"`
+	// Carrying: the tenure's carry (see Writer.carryOver) is not finished:
+	// this node's copy is complete only up to the tenure's start.
+	Carrying bool `bson:"ca,omitempty"`
 }
 
 // same reports whether two records say the same.
@@ -58,7 +61,7 @@ func (d appliedDoc) same(o appliedDoc) bool { return reflect.DeepEqual(d, o) }
 func (p *partition) record(applied, horizon Position) appliedDoc {
 	return appliedDoc{Partition: p.id, Epoch: applied.Epoch, Seq: applied.Seq, Seen: p.epochSeen,
 		HorizonEpoch: horizon.Epoch, HorizonSeq: horizon.Seq, Recopy: p.recopy, Restoring: p.restoring,
-		TenureEpoch: p.startEpoch, TenureFrom: p.startPos.Epoch, TenureSeq: p.startPos.Seq, Chain: p.chain}
+		TenureEpoch: p.startEpoch, TenureFrom: p.startPos.Epoch, TenureSeq: p.startPos.Seq, Chain: p.chain, Carrying: p.carrying}
 }
 
 // Applied returns the position up to which this node holds a partition's
@@ -257,7 +260,7 @@ func (p *partition) learnCommitted(shipped Position) {
 // this run and nothing newer came since, its own last position. Call with
 // p.mu held.
 func (p *partition) held() Position {
-	if p.startEpoch != 0 && p.last.Epoch == p.startEpoch && p.last.Compare(p.applied) > 0 {
+	if p.startEpoch != 0 && p.last.Epoch == p.startEpoch && p.last.Compare(p.applied) > 0 && !p.carrying {
 		return p.last
 	}
 	return p.applied

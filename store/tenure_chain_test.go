@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -259,5 +260,62 @@ func TestANewMasterCarriesTheDocumentsItHoldsBeyondItsStart(t *testing.T) {
 	theirs, _ := r.store.ScanKeys(ctx, 0, "", 0)
 	if !slices.Equal(ids(mine), ids(theirs)) {
 		t.Fatalf("the replica holds %v, its master %v", ids(theirs), ids(mine))
+	}
+}
+
+// A carry cut short (the lease lost after its first page, or a crash) is
+// finished by the next tenure: until a carry is complete the copy counts
+// as complete only up to the tenure's start, so the next tenure starts
+// there too and carries what is left (the reviewer's case: with pages of
+// 3, epoch 3 started at 2.13 and five documents of epoch 1 stayed at
+// 1.6-1.10 for good).
+func TestACarryCutShortIsFinishedByTheNextTenure(t *testing.T) {
+	ctx := context.Background()
+	defer func(n int) { carryPage = n }(carryPage)
+	carryPage = 3
+	l := &lease{epoch: 2}
+	checks := 0
+	lease := func(p int) (uint64, bool) {
+		e, held := l.get(p)
+		if held && e == 2 {
+			checks++
+			if checks > 1 { // lost right after the first page
+				return e, false
+			}
+		}
+		return e, held
+	}
+	w := NewWriter(openTestStore(t), 1, WriterOptions{Lease: lease})
+	defer w.Close(ctx)
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 1, UpTo: at(1, 2), Docs: []*Doc{doc("a", 1, 1, 1, false), doc("b", 1, 2, 1, false)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	var stray []*Doc
+	for i := uint64(3); i <= 10; i++ {
+		stray = append(stray, doc(fmt.Sprintf("s%d", i), 1, i, 1, false))
+	}
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 1, From: at(1, 2), UpTo: at(1, 2), Docs: stray}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	l.set(2, true)
+	w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "x", Mutate: put(map[string]any{"n": int64(1)})}) // fails: the lease is lost mid-carry
+	l.set(3, true)
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "y", Mutate: put(map[string]any{"n": int64(1)})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got := w.EpochStart(0, 3); got != at(1, 2) {
+		t.Fatalf("epoch 3 starts at %s, want 1.2: the carry of epoch 2 was not finished", got)
+	}
+	after, err := w.store.ScanAfter(ctx, 0, at(1, 2), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range after {
+		if d.Pos.Epoch != 3 {
+			t.Fatalf("after the start of epoch 3 the master holds %v: %s is not of epoch 3", ids(after), d.ID)
+		}
+	}
+	if len(after) != 9 {
+		t.Fatalf("after the start the master holds %v, want the 8 carried and y", ids(after))
 	}
 }

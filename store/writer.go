@@ -136,6 +136,10 @@ type partition struct {
 	// carried: the tenure whose start this node's copy has been carried
 	// over into (see carryOver); in memory, so a restart checks again.
 	carried uint64
+	// carrying: the carry of the current tenure is not finished (durable,
+	// in the record): the copy is complete only up to the tenure's start,
+	// so a next tenure starts there and carries what is left.
+	carrying bool
 	// chain: the epoch chain of the history this copy follows (see
 	// chain.go); read by Epochs under mu, replaced whole, never changed in
 	// place.
@@ -554,6 +558,10 @@ func (w *Writer) process(p *partition, batch []*request) {
 		start := p.held()
 		p.startEpoch, p.startPos = epoch, start
 		p.chain = withTenure(p.chain, EpochStart{Epoch: epoch, Start: start})
+		// Documents stored beyond the start are carried into the tenure
+		// before its first write; until then the copy is complete only up
+		// to the start, durably (recorded with the tenure below).
+		p.carrying = p.last.Compare(start) > 0 && !p.recopy
 		p.mu.Unlock()
 		p.tenureRecorded = false
 	}
@@ -697,8 +705,25 @@ func (w *Writer) process(p *partition, batch []*request) {
 	}
 }
 
-// carryPage bounds the documents carryOver reads and writes at a time.
-const carryPage = 1000
+// carryPage bounds the documents carryOver reads and writes at a time:
+// on the embedded store a replace costs a scan (restoreChunk is as small
+// for the same reason).
+var carryPage = 50
+
+// carried records that the current tenure's carry is finished.
+func (w *Writer) carried(p *partition) error {
+	if !p.carrying {
+		return nil
+	}
+	p.mu.Lock()
+	p.carrying = false
+	p.mu.Unlock()
+	w.setRecord(p.record(p.applied, p.horizon))
+	if err := w.SyncApplied(w.ctx); err != nil {
+		return fmt.Errorf("%w: recording that the documents held beyond the tenure's start were carried into it: %v", ErrUnavailable, err)
+	}
+	return nil
+}
 
 // carryOver writes again, at positions of the tenure epoch that has just
 // begun, every document this node holds from an older epoch after the
@@ -713,9 +738,14 @@ const carryPage = 1000
 // restored them again and again. This node holds them: they are its
 // master's copy now, and they join its history first.
 func (w *Writer) carryOver(p *partition, epoch uint64) error {
+	if p.recopy {
+		// A copy being replaced by a full copy holds documents of no one
+		// history: nothing of it is carried.
+		return nil
+	}
 	for {
 		if p.last.Compare(p.startPos) <= 0 {
-			return nil
+			return w.carried(p)
 		}
 		held, err := w.store.ScanAfter(w.ctx, p.id, p.startPos, carryPage)
 		if err != nil {
@@ -724,9 +754,10 @@ func (w *Writer) carryOver(p *partition, epoch uint64) error {
 		from := p.last
 		if from.Epoch < epoch {
 			// Nothing of the tenure is stored yet: the run is every
-			// change after its start, which a replica complete up to
-			// there can apply.
-			from = p.startPos
+			// change after its start (and after the horizon: deletes up
+			// to it are purged), which a replica complete up to there can
+			// apply.
+			from = maxPosition(p.startPos, p.horizon)
 		}
 		pos := p.last
 		pos.Epoch = epoch
@@ -741,7 +772,7 @@ func (w *Writer) carryOver(p *partition, epoch uint64) error {
 			writes = append(writes, write{doc: &c})
 		}
 		if len(writes) == 0 {
-			return nil
+			return w.carried(p)
 		}
 		p.stage(pos)
 		p.commits.Add(1)
@@ -809,7 +840,7 @@ func (p *partition) setLoaded(last Position, rec appliedDoc) {
 	p.epochSeen, p.horizon, p.recopy, p.restoring, p.loaded = rec.Seen, horizon, rec.Recopy, rec.Restoring, true
 	p.startEpoch, p.startPos = rec.TenureEpoch, Position{Epoch: rec.TenureFrom, Seq: rec.TenureSeq}
 	p.tenureRecorded = rec.TenureEpoch != 0
-	p.chain = rec.Chain
+	p.chain, p.carrying = rec.Chain, rec.Carrying
 	if len(p.chain) == 0 && rec.TenureEpoch != 0 {
 		// Recorded before chains existed: its own tenure is all it knows.
 		p.chain = []EpochStart{{Epoch: rec.TenureEpoch, Start: p.startPos}}
