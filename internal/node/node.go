@@ -483,15 +483,19 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 	tick := time.NewTicker(max(n.cfg.LeaseTTL/3, 200*time.Millisecond))
 	defer tick.Stop()
 	turn := 0
+	retryAt := map[int]time.Time{} // a paused swap that failed is not tried again before
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if due := n.chooseReplicas(); len(due) > 0 {
+		if due := swapsDue(n.chooseReplicas(), retryAt, time.Now()); len(due) > 0 {
 			// One paused swap per tick, the partitions taking turns.
-			n.replaceUnderPause(ctx, due[turn%len(due)])
+			s := due[turn%len(due)]
+			if !n.replaceUnderPause(ctx, s) {
+				retryAt[s.partition] = time.Now().Add(swapBackoff * n.cfg.LeaseTTL)
+			}
 			turn++
 		}
 		n.shipper.Ensure(n.cfg.PartitionCount)
@@ -515,14 +519,17 @@ type pausedSwap struct {
 // newcomers reach the master's last change, and chooseReplicas, run again
 // before writes resume, makes the swap; no write can be acknowledged on
 // the replaced copies' account in between.
-func (n *Node) replaceUnderPause(ctx context.Context, s pausedSwap) {
+func (n *Node) replaceUnderPause(ctx context.Context, s pausedSwap) bool {
 	pauseCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
 	resume, err := n.writer.Pause(pauseCtx, s.partition)
 	cancel()
 	if err != nil {
-		return
+		return false
 	}
 	defer resume()
+	if _, ok := n.leases.Holds(s.partition); !ok {
+		return false // the lease went while the pause was awaited
+	}
 	last := n.writer.Position(s.partition)
 	shipCtx, cancel := context.WithTimeout(ctx, handoffShipTimeout)
 	_, err = n.shipper.WaitReplicated(shipCtx, s.partition, last, func() []string { return s.newcomers }, len(s.newcomers))
@@ -530,9 +537,32 @@ func (n *Node) replaceUnderPause(ctx context.Context, s pausedSwap) {
 	if err != nil {
 		n.log.Debug("newcomer replicas did not catch up while writes paused; tried again later", "partition", s.partition,
 			"newcomers", s.newcomers, "err", err)
-		return
+		return false
 	}
 	n.chooseReplicas()
+	return true
+}
+
+// swapBackoff is how many LEASE_TTLs a partition whose paused swap failed
+// waits before the next: a newcomer that cannot catch up within the pause
+// (cut off from the master while gossip sees it UP, or busy) would
+// otherwise stall the partition's writes every round.
+const swapBackoff = 5
+
+// swapsDue is the paused swaps of due whose partition may be tried now:
+// not before retryAt (whose past entries it removes).
+func swapsDue(due []pausedSwap, retryAt map[int]time.Time, now time.Time) []pausedSwap {
+	var out []pausedSwap
+	for _, s := range due {
+		if at, ok := retryAt[s.partition]; ok {
+			if now.Before(at) {
+				continue
+			}
+			delete(retryAt, s.partition)
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // purgeLoop removes tombstones older than TOMBSTONE_RETENTION, on every

@@ -3,6 +3,7 @@ package node
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
@@ -204,5 +205,24 @@ func TestAHandoffCarriesOnlyItsOwnTenuresWrites(t *testing.T) {
 	}
 	if h.HandedOver(6, store.Position{Epoch: 3, Seq: 1}) {
 		t.Error("a partition never handed over counts as handed over")
+	}
+}
+
+// A partition whose paused swap failed is not paused again before its
+// retry time: a newcomer that cannot catch up within the pause would stall
+// the partition's writes every round (found in review).
+func TestAFailedPausedSwapWaitsBeforeTheNext(t *testing.T) {
+	now := time.Unix(100, 0)
+	due := []pausedSwap{{partition: 1}, {partition: 2}, {partition: 3}}
+	retryAt := map[int]time.Time{1: now.Add(time.Second), 2: now.Add(-time.Second)}
+	got := swapsDue(due, retryAt, now)
+	if len(got) != 2 || got[0].partition != 2 || got[1].partition != 3 {
+		t.Fatalf("due %+v, want partitions 2 and 3", got)
+	}
+	if _, ok := retryAt[2]; ok {
+		t.Fatal("a passed retry time stays")
+	}
+	if _, ok := retryAt[1]; !ok {
+		t.Fatal("a retry time to come was dropped")
 	}
 }
