@@ -203,6 +203,10 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		rep.problem("after the faults: %v", err)
 	}
 	r.check(ctx, rep, h, healed)
+	if err := ctx.Err(); err != nil {
+		rep.problem("interrupted during the checks: their verdicts are incomplete")
+		return rep, err
+	}
 	return rep, nil
 }
 
