@@ -179,6 +179,16 @@ func (r *runner) begin(ctx context.Context, s Step, overlapping bool) (injected,
 					replicas = append(replicas, id)
 				}
 			}
+			if len(replicas) == 0 && overlapping {
+				// The first fault changed the responsible list (an isolated
+				// master names itself alone, seed 5002): any live node but
+				// the master stands in.
+				for _, n := range r.c.Nodes {
+					if n.ID != master && n.Live() && r.c.Listed(n.ID) {
+						replicas = append(replicas, n.ID)
+					}
+				}
+			}
 			if len(replicas) == 0 {
 				return injected{}, fmt.Errorf("the registers' partition has no live replica to kill (responsible: %v)", responsible)
 			}
