@@ -133,9 +133,6 @@ type partition struct {
 	startEpoch     uint64
 	startPos       Position
 	tenureRecorded bool
-	// carried: the tenure whose start this node's copy has been carried
-	// over into (see carryOver); in memory, so a restart checks again.
-	carried uint64
 	// carrying: the carry of the current tenure is not finished (durable,
 	// in the record): the copy is complete only up to the tenure's start,
 	// so a next tenure starts there and carries what is left.
@@ -573,12 +570,11 @@ func (w *Writer) process(p *partition, batch []*request) {
 		}
 		p.tenureRecorded = true
 	}
-	if p.carried != epoch {
+	if p.carrying {
 		if err := w.carryOver(p, epoch); err != nil {
 			failAll(err)
 			return
 		}
-		p.carried = epoch
 	}
 	states := map[string]*staged{}
 	var keys []string // in order of each key's first change
