@@ -35,6 +35,19 @@ func (r *runner) agreedPlacement(ctx context.Context) (master string, responsibl
 	return master, responsible, epoch, ""
 }
 
+// namesALiveReplica says why a placement is no target yet for a fault
+// aimed at a replica ("" when it is one): its responsible list names no
+// live node but the master (a master that has just taken the lease may
+// name itself alone until it has chosen its replicas).
+func namesALiveReplica(master string, responsible []string, live func(id string) bool) string {
+	for _, id := range responsible {
+		if id != master && live(id) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%s names no live replica (responsible: %v)", master, responsible)
+}
+
 // injected is a fault in force: what it did, and how to heal it. settle,
 // if set, waits for what the heal leaves to happen (a removed node's
 // drain); it runs once every fault of the step is healed, as a drain may
@@ -125,17 +138,29 @@ func sleep(ctx context.Context, d time.Duration) error {
 // that overlaps another may find the cluster without an agreed master (the
 // first fault took it away): it waits a little for one, then takes what
 // the first live node names.
-func (r *runner) placementFor(ctx context.Context, overlapping bool) (master string, responsible []string, err error) {
-	master, responsible, _, why := r.agreedPlacement(ctx)
+func (r *runner) placementFor(ctx context.Context, overlapping, needReplica bool) (master string, responsible []string, err error) {
+	agreed := func() string {
+		var why string
+		if master, responsible, _, why = r.agreedPlacement(ctx); why != "" || !needReplica {
+			return why
+		}
+		return namesALiveReplica(master, responsible, func(id string) bool {
+			n, err := r.c.Node(id)
+			return err == nil && n.Live()
+		})
+	}
+	why := agreed()
 	if why == "" {
 		return master, responsible, nil
 	}
 	if !overlapping {
 		// A master change since the cluster was last whole (a node that
 		// took a partition back) may not have reached every node's table
-		// yet (seed 4001: node4 still named epoch 1 of a master at 7).
+		// yet (seed 4001: node4 still named epoch 1 of a master at 7),
+		// and a master that has just taken the lease may name no replica
+		// yet (seed 5000: "responsible: []").
 		_, err := await(ctx, 30*time.Second, "an agreed master of the registers to aim at", func() (bool, string) {
-			master, responsible, _, why = r.agreedPlacement(ctx)
+			why := agreed()
 			return why == "", why
 		})
 		return master, responsible, err
@@ -167,7 +192,7 @@ func (r *runner) placementFor(ctx context.Context, overlapping bool) (master str
 func (r *runner) begin(ctx context.Context, s Step, overlapping bool) (injected, error) {
 	switch s.Kind {
 	case KillMaster, PauseMaster, KillReplica:
-		master, responsible, err := r.placementFor(ctx, overlapping)
+		master, responsible, err := r.placementFor(ctx, overlapping, s.Kind == KillReplica)
 		if err != nil {
 			return injected{}, err
 		}
@@ -244,7 +269,7 @@ func (r *runner) begin(ctx context.Context, s Step, overlapping bool) (injected,
 			return nil
 		}}, nil
 	case IsolateMaster, IsolateReplica, Bridge:
-		master, responsible, err := r.placementFor(ctx, overlapping)
+		master, responsible, err := r.placementFor(ctx, overlapping, s.Kind == IsolateReplica)
 		if err != nil {
 			return injected{}, err
 		}
