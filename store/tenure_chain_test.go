@@ -319,3 +319,99 @@ func TestACarryCutShortIsFinishedByTheNextTenure(t *testing.T) {
 		t.Fatalf("after the start the master holds %v, want the 8 carried and y", ids(after))
 	}
 }
+
+// StartTenure carries what a new master holds beyond its tenure's start
+// without a write: the node calls it once the tenure takes writes, so
+// that a partition nobody writes to after a failover still ships those
+// documents (before, they waited for the tenure's first write, or its
+// tenure marker). The documents end at positions of the tenure's epoch,
+// handed to replication; the record says the carry is done; a replica
+// complete up to the start that applies what was handed on holds the
+// master's documents. A tenure with nothing to carry stores nothing (its
+// first write starts it, as before), and a call at an epoch the lease is
+// not at changes nothing.
+func TestStartTenureCarriesWithoutAWrite(t *testing.T) {
+	ctx := context.Background()
+	l := &lease{epoch: 2}
+	var shipped runs
+	w := NewWriter(openTestStore(t), 2, WriterOptions{Lease: l.get, OnCommitted: shipped.add})
+	defer w.Close(ctx)
+	complete := func(p int) Batch {
+		return Batch{Partition: p, Epoch: 1, UpTo: at(1, 2), Docs: []*Doc{doc("a", 1, 1, 1, false), doc("b", 1, 2, 1, false)}}
+	}
+	for p := range 2 {
+		if r := w.Apply(ctx, complete(p)); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	// Partition 0 also holds a chunk of a catch-up cut short.
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 1, From: at(1, 2), UpTo: at(1, 2),
+		Docs: []*Doc{doc("d", 1, 4, 2, true), doc("e", 1, 5, 3, false)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if err := w.StartTenure(ctx, 0, 2); !errors.Is(err, ErrNotMaster) {
+		t.Fatalf("StartTenure without the lease: %v, want ErrNotMaster", err)
+	}
+	l.set(2, true)
+	if err := w.StartTenure(ctx, 0, 3); !errors.Is(err, ErrNotMaster) {
+		t.Fatalf("StartTenure at epoch 3 with the lease at 2: %v, want ErrNotMaster", err)
+	}
+	if len(shipped.all) != 0 || w.Tenure(0) != 0 {
+		t.Fatalf("a refused StartTenure changed something: tenure %d, runs %+v", w.Tenure(0), shipped.all)
+	}
+	if err := w.StartTenure(ctx, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.EpochStart(0, 2); got != at(1, 2) {
+		t.Fatalf("epoch 2 starts at %s, want the complete position 1.2", got)
+	}
+	after, err := w.store.ScanAfter(ctx, 0, at(1, 2), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(after), []string{"d@2.6", "e@2.7"}; !slices.Equal(got, want) {
+		t.Fatalf("after the tenure's start the master holds %v, want %v", got, want)
+	}
+	var sent []*Doc
+	for _, b := range shipped.all {
+		sent = append(sent, b.Docs...)
+	}
+	if got, want := ids(sent), []string{"d@2.6", "e@2.7"}; !slices.Equal(got, want) {
+		t.Fatalf("replication was handed %v, want %v", got, want)
+	}
+	rec, err := w.store.partitionRecord(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.TenureEpoch != 2 || rec.Carrying {
+		t.Fatalf("the stored record says tenure %d, carrying %v; want tenure 2, carried", rec.TenureEpoch, rec.Carrying)
+	}
+	r := NewWriter(openTestStore(t), 1, WriterOptions{})
+	defer r.Close(ctx)
+	if res := r.Apply(ctx, complete(0)); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, b := range shipped.all {
+		if res := r.Apply(ctx, stamped(w, b)); res.Err != nil {
+			t.Fatalf("the replica refused %+v: %v", b, res.Err)
+		}
+	}
+	mine, _ := w.store.ScanKeys(ctx, 0, "", 0)
+	theirs, _ := r.store.ScanKeys(ctx, 0, "", 0)
+	if !slices.Equal(ids(mine), ids(theirs)) {
+		t.Fatalf("the replica holds %v, its master %v", ids(theirs), ids(mine))
+	}
+	// Done: again, or with nothing to carry, nothing happens.
+	before := len(shipped.all)
+	for p := range 2 {
+		if err := w.StartTenure(ctx, p, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(shipped.all) != before || w.Position(0) != at(2, 7) {
+		t.Fatalf("a second StartTenure carried again: %d runs, position %s", len(shipped.all), w.Position(0))
+	}
+	if rec, _ := w.store.partitionRecord(ctx, 1); w.Tenure(1) != 0 || rec.TenureEpoch != 0 || w.Position(1) != at(1, 2) {
+		t.Fatalf("a tenure with nothing to carry was started: tenure %d (stored %d), position %s", w.Tenure(1), rec.TenureEpoch, w.Position(1))
+	}
+}

@@ -164,11 +164,18 @@ type partition struct {
 type request struct {
 	ops     []Op
 	results []Result
-	apply   *Batch      // a replication batch instead of ops
-	applied ApplyResult // its outcome
-	purge   *purge      // a tombstone purge instead of ops
-	pause   *pause      // a pause of the partition instead of ops
+	apply   *Batch       // a replication batch instead of ops
+	applied ApplyResult  // its outcome
+	purge   *purge       // a tombstone purge instead of ops
+	pause   *pause       // a pause of the partition instead of ops
+	tenure  *tenureStart // a tenure's start instead of ops
 	done    chan struct{}
+}
+
+// tenureStart is a StartTenure: the tenure's epoch, and the outcome.
+type tenureStart struct {
+	epoch uint64
+	err   error
 }
 
 // pause holds a partition's writer still: paused is closed once every
@@ -181,7 +188,9 @@ type pause struct {
 
 // alone reports whether the request runs on its own rather than grouped
 // with client ops.
-func (r *request) alone() bool { return r.apply != nil || r.purge != nil || r.pause != nil }
+func (r *request) alone() bool {
+	return r.apply != nil || r.purge != nil || r.pause != nil || r.tenure != nil
+}
 
 // NewWriter creates the writer for a store with partitions partitions.
 func NewWriter(s *Store, partitions int, o WriterOptions) *Writer {
@@ -444,6 +453,8 @@ func (w *Writer) handleAlone(p *partition, r *request) {
 		r.applied = w.processApply(p, r.apply)
 	case r.purge != nil:
 		r.purge.purged, r.purge.err = w.processPurge(p, r.purge.before)
+	case r.tenure != nil:
+		r.tenure.err = w.startTenure(p, r.tenure.epoch)
 	case r.pause != nil:
 		close(r.pause.paused)
 		select {
@@ -524,57 +535,13 @@ func (w *Writer) process(p *partition, batch []*request) {
 		return
 	}
 	start := time.Now()
-	epoch := w.opts.Epoch
-	if w.opts.Lease != nil {
-		var ok bool
-		if epoch, ok = w.opts.Lease(p.id); !ok {
-			failAll(ErrNotMaster)
-			return
-		}
+	epoch, err := w.leaseEpoch(p)
+	if err == nil {
+		err = w.beginTenure(p, epoch)
 	}
-	if newest := max(p.last.Epoch, p.epochSeen, p.startEpoch); epoch < newest {
-		// Fencing: a master with an older epoch than any this node has
-		// seen for the partition (in its history, from a master's batch,
-		// or as its own earlier tenure) must never write.
-		failAll(fmt.Errorf("%w: lease epoch %d is older than epoch %d this node has seen for the partition (newest position %v)",
-			ErrNotMaster, epoch, newest, p.last))
-		if w.opts.OnStaleEpoch != nil {
-			w.opts.OnStaleEpoch(p.id, newest)
-		}
+	if err != nil {
+		failAll(err)
 		return
-	}
-	if p.startEpoch != epoch {
-		// A new tenure. Its history starts where this node's copy is
-		// complete, never at a newer document it happens to hold (a
-		// catch-up or full copy in progress stores documents out of
-		// order), and it is recorded before any of its writes is
-		// acknowledged, so that after a restart this node still counts
-		// its own writes as held. The tenure joins the partition's epoch
-		// chain in the same record.
-		p.mu.Lock()
-		start := p.held()
-		p.startEpoch, p.startPos = epoch, start
-		p.chain = withTenure(p.chain, EpochStart{Epoch: epoch, Start: start})
-		// Documents stored beyond the start are carried into the tenure
-		// before its first write; until then the copy is complete only up
-		// to the start, durably (recorded with the tenure below).
-		p.carrying = p.last.Compare(start) > 0 && !p.recopy
-		p.mu.Unlock()
-		p.tenureRecorded = false
-	}
-	if !p.tenureRecorded {
-		w.setRecord(p.record(p.applied, p.horizon))
-		if err := w.SyncApplied(w.ctx); err != nil {
-			failAll(fmt.Errorf("%w: recording this node's tenure as the partition's master: %v", ErrUnavailable, err))
-			return
-		}
-		p.tenureRecorded = true
-	}
-	if p.carrying {
-		if err := w.carryOver(p, epoch); err != nil {
-			failAll(err)
-			return
-		}
 	}
 	states := map[string]*staged{}
 	var keys []string // in order of each key's first change
@@ -640,7 +607,7 @@ func (w *Writer) process(p *partition, batch []*request) {
 	slices.SortFunc(writes, func(a, b write) int { return a.doc.Pos.Compare(b.doc.Pos) })
 	p.stage(pos)
 	p.commits.Add(1)
-	err := w.store.commit(w.ctx, p.id, writes)
+	err = w.store.commit(w.ctx, p.id, writes)
 	if err != nil {
 		for _, k := range keys {
 			w.cache.forget(k)
@@ -699,6 +666,120 @@ func (w *Writer) process(p *partition, batch []*request) {
 	if w.opts.ObserveBatch != nil {
 		w.opts.ObserveBatch(len(changed), time.Since(start))
 	}
+}
+
+// leaseEpoch is the epoch this node may change the partition at now: its
+// lease's (ErrNotMaster without one), unless this node has seen a newer
+// epoch of the partition.
+func (w *Writer) leaseEpoch(p *partition) (uint64, error) {
+	epoch := w.opts.Epoch
+	if w.opts.Lease != nil {
+		var ok bool
+		if epoch, ok = w.opts.Lease(p.id); !ok {
+			return 0, ErrNotMaster
+		}
+	}
+	if newest := max(p.last.Epoch, p.epochSeen, p.startEpoch); epoch < newest {
+		// Fencing: a master with an older epoch than any this node has
+		// seen for the partition (in its history, from a master's batch,
+		// or as its own earlier tenure) must never write.
+		if w.opts.OnStaleEpoch != nil {
+			w.opts.OnStaleEpoch(p.id, newest)
+		}
+		return 0, fmt.Errorf("%w: lease epoch %d is older than epoch %d this node has seen for the partition (newest position %v)",
+			ErrNotMaster, epoch, newest, p.last)
+	}
+	return epoch, nil
+}
+
+// beginTenure starts this node's tenure at epoch if it has not begun yet,
+// and finishes its carry: everything a tenure needs before its first
+// write.
+func (w *Writer) beginTenure(p *partition, epoch uint64) error {
+	if p.startEpoch != epoch {
+		// A new tenure. Its history starts where this node's copy is
+		// complete, never at a newer document it happens to hold (a
+		// catch-up or full copy in progress stores documents out of
+		// order), and it is recorded before any of its writes is
+		// acknowledged, so that after a restart this node still counts
+		// its own writes as held. The tenure joins the partition's epoch
+		// chain in the same record.
+		p.mu.Lock()
+		start := p.held()
+		p.startEpoch, p.startPos = epoch, start
+		p.chain = withTenure(p.chain, EpochStart{Epoch: epoch, Start: start})
+		// Documents stored beyond the start are carried into the tenure
+		// before its first write (the node has StartTenure do it as soon
+		// as the tenure takes writes); until then the copy is complete
+		// only up to the start, durably (recorded with the tenure below).
+		p.carrying = p.last.Compare(start) > 0 && !p.recopy
+		p.mu.Unlock()
+		p.tenureRecorded = false
+	}
+	if !p.tenureRecorded {
+		w.setRecord(p.record(p.applied, p.horizon))
+		if err := w.SyncApplied(w.ctx); err != nil {
+			return fmt.Errorf("%w: recording this node's tenure as the partition's master: %v", ErrUnavailable, err)
+		}
+		p.tenureRecorded = true
+	}
+	if p.carrying {
+		return w.carryOver(p, epoch)
+	}
+	return nil
+}
+
+// StartTenure starts this node's tenure of a partition at epoch, as its
+// first write would, if the tenure has documents to carry: documents
+// stored beyond where this node's copy is complete, or a carry of this
+// tenure not finished yet. They are carried into the tenure now (see
+// carryOver) and handed to replication, so that the replicas get them
+// whether or not anyone writes to the partition. A tenure with nothing to
+// carry is left to its first write: nothing is stored, and nothing is
+// queued on the partition's writer. It returns ErrNotMaster when this node
+// does not hold the lease at epoch; a carry that failed is resumed by the
+// next call or the next write.
+func (w *Writer) StartTenure(ctx context.Context, partition int, epoch uint64) error {
+	p := w.parts[partition]
+	p.mu.Lock()
+	// Nothing to carry, as startTenure would find: the tenure was started
+	// and its carry is done, or it was not started and this node holds
+	// nothing beyond where its copy is complete. (Nothing else stores
+	// documents while this node holds the lease.)
+	idle := p.loaded && (p.startEpoch == epoch && !p.carrying || p.startEpoch != epoch && p.last.Compare(p.held()) <= 0)
+	p.mu.Unlock()
+	if idle {
+		return nil
+	}
+	t := &tenureStart{epoch: epoch}
+	if err := w.submit(ctx, p, &request{tenure: t, done: make(chan struct{})}); err != nil {
+		return err
+	}
+	return t.err
+}
+
+// startTenure runs StartTenure on the partition's goroutine.
+func (w *Writer) startTenure(p *partition, epoch uint64) error {
+	if err := w.load(p); err != nil {
+		return err
+	}
+	e, err := w.leaseEpoch(p)
+	if err != nil {
+		return err
+	}
+	if e != epoch {
+		return fmt.Errorf("%w: the lease is at epoch %d, not %d", ErrNotMaster, e, epoch)
+	}
+	if p.startEpoch != epoch {
+		// Whether beginTenure would carry anything (see there).
+		p.mu.Lock()
+		beyond := p.last.Compare(p.held()) > 0 && !p.recopy
+		p.mu.Unlock()
+		if !beyond {
+			return nil
+		}
+	}
+	return w.beginTenure(p, epoch)
 }
 
 // carryPage bounds the documents carryOver reads and writes at a time:

@@ -46,6 +46,9 @@ type Node struct {
 	server   *http.Server
 	listener net.Listener
 	served   chan error
+
+	// tenureWake wakes startTenures: a tenure may have become writable.
+	tenureWake chan struct{}
 }
 
 // Options are the parts tests replace; production uses the zero value.
@@ -115,7 +118,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		return nil, fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err)
 	}
 	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln, served: make(chan error, 1),
-		started: time.Now(), metrics: metrics}
+		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1)}
 	n.handoff = newHandoffs(n)
 	n.promote = newPromotion(n)
 	solo := cfg.PeersEndpoint == ""
@@ -205,7 +208,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		// taking traffic.
 		n.leases.Round(runCtx)
 	}
-	n.running.Add(5)
+	n.running.Add(6)
 	go func() {
 		defer n.running.Done()
 		n.leases.Run(runCtx)
@@ -225,6 +228,10 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	go func() {
 		defer n.running.Done()
 		n.purgeLoop(runCtx)
+	}()
+	go func() {
+		defer n.running.Done()
+		n.startTenures(runCtx)
 	}()
 	n.api.SetReady(true)
 	mode := "embedded store in " + cfg.DataDir
@@ -469,6 +476,7 @@ func (n *Node) masterChanged(partition int, holder string, epoch uint64) {
 	}
 	if holder == n.cfg.NodeID {
 		n.promote.won(partition, epoch, n.table.Get(partition).Master)
+		n.wakeTenures()
 	}
 	if n.table.Merge(a) && holder == n.cfg.NodeID {
 		n.log.Info("master of partition", "partition", partition, "epoch", epoch)

@@ -330,6 +330,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 			pr.mu.Lock()
 			delete(pr.unconfirmed, p)
 			pr.mu.Unlock()
+			n.wakeTenures() // writable now
 		case stepDown:
 			// No write was taken in this tenure (it was not confirmed),
 			// so releasing the lease at once is safe.
