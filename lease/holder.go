@@ -251,6 +251,14 @@ func (h *Holder) Learn(p int, epoch uint64) {
 	h.learn(h.state(p), epoch, "")
 }
 
+// LearnHolder tells the holder of a grant of partition p at epoch to
+// holder that a voter recorded (its own record, loaded at start, or one a
+// voter answered a query with), so its next proposal is higher and it
+// knows who held the partition.
+func (h *Holder) LearnHolder(p int, epoch uint64, holder string) {
+	h.learn(h.state(p), epoch, holder)
+}
+
 // Holds reports whether this node holds the lease of partition p at now, on
 // its own clock: it may accept writes for p, at Epoch(p). Check it at the
 // moment of committing; the epoch fences whatever slips past.

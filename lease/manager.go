@@ -169,8 +169,10 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 		m.records[p] = Record{Partition: p, Holder: v.Holder, Epoch: v.Epoch}
 		m.seen[p] = m.records[p]
 		// This node may have held these epochs itself before it restarted:
-		// its next proposal must be higher.
-		h.Learn(p, v.Epoch)
+		// its next proposal must be higher. And it knows who held the
+		// partition, though its table is empty until the holder is heard
+		// from (see node.wantsPartition).
+		h.LearnHolder(p, v.Epoch, v.Holder)
 	}
 	if cfg.WaitAtStart {
 		m.voter = VoterState{Since: cfg.Now()}
@@ -212,14 +214,14 @@ func (m *Manager) Holds(partition int) (uint64, bool) {
 	return m.holder.Epoch(partition), true
 }
 
-// LearnedHolder is the holder of the highest epoch of partition this node
-// has heard of from the voters ("" if none is known): another node's id
+// Learned is the highest epoch of partition this node has heard of (from
+// the voters, its own store, or the partition table; 0 if none) and its
+// holder as the voters named it ("" if they did not): another node's id
 // means this node's own tenure was superseded.
-func (m *Manager) LearnedHolder(partition int) string {
+func (m *Manager) Learned(partition int) (epoch uint64, holder string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, h := m.holder.Learned(partition)
-	return h
+	return m.holder.Learned(partition)
 }
 
 // VotedHolder is the holder of a live grant in this node's own voter
@@ -374,7 +376,8 @@ type EndedLease struct {
 // Ended asks every voter whether each partition's lease is over, for a
 // node that is not a voter itself (a voter reads its own records: Lapsed).
 // A lease is over when a majority of the voter set say so; the holder and
-// epoch are the highest they name.
+// epoch are the highest they name. The newest grant any voter names is
+// learned (Learned), ended or not.
 func (m *Manager) Ended(ctx context.Context, partitions []int) []EndedLease {
 	out := make([]EndedLease, len(partitions))
 	for i, p := range partitions {
@@ -388,6 +391,7 @@ func (m *Manager) Ended(ctx context.Context, partitions []int) []EndedLease {
 	m.mu.Unlock()
 	var mu sync.Mutex
 	ended := make([]int, len(partitions))
+	newest := make([]Record, len(partitions)) // the newest grant any voter named
 	m.toVoters(ctx, voters, Batch{Queries: partitions}, func(_ string, ds []Decision, err error) {
 		if err != nil || len(ds) != len(partitions) {
 			return
@@ -395,7 +399,13 @@ func (m *Manager) Ended(ctx context.Context, partitions []int) []EndedLease {
 		mu.Lock()
 		defer mu.Unlock()
 		for i, d := range ds {
-			if !d.Ended || !about(partitions[i], d.Record) {
+			if !about(partitions[i], d.Record) {
+				continue
+			}
+			if d.Record.Epoch > newest[i].Epoch {
+				newest[i] = d.Record
+			}
+			if !d.Ended {
 				continue
 			}
 			ended[i]++
@@ -404,9 +414,14 @@ func (m *Manager) Ended(ctx context.Context, partitions []int) []EndedLease {
 			}
 		}
 	})
+	m.mu.Lock()
 	for i := range out {
 		out[i].Ended = ended[i] >= Majority(len(voters))
+		if newest[i].Holder != "" {
+			m.holder.LearnHolder(partitions[i], newest[i].Epoch, newest[i].Holder)
+		}
 	}
+	m.mu.Unlock()
 	return out
 }
 

@@ -305,11 +305,11 @@ func (n *Node) leasePlan() lease.Plan {
 			l := n.lapseOf(p)
 			_, holding := n.leases.Holds(p)
 			a := n.table.Get(p)
-			learned := n.leases.LearnedHolder(p)
+			_, learned := n.leases.Learned(p)
 			return wantsPartition(wantInput{
 				self: n.cfg.NodeID, a: a, regular: regularCopies(a, copies), succession: shard.Succession(ring, p),
 				holding: holding, handingOff: n.handoff.inProgress(p), receiving: n.handoff.receiving(p),
-				newestEpoch: n.writer.NewestEpoch(p),
+				newestEpoch: n.writer.NewestEpoch(p), learnedHolder: learned,
 				// Superseded also when this node gave its tenure up
 				// because a copy was ahead (ConfirmTenure).
 				superseded: learned != "" && learned != n.cfg.NodeID || a.Master == n.cfg.NodeID && n.promote.yieldedAt(p, a.Epoch),
@@ -385,7 +385,11 @@ type wantInput struct {
 	// it, even when nobody has told the lease holder so yet (a full
 	// restart).
 	newestEpoch uint64
-	up          func(id string) bool
+	// learnedHolder is the holder of the newest grant of the partition
+	// the voters told this node of (its own records, if a voter; answers
+	// to its requests and queries), "" if none.
+	learnedHolder string
+	up            func(id string) bool
 	// lost says a node's copy is gone for good (DOWN past
 	// REPLICA_REPLACE_AFTER, or out of the cluster), not merely
 	// unreachable now.
@@ -429,6 +433,27 @@ func wantsPartition(in wantInput) bool {
 	case in.a.Master == in.self && !in.superseded && in.newestEpoch <= in.a.Epoch:
 		return true
 	case in.a.Master == "":
+		// No master known. A partition that was mastered may look so
+		// after a full restart, until the former master, which names
+		// itself from its own tenure record, is heard from: campaigning
+		// as for a new partition then, the preferred master could win
+		// with a copy it was still being sent and roll the others'
+		// majority writes back (the fault suite's seed 5000).
+		switch {
+		case in.learnedHolder == in.self:
+			// The voters named this node: its own campaign, or its own
+			// tenure before a restart that took no write.
+			return true
+		case in.learnedHolder != "":
+			// Another node held it: wait for it, unless it is lost.
+			return in.lost(in.learnedHolder) && shard.FirstAvailable(in.succession, in.self, in.up)
+		case in.newestEpoch > 0:
+			// This node's history holds the partition, but nobody has
+			// named its master yet: wait for the table (queryVoters asks
+			// the voters who held it).
+			return false
+		}
+		// Never mastered, as far as this node knows.
 		return shard.FirstAvailable(in.succession, in.self, in.up)
 	case in.a.Master != in.self && in.up(in.a.Master):
 		return in.receiving

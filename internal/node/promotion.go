@@ -140,7 +140,8 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 // still seen UP by gossip is then found gone by its lease alone, as a
 // voter finds it from its own records. A voter asks too about a partition
 // whose table names a later tenure than its own record (it was paused or
-// cut off when that lease was granted).
+// cut off when that lease was granted). Any node asks who last held a
+// partition its history holds but whose master nobody has named to it.
 func (pr *promotion) queryVoters(ctx context.Context) {
 	n := pr.n
 	if time.Since(pr.lastQueried) < n.cfg.LeaseTTL/3 {
@@ -153,7 +154,16 @@ func (pr *promotion) queryVoters(ctx context.Context) {
 	var ps []int
 	for p := 0; p < n.cfg.PartitionCount; p++ {
 		a := n.table.Get(p)
-		if _, holding := n.leases.Holds(p); holding || a.Master == "" || a.Master == n.cfg.NodeID {
+		if _, holding := n.leases.Holds(p); holding || a.Master == n.cfg.NodeID {
+			continue
+		}
+		if a.Master == "" {
+			// No master known, but this node's history holds the
+			// partition (a full restart): the campaign rule waits for a
+			// name, and the voters' answers teach the last holder.
+			if _, holder := n.leases.Learned(p); holder == "" && n.writer.NewestEpoch(p) > 0 {
+				ps = append(ps, p)
+			}
 			continue
 		}
 		// A voter knows from its own record, unless the table names a
