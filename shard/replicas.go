@@ -27,9 +27,10 @@ type Candidate struct {
 // Replicas are sticky. Every replica in current is kept, in its order, while
 // it is listed, allowed to hold replicas, not the master and not
 // DownTooLong, even if it is not Up at the moment: a short outage must not
-// start a full copy elsewhere. Only if more are kept than there are slots
-// (the replication factor went down) are the ones that are Up preferred,
-// then the earlier ones in current. The free slots are then filled greedily
+// start a full copy elsewhere. If more are kept than there are slots (extra
+// copies follow the regular ones in current, or the replication factor
+// went down), the earlier ones in current keep them, Up or not. The free
+// slots are then filled greedily
 // with the candidates that have the most FreeBytes among those Up, Listed,
 // allowed to hold replicas and not already chosen or the master; about
 // equal FreeBytes (within ~1%) go by Tie, then to the lower id. With too few such candidates the result is
@@ -62,29 +63,16 @@ func ChooseReplicas(master string, current []string, candidates []Candidate, rf 
 		kept = append(kept, id)
 	}
 	if len(kept) > slots {
-		up := 0
-		for _, id := range kept {
-			if byID[id].Up {
-				up++
-			}
+		// The earliest in current keep the slots, Up or not: the caller
+		// lists the regular replicas (those write concerns and promotion
+		// count) first and extra copies after them, and an extra copy
+		// that took the slot of a regular replica merely unreachable would
+		// be counted by a master cut off with it while the other copies,
+		// deciding a promotion on the list they last heard, never ask it.
+		for _, id := range kept[slots:] {
+			delete(chosen, id)
 		}
-		// Keep the first `slots` by (Up first, then order in current),
-		// and return them in their order in current.
-		keepDown := max(slots-up, 0)
-		keepUp := slots - keepDown
-		trimmed := kept[:0:0]
-		for _, id := range kept {
-			if byID[id].Up && keepUp > 0 {
-				keepUp--
-			} else if !byID[id].Up && keepDown > 0 {
-				keepDown--
-			} else {
-				delete(chosen, id)
-				continue
-			}
-			trimmed = append(trimmed, id)
-		}
-		kept = trimmed
+		kept = kept[:slots]
 	}
 
 	result := append(make([]string, 0, slots), kept...)

@@ -150,12 +150,18 @@ func TestChooseReplicas(t *testing.T) {
 			want:       []string{"c", "a"},
 		},
 		{
-			name:       "rf lowered: up replicas kept before down ones",
+			// c is an extra copy (an incoming preferred master, or a
+			// draining replica) after the regular replicas a and b. a is
+			// merely unreachable: were c given its slot, a master cut off
+			// with c alone would count c for majority writes while the
+			// others, deciding a promotion on the old list, never ask c
+			// (the fault suite's seed 6018 lost a majority write so).
+			name:       "an extra copy never takes the slot of a regular replica that is merely down",
 			master:     "m",
 			current:    []string{"a", "b", "c"},
 			candidates: []Candidate{down(up("a", 1)), up("b", 1), up("c", 1)},
 			rf:         3,
-			want:       []string{"b", "c"},
+			want:       []string{"a", "b"},
 		},
 		{
 			name:       "rf lowered: earlier replicas kept",
@@ -166,12 +172,12 @@ func TestChooseReplicas(t *testing.T) {
 			want:       []string{"c"},
 		},
 		{
-			name:       "rf lowered: down replica kept when too few are up",
+			name:       "regular replicas kept while down, before an extra copy that is up",
 			master:     "m",
 			current:    []string{"a", "b", "c"},
 			candidates: []Candidate{down(up("a", 1)), down(up("b", 1)), up("c", 1)},
 			rf:         3,
-			want:       []string{"a", "c"},
+			want:       []string{"a", "b"},
 		},
 		{
 			name:       "duplicate candidate: the first entry counts",
