@@ -127,22 +127,7 @@ func TestAFullRestartDuringAHandoffCopyLosesNoMajorityWrite(t *testing.T) {
 	// whether one is ahead, and a read of that copy is no evidence).
 	// Before, that took a while: node4 first sent its replicas its states
 	// of the documents they had rolled back.
-	var master string
-	testnode.Eventually(t, 60*time.Second, "a master that takes writes", func() (bool, string) {
-		master = c.MasterOf(p)
-		if master == "" {
-			return false, "no master"
-		}
-		r, err := c.Node(master).Client(token).TryDo("PUT", base+"after-restart", `{"n":2}`, "X-Write-Concern", "majority", "X-Write-Timeout", "2s")
-		if err != nil {
-			return false, fmt.Sprint(master, ": ", err)
-		}
-		if r.Status != 200 && r.Status != 201 {
-			return false, fmt.Sprintf("%s: %d %s", master, r.Status, r.Body)
-		}
-		master = r.Header.Get("X-Served-By")
-		return true, ""
-	})
+	master := awaitMasterTakingWrites(t, c, token, p, base+"after-restart", 60*time.Second)
 	cl := c.Node(master).Client(token)
 	lost := 0
 	for _, id := range acked {

@@ -57,19 +57,7 @@ func TestAFullRestartAfterAFailoverLosesNoMajorityWrite(t *testing.T) {
 	// rule serves its copy before it has asked the others whether one is
 	// ahead (it would then step down), and a read of that copy is no
 	// evidence of a loss.
-	var master string
-	testnode.Eventually(t, 30*time.Second, "a master that takes writes", func() (bool, string) {
-		master = c.MasterOf(p)
-		if master == "" {
-			return false, "no master"
-		}
-		r, err := c.Node(master).Client(token).TryDo("PUT", base+"after-restart", `{"n":2}`, "X-Write-Concern", "majority", "X-Write-Timeout", "2s")
-		if err != nil || r.Status != 200 && r.Status != 201 {
-			return false, fmt.Sprint(master, " ", err, " ", r)
-		}
-		master = r.Header.Get("X-Served-By")
-		return true, ""
-	})
+	master := awaitMasterTakingWrites(t, c, token, p, base+"after-restart", 30*time.Second)
 	cl := c.Node(master).Client(token)
 	lost := 0
 	for _, id := range append([]string{"before"}, acked...) {
@@ -85,6 +73,30 @@ func TestAFullRestartAfterAFailoverLosesNoMajorityWrite(t *testing.T) {
 		}
 	}
 	t.Logf("stand-in %s acknowledged %d majority writes; after the restart %s masters the partition; %d lost", standIn, len(acked), master, lost)
+}
+
+// awaitMasterTakingWrites waits until the master of partition p
+// acknowledges a majority write to path, and returns the node that served
+// it.
+func awaitMasterTakingWrites(t *testing.T, c *testcluster.Cluster, token string, p int, path string, timeout time.Duration) string {
+	t.Helper()
+	var master string
+	testnode.Eventually(t, timeout, "a master that takes writes", func() (bool, string) {
+		master = c.MasterOf(p)
+		if master == "" {
+			return false, "no master"
+		}
+		r, err := c.Node(master).Client(token).TryDo("PUT", path, `{"n":2}`, "X-Write-Concern", "majority", "X-Write-Timeout", "2s")
+		if err != nil {
+			return false, fmt.Sprint(master, ": ", err)
+		}
+		if r.Status != 200 && r.Status != 201 {
+			return false, fmt.Sprintf("%s: %d %s", master, r.Status, r.Body)
+		}
+		master = r.Header.Get("X-Served-By")
+		return true, ""
+	})
+	return master
 }
 
 // A replica chosen to replace a regular copy (here: the one on a node taken
