@@ -141,7 +141,7 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 // voter finds it from its own records. A voter asks too about a partition
 // whose table names a later tenure than its own record (it was paused or
 // cut off when that lease was granted). Any node asks who last held a
-// partition its history holds but whose master nobody has named to it.
+// partition whose master nobody has named to it.
 func (pr *promotion) queryVoters(ctx context.Context) {
 	n := pr.n
 	if time.Since(pr.lastQueried) < n.cfg.LeaseTTL/3 {
@@ -158,10 +158,12 @@ func (pr *promotion) queryVoters(ctx context.Context) {
 			continue
 		}
 		if a.Master == "" {
-			// No master known, but this node's history holds the
-			// partition (a full restart): the campaign rule waits for a
-			// name, and the voters' answers teach the last holder.
-			if _, holder := n.leases.Learned(p); holder == "" && n.writer.NewestEpoch(p) > 0 {
+			// No master known (a new cluster, or a full restart): the
+			// voters' answers teach the last holder, if any. The campaign
+			// rule waits for a holder named, and a holder that took no
+			// write (so has no tenure record to name itself from) learns
+			// that it is the one.
+			if _, holder := n.leases.Learned(p); holder == "" {
 				ps = append(ps, p)
 			}
 			continue
