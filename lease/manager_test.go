@@ -269,3 +269,26 @@ func openStore(t *testing.T) *store.Store {
 	t.Cleanup(func() { st.Close(context.Background()) })
 	return st
 }
+
+// A voter that restarts knows who held each partition by its own records,
+// not only the epoch: its table is empty until that holder names itself,
+// and the campaign rule waits for the holder the voters name (the fault
+// suite's seed 5000).
+func TestARestartedVoterKnowsTheHoldersOfItsRecords(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	if err := st.SaveLeaseVotes(ctx, map[int]store.LeaseVote{1: {Partition: 1, Holder: "b", Epoch: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	plan := func() Plan { return Plan{Voters: []string{"a", "b", "c"}, Want: func(int) bool { return false }} }
+	m, err := NewManager(ctx, ManagerConfig{Self: "a", Partitions: 2, TTL: time.Second, Store: st, Transport: cutNetwork{}, Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if epoch, holder := m.Learned(1); epoch != 7 || holder != "b" {
+		t.Errorf("partition 1 learned as epoch %d held by %q; want epoch 7 held by \"b\" (its record)", epoch, holder)
+	}
+	if epoch, holder := m.Learned(0); epoch != 0 || holder != "" {
+		t.Errorf("partition 0, never granted, learned as epoch %d held by %q", epoch, holder)
+	}
+}
