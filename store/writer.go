@@ -705,14 +705,16 @@ func (w *Writer) beginTenure(p *partition, epoch uint64) error {
 		// its own writes as held. The tenure joins the partition's epoch
 		// chain in the same record.
 		p.mu.Lock()
-		start := p.held()
-		p.startEpoch, p.startPos = epoch, start
-		p.chain = withTenure(p.chain, EpochStart{Epoch: epoch, Start: start})
 		// Documents stored beyond the start are carried into the tenure
 		// before its first write (the node has StartTenure do it as soon
 		// as the tenure takes writes); until then the copy is complete
 		// only up to the start, durably (recorded with the tenure below).
-		p.carrying = p.last.Compare(start) > 0 && !p.recopy
+		// (toCarry is asked before the start is set, and before carrying
+		// changes: held, the start, depends on both.)
+		carry := p.toCarry(epoch)
+		start := p.held()
+		p.startEpoch, p.startPos, p.carrying = epoch, start, carry
+		p.chain = withTenure(p.chain, EpochStart{Epoch: epoch, Start: start})
 		p.mu.Unlock()
 		p.tenureRecorded = false
 	}
@@ -742,11 +744,9 @@ func (w *Writer) beginTenure(p *partition, epoch uint64) error {
 func (w *Writer) StartTenure(ctx context.Context, partition int, epoch uint64) error {
 	p := w.parts[partition]
 	p.mu.Lock()
-	// Nothing to carry, as startTenure would find: the tenure was started
-	// and its carry is done, or it was not started and this node holds
-	// nothing beyond where its copy is complete. (Nothing else stores
+	// Nothing to carry, as startTenure would find. (Nothing else stores
 	// documents while this node holds the lease.)
-	idle := p.loaded && (p.startEpoch == epoch && !p.carrying || p.startEpoch != epoch && p.last.Compare(p.held()) <= 0)
+	idle := p.loaded && !p.toCarry(epoch)
 	p.mu.Unlock()
 	if idle {
 		return nil
@@ -770,16 +770,24 @@ func (w *Writer) startTenure(p *partition, epoch uint64) error {
 	if e != epoch {
 		return fmt.Errorf("%w: the lease is at epoch %d, not %d", ErrNotMaster, e, epoch)
 	}
-	if p.startEpoch != epoch {
-		// Whether beginTenure would carry anything (see there).
-		p.mu.Lock()
-		beyond := p.last.Compare(p.held()) > 0 && !p.recopy
-		p.mu.Unlock()
-		if !beyond {
-			return nil
-		}
+	p.mu.Lock()
+	carry := p.toCarry(epoch)
+	p.mu.Unlock()
+	if !carry {
+		return nil // left to the first write
 	}
 	return w.beginTenure(p, epoch)
+}
+
+// toCarry reports whether this node's tenure at epoch has documents to
+// carry into it: a carry of it not finished, or, the tenure not started
+// yet, documents stored beyond where this copy is complete (none from a
+// copy being replaced by a full copy). Call it with p.mu held.
+func (p *partition) toCarry(epoch uint64) bool {
+	if p.startEpoch == epoch {
+		return p.carrying
+	}
+	return p.last.Compare(p.held()) > 0 && !p.recopy
 }
 
 // carryPage bounds the documents carryOver reads and writes at a time:
