@@ -60,6 +60,10 @@ type Options struct {
 	// ReplicationQueue bounds the changes queued per replica and partition
 	// (0: the default); tests make it small to force catch-ups.
 	ReplicationQueue int
+	// ReplicationBatchDocs bounds the documents of one replication request
+	// (0: replicate.DefaultMaxBatchDocs); tests make it small so that a
+	// copy of a few hundred documents takes many chunks.
+	ReplicationBatchDocs int
 }
 
 // Start opens the store, checks it belongs to this configuration, and
@@ -135,7 +139,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		st.Close(ctx)
 		return nil, err
 	}
-	n.shipper = replicate.New(replicate.Config{Logger: log, MaxQueued: opts.ReplicationQueue,
+	n.shipper = replicate.New(replicate.Config{Logger: log, MaxQueued: opts.ReplicationQueue, MaxBatchDocs: opts.ReplicationBatchDocs,
 		Replicas:   n.replicasOf,
 		Copies:     n.copies,
 		Send:       replicaTransport{cl}.Send,

@@ -23,10 +23,13 @@ import (
 // node1's positions, in no history node2's tenure describes, and were
 // never shipped as node2's until someone wrote to the partition; now node2
 // rewrites them at positions of its epoch, its record says the carry is
-// done, and its new replica (node3, once node1 is down too long) holds
+// done, and its new replica (node3, once node1 is down past REPLICA_REPLACE_AFTER) holds
 // them at those positions.
 func TestANewMasterCarriesWithoutAWrite(t *testing.T) {
-	c := testcluster.Start(t, 3)
+	// node2 stays down while node1 writes and stops: node1 must not
+	// replace it meanwhile, nor node3 take the partition over as one whose
+	// copies are all lost (2 s is too short for a starved machine).
+	c := testcluster.Start(t, 3, testcluster.ReplicaReplaceAfter(10*time.Second))
 	token := testnode.AdminToken(t)
 	user, p := userPlacedOn(t, c, "node1", "node2")
 	base := "/v1/users/" + user + "/collections/c/documents/"
@@ -40,8 +43,8 @@ func TestANewMasterCarriesWithoutAWrite(t *testing.T) {
 			t.Fatalf("PUT %s: %d %s", id, r.Status, r.Body)
 		}
 	}
-	old := c.Node("node1").Placement(p)
 	c.Node("node1").Stop()
+	old := c.Node("node1").Placement(p)
 	if !slices.Equal(old.Responsible, []string{"node1", "node2"}) {
 		t.Fatalf("node1 chose other replicas (%v) before it stopped: the test ran too slowly to prove anything", old.Responsible)
 	}
@@ -104,7 +107,7 @@ func TestANewMasterCarriesWithoutAWrite(t *testing.T) {
 	})
 	_, onMaster := carried(node2)
 	var replica string
-	testnode.Eventually(t, 30*time.Second, "node2's replica holds x and y where node2 does", func() (bool, string) {
+	testnode.Eventually(t, 45*time.Second, "node2's replica holds x and y where node2 does", func() (bool, string) {
 		pl := node2.Placement(p)
 		if len(pl.Responsible) < 2 || pl.Responsible[1] == "node1" {
 			return false, fmt.Sprint("responsible ", pl.Responsible)

@@ -282,7 +282,8 @@ func TestRemovedNodeDrainsAndLosesNothing(t *testing.T) {
 // copy resumes after the node restarts, and ends complete: every document
 // is on the new master, and each partition has exactly one master.
 func TestInterruptedMoveResumesAfterARestart(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.MaxConcurrentMoves(1))
+	// Copy chunks of at most 20 documents: 300 documents take 15.
+	c := testcluster.Start(t, 3, testcluster.MaxConcurrentMoves(1), testcluster.ReplicationBatch(20))
 	token := testnode.AdminToken(t)
 	// The partitions node4 will own: fill some of them, so their copy
 	// takes several chunks.
@@ -294,7 +295,7 @@ func TestInterruptedMoveResumesAfterARestart(t *testing.T) {
 			users = append(users, u)
 		}
 	}
-	const perUser = 1200
+	const perUser = 300
 	filled := time.Now()
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {

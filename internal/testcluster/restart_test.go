@@ -107,7 +107,8 @@ func awaitMasterTakingWrites(t *testing.T, c *testcluster.Cluster, token string,
 // at once and, with RF 2 the promotion quorum being the candidate alone,
 // promoted itself and lost the writes it had not been copied yet.
 func TestAReplacementStillCopyingIsNotPromoted(t *testing.T) {
-	c := testcluster.Start(t, 4, testcluster.Voters(3))
+	// Copy chunks of at most 20 documents: 400 documents take 20 of them.
+	c := testcluster.Start(t, 4, testcluster.Voters(3), testcluster.ReplicationBatch(20))
 	token := testnode.AdminToken(t)
 	user, p := userPlacedOn(t, c, "node1", "node4")
 	// Enough documents that the new replica's copy takes many chunks.
@@ -117,7 +118,7 @@ func TestAReplacementStillCopyingIsNotPromoted(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			cl := c.Node("node1").Client(token)
-			for i := w; i < 2400; i += 8 {
+			for i := w; i < 400; i += 8 {
 				if r := cl.Do("POST", "/v1/users/"+user+"/collections/fill/documents", `{"pad":"0123456789012345678901234567890123456789"}`); r.Status != 201 {
 					t.Errorf("filling: %d %s", r.Status, r.Body)
 					return

@@ -142,6 +142,9 @@ func (c *Cluster) nodeConfig(id string, httpPort, gossipPort int) config.Config 
 	}
 	cfg.PartitionCount = Partitions
 	cfg.ReplicaReplaceAfter = ReplaceAfter
+	if c.opts.replaceAfter > 0 {
+		cfg.ReplicaReplaceAfter = c.opts.replaceAfter
+	}
 	cfg.ReplicationFactor = c.opts.replicationFactor
 	if c.opts.tombstoneRetention > 0 {
 		cfg.TombstoneRetention = c.opts.tombstoneRetention
@@ -218,6 +221,8 @@ type options struct {
 	tombstoneRetention time.Duration
 	maxMoves           int
 	tolerant           bool
+	replaceAfter       time.Duration
+	batchDocs          int
 }
 
 // MaxConcurrentMoves sets MAX_CONCURRENT_MOVES.
@@ -233,12 +238,24 @@ func Voters(k int) Option { return func(o *options) { o.voters = k } }
 // catch-ups from the store).
 func ReplicationQueue(docs int) Option { return func(o *options) { o.replicationQueue = docs } }
 
+// ReplicationBatch bounds the documents of one replication request (a
+// live batch, a catch-up or copy chunk): small values make a copy of a
+// few hundred documents take many chunks, so a test can act while one is
+// under way without writing thousands first.
+func ReplicationBatch(docs int) Option { return func(o *options) { o.batchDocs = docs } }
+
 // Tolerant gives the cluster LEASE_TTL 2s and GOSSIP_SUSPECT_TIMEOUT 3s
 // instead of 1s and 1s: for tests of moves under a heavy write load that
 // do not measure failover, so that a starved machine (race detector, other
 // tests beside) does not turn slow store writes and late heartbeats into
 // lapsed leases and false DOWN states.
 func Tolerant() Option { return func(o *options) { o.tolerant = true } }
+
+// ReplicaReplaceAfter sets REPLICA_REPLACE_AFTER instead of ReplaceAfter:
+// for tests whose nodes stay down, by design, for longer than a starved
+// machine can promise to keep within 2 s, and that must not see them
+// replaced meanwhile.
+func ReplicaReplaceAfter(d time.Duration) Option { return func(o *options) { o.replaceAfter = d } }
 
 // TombstoneRetention sets every node's TOMBSTONE_RETENTION (small values
 // purge deletes within the test, so a lagging replica needs a full copy).
@@ -305,7 +322,7 @@ func (c *Cluster) WaitForReplicas(timeout time.Duration) {
 func (c *Cluster) startNode(cfg config.Config) *Node {
 	c.t.Helper()
 	id := cfg.NodeID
-	nd, err := node.StartWith(context.Background(), cfg, testnode.Logger(c.t), node.Options{Faults: c.Faults, ReplicationQueue: c.opts.replicationQueue,
+	nd, err := node.StartWith(context.Background(), cfg, testnode.Logger(c.t), node.Options{Faults: c.Faults, ReplicationQueue: c.opts.replicationQueue, ReplicationBatchDocs: c.opts.batchDocs,
 		OnCommit: func(p int, epoch uint64, start, end time.Time) {
 			c.History.add(Commit{Node: id, Partition: p, Epoch: epoch, Start: start, End: end})
 		}})
