@@ -422,10 +422,10 @@ func regularCopies(a shard.Assignment, copies int) []string {
 //     its succession (the preferred master first);
 //   - when the master is gone, the regular copies (those write concerns
 //     count) decide by the promotion rule: the most current one campaigns;
-//   - only when every copy but the gone master is lost (not merely
+//   - only when every copy, the gone master's too, is lost (not merely
 //     unreachable, or its lease lapsed) does a node without a regular copy
 //     campaign, in succession order (the partition starts again without
-//     their history; the master alone held no majority write).
+//     their history).
 func wantsPartition(in wantInput) bool {
 	switch {
 	case in.holding:
@@ -469,9 +469,12 @@ func wantsPartition(in wantInput) bool {
 		return in.promote(in.regular, in.up)
 	}
 	for _, id := range in.a.Responsible {
-		// A master that was the only regular copy (no replica yet) held
-		// no majority write: then only the other copies are waited for.
-		if id == in.self || id == in.a.Master && len(in.regular) <= 1 {
+		// The master is waited for too, even when it was the only
+		// regular copy: with REPLICATION_FACTOR 1 it acknowledged
+		// majority writes alone, a restarted master names itself alone
+		// until it has chosen its replicas again, and one whose replicas
+		// were lost holds what they held.
+		if id == in.self {
 			continue
 		}
 		if !in.lost(id) {

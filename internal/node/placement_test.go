@@ -50,7 +50,8 @@ func TestWantsPartitionMovesALiveMasterOnlyByHandoff(t *testing.T) {
 		{"master gone, the copy's lease lapsed but it is not lost", wantInput{self: "o", lost: lost("m"), a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "x")}, false},
 		{"master gone, an extra copy waits for a regular one that is not lost", wantInput{self: "o", lost: lost("m"), a: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "o"}}, up: up("o")}, false},
 		{"master merely down, its replica lost: an extra copy waits for the master", wantInput{self: "c", lost: lost("r"), a: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "c"}}, up: up("c")}, false},
-		{"master gone, no replica yet: taken over", wantInput{self: "o", a: shard.Assignment{Master: "m", Responsible: []string{"m"}}, up: up("o", "x")}, true},
+		{"the only copy merely down (RF 1, or a restarted master naming itself alone): waited for", wantInput{self: "o", a: shard.Assignment{Master: "m", Responsible: []string{"m"}}, up: up("o", "x")}, false},
+		{"the only copy lost: taken over", wantInput{self: "o", lost: lost("m"), a: shard.Assignment{Master: "m", Responsible: []string{"m"}}, up: up("o", "x")}, true},
 		{"master gone, every copy lost", wantInput{self: "o", lost: lost("m", "r"), a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "x")}, true},
 		{"master gone, every copy lost, not first", wantInput{self: "x", lost: lost("m", "r"), a: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, up: up("o", "x")}, false},
 	}
