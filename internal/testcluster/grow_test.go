@@ -283,7 +283,7 @@ func TestRemovedNodeDrainsAndLosesNothing(t *testing.T) {
 // is on the new master, and each partition has exactly one master.
 func TestInterruptedMoveResumesAfterARestart(t *testing.T) {
 	// Copy chunks of at most 20 documents: 300 documents take 15.
-	c := testcluster.Start(t, 3, testcluster.MaxConcurrentMoves(1), testcluster.ReplicationBatch(20))
+	c := testcluster.Start(t, 3, testcluster.MaxConcurrentMoves(1), testcluster.ReplicationBatch(20), testcluster.Tolerant())
 	token := testnode.AdminToken(t)
 	// The partitions node4 will own: fill some of them, so their copy
 	// takes several chunks.
