@@ -92,6 +92,11 @@ type Config struct {
 	Handoffs Handoffs
 	// Moves lists the partitions moving from this node (/v1/cluster).
 	Moves func() []MoveStatus
+	// Unreconciled lists the partitions this node does not master whose
+	// copy here holds writes of its own last tenure that no later master
+	// has checked yet (/v1/cluster; see PartitionSummary.Unreconciled);
+	// nil: none.
+	Unreconciled func() []int
 	// Acknowledgements, if set, is told of every write this node
 	// acknowledges as a partition's master (COMMIT_LOG).
 	Acknowledgements Acknowledger
@@ -529,6 +534,11 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
+		if s.cfg.Unreconciled != nil {
+			if n := len(s.cfg.Unreconciled()); n > 0 {
+				ps.Unreconciled = map[string]int{s.cfg.NodeID: n}
+			}
+		}
 		out.Partitions = ps
 	}
 	if s.cfg.Replication != nil {
@@ -580,23 +590,33 @@ type PartitionSummary struct {
 	// Copies is, per node, how many partitions it holds a copy of as a
 	// replica (the responsible lists, masters excluded).
 	Copies map[string]int `json:"copies,omitempty"`
+	// Unreconciled is, for the answering node only, how many partitions
+	// it no longer masters hold writes of its last tenure in its copy
+	// that no later master has checked: the first batch of a later master
+	// moves what that master never had (w=1 writes) to the rollback
+	// collection. Until then the copy may be their only place, whatever
+	// the responsible lists say.
+	Unreconciled map[string]int `json:"unreconciled,omitempty"`
 }
 
 // HoldsNothing reports whether this summary, a node's answer to
 // GET /v1/cluster, shows node id holding nothing: every partition has a
 // master (a partition without one may yet need the copy id holds), and id
-// masters none and holds no copy; moving is how many partitions move from
-// id (when the answer is id's own; 0 otherwise). Otherwise it says what id
-// still holds.
+// masters none, holds no copy and no unreconciled writes; moving is how
+// many partitions move from id (when the answer is id's own; 0
+// otherwise). Otherwise it says what id still holds.
 func (ps *PartitionSummary) HoldsNothing(id string, moving int) (bool, string) {
 	if ps == nil {
 		return false, "no partition counts given"
 	}
-	masters, held := ps.Masters[id], ps.Copies[id]
-	if masters == 0 && held == 0 && moving == 0 && ps.WithoutMaster == 0 && ps.Count > 0 {
+	masters, held, unreconciled := ps.Masters[id], ps.Copies[id], ps.Unreconciled[id]
+	if masters == 0 && held == 0 && unreconciled == 0 && moving == 0 && ps.WithoutMaster == 0 && ps.Count > 0 {
 		return true, "holds nothing"
 	}
 	progress := fmt.Sprintf("masters %d partitions, holds %d copies", masters, held)
+	if unreconciled > 0 {
+		progress += fmt.Sprintf(", %d partitions with writes of its own no later master has checked", unreconciled)
+	}
 	if moving > 0 {
 		progress += fmt.Sprintf(", %d partitions moving from it", moving)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,6 +71,10 @@ type trio struct {
 	sent     map[string][]WireBatch // every batch each replica answered
 	tried    map[string]int         // requests sent to each replica, answered or not
 	failed   map[string]int         // requests that got no answer
+	// The master's tenure: its epoch (1 unless a test moves it on) and
+	// where it started (nil: the zero position).
+	epoch atomic.Uint64
+	start atomic.Pointer[store.Position]
 }
 
 type replicaNode struct {
@@ -92,6 +97,7 @@ func newTrio(t *testing.T, names []string, maxBatchDocs int) *trio {
 		return s
 	}
 	tr := &trio{replicas: map[string]*replicaNode{}, sent: map[string][]WireBatch{}, tried: map[string]int{}, failed: map[string]int{}}
+	tr.epoch.Store(1)
 	for _, name := range names {
 		rn := &replicaNode{writer: store.NewWriter(open(), 1, store.WriterOptions{CacheBytes: 1 << 20})}
 		rn.srv = httptest.NewServer(http.HandlerFunc(rn.serve))
@@ -105,8 +111,8 @@ func newTrio(t *testing.T, names []string, maxBatchDocs int) *trio {
 	tr.shipper = New(Config{MaxBatchDocs: maxBatchDocs,
 		Replicas:   func(int) []string { return names },
 		Copies:     func() int { return len(names) + 1 },
-		Epoch:      func(int) (uint64, bool) { return 1, true },
-		EpochStart: func(int, uint64) store.Position { return store.Position{} },
+		Epoch:      func(int) (uint64, bool) { return tr.epoch.Load(), true },
+		EpochStart: tr.epochStart,
 		Last:       func(p int) store.Position { return tr.master.Position(p) },
 		Horizon:    func(p int) store.Position { return tr.master.Horizon(p) },
 		Scan:       mstore.ScanAfter,
@@ -120,6 +126,14 @@ func newTrio(t *testing.T, names []string, maxBatchDocs int) *trio {
 		tr.master.Close(ctx)
 	})
 	return tr
+}
+
+// epochStart is where the master's epoch e started.
+func (tr *trio) epochStart(_ int, e uint64) store.Position {
+	if at := tr.start.Load(); at != nil && e == tr.epoch.Load() {
+		return *at
+	}
+	return store.Position{}
 }
 
 func (rn *replicaNode) serve(w http.ResponseWriter, r *http.Request) {

@@ -229,6 +229,9 @@ type Config struct {
 type progress struct {
 	acked store.Position // the replica holds the history up to here
 	known bool           // acked has been learned from the replica
+	// heard is the newest epoch of a batch of this node's the replica
+	// answered after checking it (see Heard).
+	heard uint64
 	// told is the newest majority-committed position the replica took
 	// with a batch: a notice goes out when the partition's is newer.
 	told    store.Position
@@ -381,13 +384,15 @@ func (s *Shipper) Committed(b store.Batch) {
 }
 
 // Ensure makes sure every replica of the partitions this node masters has
-// a sender and progress, so a new or restarted replica is caught up even
-// when no write arrives. Call it periodically.
+// a sender and progress, so a new or restarted replica is caught up, and
+// every replica hears of a new tenure, even when no write arrives. Call it
+// periodically.
 func (s *Shipper) Ensure(partitions int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p := 0; p < partitions; p++ {
-		if _, ok := s.cfg.Epoch(p); !ok {
+		epoch, ok := s.cfg.Epoch(p)
+		if !ok {
 			continue
 		}
 		for _, r := range s.cfg.Replicas(p) {
@@ -397,7 +402,7 @@ func (s *Shipper) Ensure(partitions int) {
 				pr = &progress{}
 				d.parts[p] = pr
 			}
-			if !pr.known || pr.acked.Compare(s.cfg.Last(p)) < 0 {
+			if !pr.known || pr.acked.Compare(s.cfg.Last(p)) < 0 || pr.heard < epoch {
 				d.poke()
 			}
 		}
@@ -414,6 +419,24 @@ func (s *Shipper) Acked(replica string, partition int) (store.Position, bool) {
 		}
 	}
 	return store.Position{}, false
+}
+
+// Heard reports whether replica has answered a batch of partition at
+// epoch (this node's tenure) after checking it against its own history:
+// the first batch of a newer master moves what the replica holds that
+// the master never had (a former master's w=1 writes) to its rollback
+// collection, and any answer but a refusal (stale epoch, is master, an
+// error) says that check is done. A replica leaving the cluster is kept
+// until then (see internal/node's chooseReplicas).
+func (s *Shipper) Heard(replica string, partition int, epoch uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := s.dests[replica]; d != nil {
+		if pr := d.parts[partition]; pr != nil {
+			return pr.heard >= epoch
+		}
+	}
+	return false
 }
 
 // wakeWhenDone wakes every wait on s.changed when ctx ends, so that a
@@ -745,9 +768,12 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			continue
 		}
 		if len(pr.queue) == 0 {
-			if master && s.noticeLocked(pr, p, epoch) {
+			if master && (pr.heard < epoch || s.noticeLocked(pr, p, epoch)) {
 				// Nothing new to send, but the committed position moved
-				// on (acknowledgements came in): say so alone.
+				// on (acknowledgements came in), or the replica has not
+				// answered a batch of this tenure yet (it may hold changes
+				// of an earlier one that this tenure never had: its answer
+				// to the first batch keeps them, see Heard): say so alone.
 				if !rm.takeHeader(wireBatchBase) {
 					if cut < 0 {
 						cut = i
@@ -940,6 +966,10 @@ func (s *Shipper) send(d *dest, req Request) error {
 		pr := d.parts[r.Partition]
 		if pr == nil {
 			continue
+		}
+		switch r.Code {
+		case "ok", "gap", "full-copy", "diverged":
+			pr.heard = max(pr.heard, req.Batches[i].Epoch)
 		}
 		switch r.Code {
 		case "ok":

@@ -1042,7 +1042,9 @@ func (s *supervisor) askCluster(ctx context.Context, base string) (clusterStatus
 // id holding nothing: st's partition table gives every partition a master
 // (a partition without one may yet need the copy id holds), and in it id
 // masters none and holds no copy; when st is id's own answer, nothing moves
-// from it either. Otherwise it says what id still holds.
+// from it either, and no writes of its own wait for a later master's check
+// (api.PartitionSummary.Unreconciled). Otherwise it says what id still
+// holds.
 func drainedIn(st clusterStatus, id string) (bool, string) {
 	ps := st.Partitions
 	if ps == nil {
@@ -1057,6 +1059,9 @@ func drainedIn(st clusterStatus, id string) (bool, string) {
 		return true, why
 	}
 	progress := fmt.Sprintf("masters %s, holds %s", plural(masters, "partition"), copies(held))
+	if n := ps.Unreconciled[id]; n > 0 {
+		progress += fmt.Sprintf(", holds writes of its own no later master has checked in %s", plural(n, "partition"))
+	}
 	if moving > 0 {
 		progress += fmt.Sprintf(", %s moving from it", plural(moving, "partition"))
 	}

@@ -931,6 +931,8 @@ func TestDrainedIn(t *testing.T) {
 		{"moves still listed", clusterStatus{Node: "x", Partitions: summary(0, map[string]int{"a": 8}, nil), Moves: []api.MoveStatus{{Partition: 1}}},
 			false, "masters 0 partitions, holds 0 copies, 1 partition moving from it"},
 		{"partitions without a master", clusterStatus{Node: "x", Partitions: summary(8, nil, nil)}, false, "(8 partitions without a master in x's table)"},
+		{"writes no later master checked", clusterStatus{Node: "x", Partitions: &api.PartitionSummary{Count: 8, Masters: map[string]int{"a": 8},
+			Unreconciled: map[string]int{"x": 1}}}, false, "masters 0 partitions, holds 0 copies, holds writes of its own no later master has checked in 1 partition"},
 		{"no partition counts", clusterStatus{Node: "x"}, false, "x gives no partition counts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -78,19 +78,20 @@ func (m clusterMember) unlisted() bool { return m.InPeerList != nil && !*m.InPee
 const (
 	inList      = ""
 	outUnknown  = "unknown"  // not in the list, and the node gives no partition counts
-	outDraining = "draining" // removed from the list, still masters or holds copies
+	outDraining = "draining" // removed from the list, still masters or holds copies (or unchecked writes)
 	outRemoved  = "removed"  // removed from the list and holds nothing: safe to stop
 )
 
 // listing says where m stands towards the peer list, by the partitions
-// the answering node's table gives it.
+// the answering node's table gives it (and, for the answering node itself,
+// the writes of its own no later master has checked).
 func (m clusterMember) listing(ps *api.PartitionSummary) string {
 	switch {
 	case !m.unlisted():
 		return inList
 	case ps == nil:
 		return outUnknown
-	case ps.Masters[m.ID] > 0 || ps.Copies[m.ID] > 0:
+	case ps.Masters[m.ID] > 0 || ps.Copies[m.ID] > 0 || ps.Unreconciled[m.ID] > 0:
 		return outDraining
 	default:
 		return outRemoved
@@ -442,8 +443,12 @@ func renderStatus(st clusterStatus, others []memberMoves, from string, now time.
 		ps := st.Partitions
 		switch m.listing(ps) {
 		case outDraining:
-			fmt.Fprintf(&b, "%s drains (out of the peer list): masters %s, holds %s; do not stop it yet\n",
-				m.ID, plural(ps.Masters[m.ID], "partition"), copies(ps.Copies[m.ID]))
+			unchecked := ""
+			if n := ps.Unreconciled[m.ID]; n > 0 {
+				unchecked = fmt.Sprintf(", holds writes of its own no later master has checked in %s", plural(n, "partition"))
+			}
+			fmt.Fprintf(&b, "%s drains (out of the peer list): masters %s, holds %s%s; do not stop it yet\n",
+				m.ID, plural(ps.Masters[m.ID], "partition"), copies(ps.Copies[m.ID]), unchecked)
 		case outRemoved:
 			fmt.Fprintf(&b, "%s is out of the peer list and holds nothing: safe to stop (its data stays on disk)\n", m.ID)
 		}

@@ -179,6 +179,14 @@ func TestRenderStatusVariants(t *testing.T) {
 			notWant: []string{"unknown", "c is out of the peer list", "d drains"},
 		},
 		{
+			name: "draining self by writes no later master checked",
+			st: clusterStatus{Node: "d", Partitions: &api.PartitionSummary{Count: 4, Masters: map[string]int{"a": 4}, Unreconciled: map[string]int{"d": 1}},
+				Members: []clusterMember{{ID: "d", State: "UP", InPeerList: &no, Self: true}}},
+			want: []string{"d drains (out of the peer list): masters 0 partitions, holds 0 copies, holds writes of its own no later master has checked in 1 partition; do not stop it yet\n",
+				"* d (draining)  "},
+			notWant: []string{"safe to stop"},
+		},
+		{
 			name: "one copy",
 			st: clusterStatus{Node: "a", Partitions: &api.PartitionSummary{Count: 1, Masters: map[string]int{"a": 1}, Copies: map[string]int{"b": 1}},
 				Members: []clusterMember{{ID: "b", State: "UP", InPeerList: &no}}},

@@ -197,7 +197,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		AuthSecret: []byte(cfg.AuthSecret), TokenAudience: cfg.TokenAudience, TokenMaxTTL: cfg.TokenMaxTTL, Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
 		Replication: n.shipper, Copies: n.copies, Committed: n.Committed, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
-		Moves: n.handoff.Moves, Acknowledgements: acks}, st, n.writer)
+		Moves: n.handoff.Moves, Unreconciled: n.unreconciled, Acknowledgements: acks}, st, n.writer)
 	// ReadTimeout and WriteTimeout bound what the server reads and writes
 	// outside the API's own per-request deadlines (see api deadlines):
 	// headers, the body a handler left unread, the server's own answers.
@@ -665,6 +665,32 @@ func (n *Node) Committed(partition int) store.Position {
 	return known
 }
 
+// unreconciled lists the partitions this node does not master whose copy
+// holds writes of its own last tenure that no later master has checked
+// (see unreconciledCopy).
+func (n *Node) unreconciled() []int {
+	var out []int
+	for p := 0; p < n.cfg.PartitionCount; p++ {
+		_, holding := n.leases.Holds(p)
+		if unreconciledCopy(holding, n.writer.Tenure(p), n.writer.Position(p), n.writer.NewestEpoch(p)) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// unreconciledCopy reports whether a node's copy of a partition holds
+// writes of its own last tenure (tenure; last is the newest position
+// stored) that no later master has checked: it does not hold the lease,
+// and nothing of a later epoch than its tenure reached it (newest, the
+// newest epoch it has seen). A later master's first batch moves what that
+// master never had (w=1 writes it acknowledged while cut off) to the
+// rollback collection; until then this copy may be their only place, so
+// the node does not hold nothing even when no responsible list names it.
+func unreconciledCopy(holding bool, tenure uint64, last store.Position, newest uint64) bool {
+	return !holding && tenure > 0 && last.Epoch == tenure && newest <= tenure
+}
+
 // replicasOf lists the replicas of a partition this node masters.
 func (n *Node) replicasOf(p int) []string {
 	if _, ok := n.leases.Holds(p); !ok {
@@ -746,9 +772,14 @@ func (n *Node) chooseReplicas() (due []pausedSwap) {
 		// then the handoff gives it the lease. At most MAX_CONCURRENT_MOVES
 		// such copies are made at once.
 		// A replica removed from the peer list (draining) stays until the
-		// replicas chosen instead have caught up.
+		// replicas chosen instead have caught up, and until it has answered
+		// a batch of this tenure: a former master cut off before this
+		// tenure began may hold w=1 writes it acknowledged that this
+		// tenure never had, and only that answer moves them to its
+		// rollback collection (the fault suite's seed 6009: dropped at
+		// once, it reported holding nothing and was stopped with them).
 		for _, r := range current {
-			if draining[r] && !slices.Contains(ch.replicas, r) && !n.caughtUp(p, ch.replicas) {
+			if draining[r] && !slices.Contains(ch.replicas, r) && (!n.caughtUp(p, ch.replicas) || !n.shipper.Heard(r, p, epoch)) {
 				ch.replicas = append(ch.replicas, r)
 			}
 		}

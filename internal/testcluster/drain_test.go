@@ -1,0 +1,123 @@
+package testcluster_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/internal/testcluster"
+	"github.com/shoal-db/shoal/internal/testnode"
+	"github.com/shoal-db/shoal/shard"
+)
+
+// Invariant 3 with a drain (the fault suite's seed 6009): node4, master of
+// a partition, is cut off from the other nodes' calls (gossip still flows,
+// so they see it UP) and acknowledges w=1 writes until its lease runs out;
+// they never reach its replica, which takes over. Then node4 is taken out
+// of the peer list, and its links heal only once the new master has a
+// caught-up replica in node4's stead. When node4's own cluster answer says
+// it holds nothing (the check shoal dev and the fault suite stop a
+// drained node on), every write it acknowledged is on the master or in
+// node4's rollback collection. Before, the new master dropped node4 from
+// the responsible list as soon as the replica chosen instead had caught
+// up, node4 never got a batch of the new tenure (so never rolled its
+// writes back), and it reported that it held nothing with the writes still
+// only in its own copy of the partition.
+func TestACutOffMasterDrainedKeepsItsW1Writes(t *testing.T) {
+	c := testcluster.Start(t, 4, testcluster.Voters(3))
+	token := testnode.AdminToken(t)
+	// A partition of node4 whose replica is its preferred master once node4
+	// is out of the ring: the replica takes over and keeps it (no handoff).
+	ring := ringOf(t, 3)
+	user, p := "", 0
+	for i := 0; user == "" && i < 10000; i++ {
+		u := fmt.Sprintf("user%d", i)
+		q := shard.PartitionOf(u, testcluster.Partitions)
+		if r := c.Node("node4").Placement(q).Responsible; c.MasterOf(q) == "node4" && len(r) == 2 && r[1] == ring.Owner(q) {
+			user, p = u, q
+		}
+	}
+	if user == "" {
+		t.Fatal("no partition of node4 has its replica for its next preferred master; the test proves nothing")
+	}
+	base := "/v1/users/" + user + "/collections/c/documents/"
+	old := c.Node("node4").Client(token)
+
+	for _, id := range []string{"node1", "node2", "node3"} {
+		c.Faults.CutCalls("node4", id)
+	}
+	acked := map[string]float64{}
+	for i := 0; i < 50; i++ {
+		r, err := old.TryDo("PUT", fmt.Sprintf("%scut%d", base, i), `{"v":1}`, "X-Write-Concern", "1")
+		if err != nil || r.Status != 201 {
+			break // the lease ran out (usually 50 writes are done first)
+		}
+		acked[fmt.Sprintf("cut%d", i)] = r.JSON(t)["_version"].(float64)
+	}
+	if len(acked) == 0 {
+		t.Fatal("node4 acknowledged no write before its lease ran out; the test proves nothing")
+	}
+	var master string
+	testnode.Eventually(t, 20*time.Second, "a new master", func() (bool, string) {
+		master = c.MasterOf(p)
+		return master != "" && master != "node4", fmt.Sprintf("master %q", master)
+	})
+	c.RemoveFromPeers("node4")
+	// The replica chosen instead of node4 takes its slot once caught up
+	// (before the fix, node4 left the list in that same round).
+	testnode.Eventually(t, 20*time.Second, "a caught-up replica in node4's slot", func() (bool, string) {
+		r := c.Node(master).Placement(p).Responsible
+		return len(r) > 1 && r[0] == master && r[1] != "node4", fmt.Sprint(r)
+	})
+	c.Faults.HealAll()
+
+	testnode.Eventually(t, 20*time.Second, "node4 holds nothing by its own answer", func() (bool, string) {
+		r, err := old.TryDo("GET", "/v1/cluster", nil)
+		if err != nil || r.Status != 200 {
+			return false, fmt.Sprint(err)
+		}
+		var st struct {
+			Partitions *api.PartitionSummary `json:"partitions"`
+			Moves      []api.MoveStatus      `json:"moves"`
+		}
+		if err := json.Unmarshal(r.Body, &st); err != nil {
+			return false, err.Error()
+		}
+		return st.Partitions.HoldsNothing("node4", len(st.Moves))
+	})
+	var kept struct {
+		RolledBack []struct {
+			ID string `json:"id"`
+		} `json:"rolled_back"`
+	}
+	if r := old.Do("GET", "/v1/admin/rollback", nil); r.Status != 200 || json.Unmarshal(r.Body, &kept) != nil {
+		t.Fatalf("node4's rollback list: %d %s", r.Status, r.Body)
+	}
+	inRollback := map[string]bool{}
+	for _, k := range kept.RolledBack {
+		inRollback[k.ID] = true
+	}
+	onMaster, rolledBack := 0, 0
+	var lost []string
+	for id, v := range acked {
+		r := c.Node(master).Client(token).Do("GET", base+id, nil)
+		switch {
+		case r.Status == 200 && r.JSON(t)["_version"].(float64) >= v:
+			onMaster++
+		case inRollback[id]:
+			rolledBack++
+		default:
+			lost = append(lost, fmt.Sprintf("%s (%d)", id, r.Status))
+		}
+	}
+	if len(lost) > 0 {
+		slices.Sort(lost)
+		t.Errorf("%d w=1 writes acknowledged by node4 are neither on the master %s nor in node4's rollback collection: %v",
+			len(lost), master, lost)
+	}
+	t.Logf("%d w=1 writes acknowledged by node4 while cut off: %d on the master %s, %d in node4's rollback collection",
+		len(acked), onMaster, master, rolledBack)
+}
