@@ -43,6 +43,19 @@ func decodeTakeOver(r io.Reader, partitions int) (TakeOverRequest, error) {
 	return req, nil
 }
 
+// decodeCheckCopy reads a copy-check request for a node with partitions
+// partitions: the partition must exist.
+func decodeCheckCopy(r io.Reader, partitions int) (CheckCopyRequest, error) {
+	var req CheckCopyRequest
+	if err := decodeOne(r, &req); err != nil {
+		return CheckCopyRequest{}, fmt.Errorf("unreadable copy-check request: %w", err)
+	}
+	if req.Partition < 0 || req.Partition >= partitions {
+		return CheckCopyRequest{}, fmt.Errorf("no partition %d (this node has %d)", req.Partition, partitions)
+	}
+	return req, nil
+}
+
 // decodePositions reads a positions request for a node with partitions
 // partitions: each partition must exist, and a partition may be asked
 // about only once.

@@ -125,6 +125,8 @@ func TestInternalRequestsAreValidated(t *testing.T) {
 		{"positions: partition out of range", "/internal/v1/positions", `{"partitions":[0,16]}`, 400},
 		{"positions: a partition twice", "/internal/v1/positions", `{"partitions":[3,3]}`, 400},
 		{"positions: trailing data", "/internal/v1/positions", `{"partitions":[0]} {}`, 400},
+		{"check-copy: partition out of range", "/internal/v1/check-copy", `{"partition":16}`, 400},
+		{"check-copy: trailing data", "/internal/v1/check-copy", `{"partition":0} {}`, 400},
 		{"voters: not an object", "/internal/v1/voters", `[1]`, 400},
 		{"voters: unknown fields", "/internal/v1/voters", `{"x":1}`, 400},
 		// What a node really sends is accepted.

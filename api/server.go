@@ -97,6 +97,14 @@ type Config struct {
 	// has checked yet (/v1/cluster; see PartitionSummary.Unreconciled);
 	// nil: none.
 	Unreconciled func() []int
+	// CheckCopy is a partition's master asked by node (the signer of
+	// POST /internal/v1/check-copy) to check node's copy of partition:
+	// node's copy may hold writes of an earlier tenure of its own that this
+	// one never had, and is kept as an extra copy until it has answered a
+	// batch of this tenure (which moves them to its rollback collection).
+	// It returns this node's epoch, or an error if it is not the
+	// partition's master. Nil: this node checks no copies.
+	CheckCopy func(partition int, node string) (uint64, error)
 	// Acknowledgements, if set, is told of every write this node
 	// acknowledges as a partition's master (COMMIT_LOG).
 	Acknowledgements Acknowledger
@@ -253,6 +261,7 @@ func (s *Server) routes() chi.Router {
 		r.Post("/v1/replicate", s.replicate)
 		r.Post("/v1/takeover", s.takeOver)
 		r.Post("/v1/positions", s.positions)
+		r.Post("/v1/check-copy", s.checkCopy)
 		r.Post("/v1/voters", s.voters)
 	})
 	r.Route("/v1", func(r chi.Router) {
@@ -453,6 +462,38 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, a)
+}
+
+// CheckCopyRequest asks a partition's master to check the asking node's
+// copy of it (see Config.CheckCopy); the asking node is the signer.
+type CheckCopyRequest struct {
+	Partition int `json:"partition"`
+}
+
+// CheckCopyAnswer is the master's answer: its epoch, the tenure whose
+// batch the asking node will be sent.
+type CheckCopyAnswer struct {
+	Partition int    `json:"partition"`
+	Epoch     uint64 `json:"epoch"`
+}
+
+// checkCopy is a master's side of a node asking it to check its copy.
+func (s *Server) checkCopy(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.CheckCopy == nil {
+		writeProblem(w, unavailable("this node checks no copies"))
+		return
+	}
+	req, err := decodeCheckCopy(r.Body, s.cfg.PartitionCount)
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidInternal, err.Error()))
+		return
+	}
+	epoch, err := s.cfg.CheckCopy(req.Partition, cluster.SignedBy(r.Context()))
+	if err != nil {
+		writeProblem(w, problem(http.StatusConflict, TypeUnavailable, "Copy check refused", err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, CheckCopyAnswer{Partition: req.Partition, Epoch: epoch})
 }
 
 // PositionsRequest asks how far a node holds some partitions' histories.

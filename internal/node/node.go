@@ -49,6 +49,9 @@ type Node struct {
 
 	// tenureWake wakes startTenures: a tenure may have become writable.
 	tenureWake chan struct{}
+	// checks are the nodes that asked this node, as a partition's master,
+	// to check their copy (see askForChecks).
+	checks copyChecks
 }
 
 // Options are the parts tests replace; production uses the zero value.
@@ -197,7 +200,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		AuthSecret: []byte(cfg.AuthSecret), TokenAudience: cfg.TokenAudience, TokenMaxTTL: cfg.TokenMaxTTL, Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
 		Replication: n.shipper, Copies: n.copies, Committed: n.Committed, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
-		Moves: n.handoff.Moves, Unreconciled: n.unreconciled, Acknowledgements: acks}, st, n.writer)
+		Moves: n.handoff.Moves, Unreconciled: n.unreconciled, CheckCopy: n.checkCopy, Acknowledgements: acks}, st, n.writer)
 	// ReadTimeout and WriteTimeout bound what the server reads and writes
 	// outside the API's own per-request deadlines (see api deadlines):
 	// headers, the body a handler left unread, the server's own answers.
@@ -212,7 +215,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		// taking traffic.
 		n.leases.Round(runCtx)
 	}
-	n.running.Add(6)
+	n.running.Add(7)
 	go func() {
 		defer n.running.Done()
 		n.leases.Run(runCtx)
@@ -236,6 +239,10 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	go func() {
 		defer n.running.Done()
 		n.startTenures(runCtx)
+	}()
+	go func() {
+		defer n.running.Done()
+		n.askForChecks(runCtx)
 	}()
 	n.api.SetReady(true)
 	mode := "embedded store in " + cfg.DataDir
@@ -783,6 +790,15 @@ func (n *Node) chooseReplicas() (due []pausedSwap) {
 				ch.replicas = append(ch.replicas, r)
 			}
 		}
+		// A node that asked to have its copy checked (a former master
+		// replaced while it was down: it is in no responsible list, and its
+		// copy may hold w=1 writes of its last tenure that this one never
+		// had) is an extra copy until it has answered a batch of this
+		// tenure, which moves them to its rollback collection.
+		var checked []string
+		ch.replicas, checked = withCopiesToCheck(ch.replicas, n.checks.asking(p, now, checkAskedFor*n.cfg.LeaseTTL), copies,
+			func(r string) bool { return n.shipper.Heard(r, p, epoch) })
+		n.checks.done(p, checked)
 		if owner := ring.Owner(p); owner != n.cfg.NodeID && upListed[owner] && !slices.Contains(ch.replicas, owner) {
 			if slices.Contains(current, owner) {
 				ch.replicas = append(ch.replicas, owner)

@@ -121,3 +121,126 @@ func TestACutOffMasterDrainedKeepsItsW1Writes(t *testing.T) {
 	t.Logf("%d w=1 writes acknowledged by node4 while cut off: %d on the master %s, %d in node4's rollback collection",
 		len(acked), onMaster, master, rolledBack)
 }
+
+// Invariant 3 for a former master that comes back after it was replaced:
+// node4, master of a partition, is cut off from the other nodes' calls and
+// acknowledges w=1 writes until its lease runs out; then it is stopped,
+// and stays down past REPLICA_REPLACE_AFTER, so the new master replaces it
+// in the responsible list. It comes back (cut off, so that it does not get
+// the partition back as its preferred master first) and is taken out of
+// the peer list: it is in no responsible list of the partition, so no
+// master would send it a batch of the new tenure, the only thing that
+// moves those writes to its rollback collection. Once its links heal,
+// every write it acknowledged is on the master or in node4's rollback
+// collection, and node4 drains (its own answer says it holds nothing).
+// Before, the writes stayed in node4's copy of the partition for ever,
+// and node4 never drained.
+func TestAReplacedFormerMasterKeepsItsW1Writes(t *testing.T) {
+	c := testcluster.Start(t, 4, testcluster.Voters(3))
+	token := testnode.AdminToken(t)
+	// A partition of node4 whose replica is its preferred master once node4
+	// is out of the ring: the replica takes over and keeps it (no handoff).
+	ring := ringOf(t, 3)
+	user, p := "", 0
+	for i := 0; user == "" && i < 10000; i++ {
+		u := fmt.Sprintf("user%d", i)
+		q := shard.PartitionOf(u, testcluster.Partitions)
+		if r := c.Node("node4").Placement(q).Responsible; c.MasterOf(q) == "node4" && len(r) == 2 && r[1] == ring.Owner(q) {
+			user, p = u, q
+		}
+	}
+	if user == "" {
+		t.Fatal("no partition of node4 has its replica for its next preferred master; the test proves nothing")
+	}
+	base := "/v1/users/" + user + "/collections/c/documents/"
+	others := []string{"node1", "node2", "node3"}
+	for _, id := range others {
+		c.Faults.CutCalls("node4", id)
+	}
+	old := c.Node("node4").Client(token)
+	acked := map[string]float64{}
+	for i := 0; i < 50; i++ {
+		r, err := old.TryDo("PUT", fmt.Sprintf("%scut%d", base, i), `{"v":1}`, "X-Write-Concern", "1")
+		if err != nil || r.Status != 201 {
+			break // the lease ran out (usually 50 writes are done first)
+		}
+		acked[fmt.Sprintf("cut%d", i)] = r.JSON(t)["_version"].(float64)
+	}
+	if len(acked) == 0 {
+		t.Fatal("node4 acknowledged no write before its lease ran out; the test proves nothing")
+	}
+	var master string
+	testnode.Eventually(t, 20*time.Second, "a new master", func() (bool, string) {
+		master = c.MasterOf(p)
+		return master != "" && master != "node4", fmt.Sprintf("master %q", master)
+	})
+	c.Node("node4").Stop()
+	replaced := testnode.Eventually(t, 20*time.Second, "node4 replaced in the responsible list", func() (bool, string) {
+		r := c.Node(master).Placement(p).Responsible
+		return len(r) == 2 && r[0] == master && r[1] != "node4", fmt.Sprint(r)
+	})
+	c.Faults.Isolate("node4", others)
+	restart := time.Now()
+	node4 := c.Restart("node4")
+	c.RemoveFromPeers("node4")
+	c.Faults.HealAll()
+
+	cl := node4.Client(token)
+	onMaster, rolledBack := 0, 0
+	restarted := time.Since(restart)
+	checked := testnode.Eventually(t, 30*time.Second, "every w=1 write node4 acknowledged on the master or in node4's rollback collection", func() (bool, string) {
+		r, err := cl.TryDo("GET", "/v1/admin/rollback", nil)
+		if err != nil || r.Status != 200 {
+			return false, fmt.Sprint("node4's rollback list: ", err)
+		}
+		var kept struct {
+			RolledBack []struct {
+				ID string `json:"id"`
+			} `json:"rolled_back"`
+		}
+		if err := json.Unmarshal(r.Body, &kept); err != nil {
+			return false, err.Error()
+		}
+		inRollback := map[string]bool{}
+		for _, k := range kept.RolledBack {
+			inRollback[k.ID] = true
+		}
+		var lost []string
+		onMaster, rolledBack = 0, 0
+		for id, v := range acked {
+			r, err := c.Node(master).Client(token).TryDo("GET", base+id, nil)
+			if err != nil {
+				return false, err.Error()
+			}
+			switch {
+			case r.Status == 200 && r.JSON(t)["_version"].(float64) >= v:
+				onMaster++
+			case inRollback[id]:
+				rolledBack++
+			default:
+				lost = append(lost, fmt.Sprintf("%s (%d)", id, r.Status))
+			}
+		}
+		slices.Sort(lost)
+		return len(lost) == 0, fmt.Sprintf("%d of %d neither on the master %s nor in node4's rollback collection: %v; responsible %v",
+			len(lost), len(acked), master, lost, c.Node(master).Placement(p).Responsible)
+	})
+	drained := testnode.Eventually(t, 20*time.Second, "node4 holds nothing by its own answer", func() (bool, string) {
+		r, err := cl.TryDo("GET", "/v1/cluster", nil)
+		if err != nil || r.Status != 200 {
+			return false, fmt.Sprint(err)
+		}
+		var st struct {
+			Partitions *api.PartitionSummary `json:"partitions"`
+			Moves      []api.MoveStatus      `json:"moves"`
+		}
+		if err := json.Unmarshal(r.Body, &st); err != nil {
+			return false, err.Error()
+		}
+		return st.Partitions.HoldsNothing("node4", len(st.Moves))
+	})
+	t.Logf("%d w=1 writes acknowledged by node4 while cut off: %d on the master %s, %d in node4's rollback collection; "+
+		"node4 replaced %s after its stop, restarted in %s, checked %s later, drained %s after that",
+		len(acked), onMaster, master, rolledBack, replaced.Round(time.Millisecond), restarted.Round(time.Millisecond),
+		checked.Round(time.Millisecond), drained.Round(time.Millisecond))
+}
