@@ -329,6 +329,9 @@ func (n *Node) leasePlan() lease.Plan {
 				promote: func(regular []string, up func(string) bool) bool {
 					return n.promote.mayCampaign(p, regular, up, func(id string) bool { return states[id] == cluster.Up })
 				},
+				takeOver: func(master string) bool {
+					return states[master] == cluster.Up && n.promote.mayTakeOver(p, master)
+				},
 			})
 		}}
 }
@@ -408,6 +411,11 @@ type wantInput struct {
 	// promote is the promotion rule among the regular copies, asked only
 	// when the master is gone and this node is one of them.
 	promote func(regular []string, up func(string) bool) bool
+	// takeOver is asked by a node without a regular copy when the gone
+	// master was the only regular copy: whether gossip still reaches the
+	// master and it answered, since its lease ended, with a position this
+	// node's copy has reached.
+	takeOver func(master string) bool
 }
 
 // regularCopies is the master and the first copies-1 replicas of a
@@ -429,10 +437,12 @@ func regularCopies(a shard.Assignment, copies int) []string {
 //     its succession (the preferred master first);
 //   - when the master is gone, the regular copies (those write concerns
 //     count) decide by the promotion rule: the most current one campaigns;
-//   - only when every copy, the gone master's too, is lost (not merely
-//     unreachable, or its lease lapsed) does a node without a regular copy
-//     campaign, in succession order (the partition starts again without
-//     their history).
+//   - a node without a regular copy campaigns when the gone master was
+//     the only regular copy and still answers with a position this node
+//     has reached; otherwise only when every copy, the gone master's
+//     too, is lost (not merely unreachable, or its lease lapsed), in
+//     succession order (the partition starts again without their
+//     history).
 func wantsPartition(in wantInput) bool {
 	switch {
 	case in.holding:
@@ -474,6 +484,14 @@ func wantsPartition(in wantInput) bool {
 		return in.receiving
 	case slices.Contains(in.regular, in.self):
 		return in.promote(in.regular, in.up)
+	}
+	if len(in.regular) <= 1 && in.a.Master != "" && in.takeOver != nil && in.takeOver(in.a.Master) {
+		// The master was the only regular copy, its lease is over and it
+		// does not take it back (the voters told it of a later campaign,
+		// one that may never have won), but it still answers: a node whose
+		// copy holds everything the master holds may take its place (the
+		// fault suite's seed 9005: otherwise nobody campaigned at all).
+		return true
 	}
 	for _, id := range in.a.Responsible {
 		// The master is waited for too, even when it was the only

@@ -134,6 +134,41 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 	return true
 }
 
+// mayTakeOver says whether this node, which holds no regular copy of p,
+// may campaign in place of its gone master, the partition's only regular
+// copy, which gossip still reaches: only once the master has answered,
+// since this node found it gone (its lease over: it writes no more), with
+// a position this node's copy has reached. The tenure won so is confirmed
+// like one won by the promotion rule before it takes writes.
+func (pr *promotion) mayTakeOver(p int, master string) bool {
+	now := time.Now()
+	pr.mu.Lock()
+	a := pr.asks[p]
+	if a == nil || now.Sub(a.lastAsked) > pr.n.cfg.LeaseTTL {
+		a = &positionAsk{since: now, heard: map[string]heardPosition{}}
+		pr.asks[p] = a
+	}
+	a.lastAsked, a.members = now, []string{master}
+	h, heard := a.heard[master]
+	heard = heard && h.at.After(a.since)
+	pr.mu.Unlock()
+	if !heard {
+		select {
+		case pr.wake <- struct{}{}:
+		default:
+		}
+		return false
+	}
+	if own := pr.n.writer.Applied(p); own.Compare(h.pos) < 0 {
+		pr.n.log.Debug("not taking over a partition whose only copy is ahead", "partition", p, "master", master, "at", h.pos, "own", own)
+		return false
+	}
+	pr.mu.Lock()
+	pr.campaigned[p] = now
+	pr.mu.Unlock()
+	return true
+}
+
 // queryVoters, on a node that is not a lease voter, asks the voters every
 // LEASE_TTL/3 whether the lease of each partition it holds a regular copy
 // of (and does not master) is over: a master cut off from the voters but
