@@ -1,6 +1,7 @@
 package testcluster_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/shoal-db/shoal/internal/testcluster"
 	"github.com/shoal-db/shoal/internal/testnode"
 	"github.com/shoal-db/shoal/shard"
+	"github.com/shoal-db/shoal/store"
 )
 
 // A full-cluster restart after a failover loses no majority write (issue
@@ -153,7 +155,14 @@ func TestAReplacementStillCopyingIsNotPromoted(t *testing.T) {
 		// draining node hands its partitions on).
 		if r := c.Node("node2").Client(token).Do("GET", base+id, nil); r.Status != 200 {
 			lost++
-			t.Errorf("majority write %s reads %d %s from the master after node1 (%s took over)", id, r.Status, r.Body, master)
+			t.Errorf("majority write %s reads %d %s (served by %q) from the master after node1 (%s took over)", id, r.Status, r.Body, r.Header.Get("X-Served-By"), master)
+			for _, n := range c.Nodes {
+				if n.Stopped() {
+					continue
+				}
+				d, err := n.Store().Get(context.Background(), p, store.DocKey(user, "c", id))
+				t.Logf("%s's store: %s at %v (err %v); placement %+v", n.ID, id, docPos(d), err, n.Placement(p))
+			}
 		}
 	}
 	t.Logf("node1 stopped while %s was being copied (responsible %v); %s took over; %d of %d majority writes lost",
@@ -294,4 +303,12 @@ func TestAPromotionOnAStaleAnswerDoesNotLoseMajorityWrites(t *testing.T) {
 		}
 	}
 	t.Logf("%s won on a stale answer; %s masters the partition after the links healed; %d of %d majority writes lost", cand, master, lost, len(acked)+1)
+}
+
+// docPos is where a document is stored ("none" for nil).
+func docPos(d *store.Doc) string {
+	if d == nil {
+		return "none"
+	}
+	return d.Pos.String()
 }
