@@ -50,3 +50,18 @@ func (s *Store) CheckPartitionCount(ctx context.Context, nodeID string, count in
 	}
 	return nil
 }
+
+// PartitionCount returns the partition count this store was created with
+// and the node that created it (0 and "" for a store no node has started
+// on yet).
+func (s *Store) PartitionCount(ctx context.Context) (count int, nodeID string, err error) {
+	var got clusterMeta
+	err = s.db.Collection(metaCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "cluster"}}).Decode(&got)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: reading the partition count: %v", ErrUnavailable, err)
+	}
+	return got.PartitionCount, got.NodeID, nil
+}

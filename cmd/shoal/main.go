@@ -20,6 +20,7 @@ Usage:
   shoal torture [flags]   run a fault suite (kills, pauses) on a local cluster and check its histories
   shoal status [flags]    show the cluster as one node sees it
   shoal health [flags]    exit 0 when a node answers /readyz (for container health checks)
+  shoal inspect [flags]   print what a stopped node's embedded store holds of each partition
   shoal version           print the build version
 
 Settings come from flags, the environment, and a .env file in the working
@@ -71,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return status(args[1:], stdout, stderr)
 	case "health":
 		return health(args[1:], stdout, stderr)
+	case "inspect":
+		return inspect(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "shoal", version)
 		return 0
