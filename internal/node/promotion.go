@@ -104,14 +104,8 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 	}
 	positions := map[string]store.Position{self: pr.n.writer.Applied(p)}
 	if len(others) > 0 {
-		now := time.Now()
 		pr.mu.Lock()
-		a := pr.asks[p]
-		if a == nil || now.Sub(a.lastAsked) > pr.n.cfg.LeaseTTL {
-			a = &positionAsk{since: now, heard: map[string]heardPosition{}}
-			pr.asks[p] = a
-		}
-		a.lastAsked, a.members = now, others
+		a := pr.askLocked(p, others, time.Now())
 		for _, id := range others {
 			if h, ok := a.heard[id]; ok && h.at.After(a.since) {
 				positions[id] = h.pos
@@ -134,6 +128,20 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 	return true
 }
 
+// askLocked has members asked for their positions of p in the current
+// spell without a master, or a new one if the last ask is older than
+// LEASE_TTL (answers from before a spell began do not count in it); call
+// with pr.mu held.
+func (pr *promotion) askLocked(p int, members []string, now time.Time) *positionAsk {
+	a := pr.asks[p]
+	if a == nil || now.Sub(a.lastAsked) > pr.n.cfg.LeaseTTL {
+		a = &positionAsk{since: now, heard: map[string]heardPosition{}}
+		pr.asks[p] = a
+	}
+	a.lastAsked, a.members = now, members
+	return a
+}
+
 // mayTakeOver says whether this node, which holds no regular copy of p,
 // may campaign in place of its gone master, the partition's only regular
 // copy, which gossip still reaches: only once the master has answered,
@@ -143,12 +151,7 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 func (pr *promotion) mayTakeOver(p int, master string) bool {
 	now := time.Now()
 	pr.mu.Lock()
-	a := pr.asks[p]
-	if a == nil || now.Sub(a.lastAsked) > pr.n.cfg.LeaseTTL {
-		a = &positionAsk{since: now, heard: map[string]heardPosition{}}
-		pr.asks[p] = a
-	}
-	a.lastAsked, a.members = now, []string{master}
+	a := pr.askLocked(p, []string{master}, now)
 	h, heard := a.heard[master]
 	heard = heard && h.at.After(a.since)
 	pr.mu.Unlock()

@@ -29,20 +29,7 @@ import (
 func TestACutOffMasterDrainedKeepsItsW1Writes(t *testing.T) {
 	c := testcluster.Start(t, 4, testcluster.Voters(3))
 	token := testnode.AdminToken(t)
-	// A partition of node4 whose replica is its preferred master once node4
-	// is out of the ring: the replica takes over and keeps it (no handoff).
-	ring := ringOf(t, 3)
-	user, p := "", 0
-	for i := 0; user == "" && i < 10000; i++ {
-		u := fmt.Sprintf("user%d", i)
-		q := shard.PartitionOf(u, testcluster.Partitions)
-		if r := c.Node("node4").Placement(q).Responsible; c.MasterOf(q) == "node4" && len(r) == 2 && r[1] == ring.Owner(q) {
-			user, p = u, q
-		}
-	}
-	if user == "" {
-		t.Fatal("no partition of node4 has its replica for its next preferred master; the test proves nothing")
-	}
+	user, p := userOfNode4KeptByItsReplica(t, c)
 	base := "/v1/users/" + user + "/collections/c/documents/"
 	old := c.Node("node4").Client(token)
 
@@ -138,20 +125,7 @@ func TestACutOffMasterDrainedKeepsItsW1Writes(t *testing.T) {
 func TestAReplacedFormerMasterKeepsItsW1Writes(t *testing.T) {
 	c := testcluster.Start(t, 4, testcluster.Voters(3))
 	token := testnode.AdminToken(t)
-	// A partition of node4 whose replica is its preferred master once node4
-	// is out of the ring: the replica takes over and keeps it (no handoff).
-	ring := ringOf(t, 3)
-	user, p := "", 0
-	for i := 0; user == "" && i < 10000; i++ {
-		u := fmt.Sprintf("user%d", i)
-		q := shard.PartitionOf(u, testcluster.Partitions)
-		if r := c.Node("node4").Placement(q).Responsible; c.MasterOf(q) == "node4" && len(r) == 2 && r[1] == ring.Owner(q) {
-			user, p = u, q
-		}
-	}
-	if user == "" {
-		t.Fatal("no partition of node4 has its replica for its next preferred master; the test proves nothing")
-	}
+	user, p := userOfNode4KeptByItsReplica(t, c)
 	base := "/v1/users/" + user + "/collections/c/documents/"
 	others := []string{"node1", "node2", "node3"}
 	for _, id := range others {
@@ -243,4 +217,21 @@ func TestAReplacedFormerMasterKeepsItsW1Writes(t *testing.T) {
 		"node4 replaced %s after its stop, restarted in %s, checked %s later, drained %s after that",
 		len(acked), onMaster, master, rolledBack, replaced.Round(time.Millisecond), restarted.Round(time.Millisecond),
 		checked.Round(time.Millisecond), drained.Round(time.Millisecond))
+}
+
+// userOfNode4KeptByItsReplica finds a user whose partition node4 masters
+// with one replica, the partition's preferred master once node4 is out of
+// the ring: that replica takes over and keeps it (no handoff follows).
+func userOfNode4KeptByItsReplica(t *testing.T, c *testcluster.Cluster) (string, int) {
+	t.Helper()
+	ring := ringOf(t, 3)
+	for i := 0; i < 10000; i++ {
+		u := fmt.Sprintf("user%d", i)
+		q := shard.PartitionOf(u, testcluster.Partitions)
+		if r := c.Node("node4").Placement(q).Responsible; c.MasterOf(q) == "node4" && len(r) == 2 && r[1] == ring.Owner(q) {
+			return u, q
+		}
+	}
+	t.Fatal("no partition of node4 has its replica for its next preferred master; the test proves nothing")
+	return "", 0
 }

@@ -39,7 +39,7 @@ func TestHandoffBackToThePreferredMasterLosesNothing(t *testing.T) {
 		}
 		return false, "none yet"
 	})
-	testnode.Eventually(t, 10*time.Second, "node2 and node3 know the stand-in", func() (bool, string) {
+	testnode.Eventually(t, 30*time.Second, "node2 and node3 know the stand-in", func() (bool, string) {
 		for _, n := range c.Nodes[1:] {
 			if m := n.Placement(p).Master; m != standIn {
 				return false, n.ID + " knows " + m
@@ -79,7 +79,7 @@ func TestHandoffBackToThePreferredMasterLosesNothing(t *testing.T) {
 		defer mu.Unlock()
 		return len(acked)
 	}
-	testnode.Eventually(t, 10*time.Second, "writes flowing to the stand-in", func() (bool, string) {
+	testnode.Eventually(t, 30*time.Second, "writes flowing to the stand-in", func() (bool, string) {
 		return written() > 50, fmt.Sprint(written())
 	})
 	// Cut off for longer than REPLICA_REPLACE_AFTER, node1 loses even its
@@ -95,7 +95,7 @@ func TestHandoffBackToThePreferredMasterLosesNothing(t *testing.T) {
 		return ok, "node1 does not hold it yet; master " + c.MasterOf(p)
 	})
 	atHandoff := written()
-	testnode.Eventually(t, 10*time.Second, "writes flowing to the preferred master", func() (bool, string) {
+	testnode.Eventually(t, 30*time.Second, "writes flowing to the preferred master", func() (bool, string) {
 		return written() > atHandoff+50, fmt.Sprint(written() - atHandoff)
 	})
 	stop.Store(true)
@@ -277,7 +277,7 @@ func TestAHandoffTheReceiverCannotCompleteLeavesNoPartitionMasterless(t *testing
 	// Each handoff is tried again and again while the links are cut, but
 	// between the tries every partition has a master.
 	for _, p := range moving {
-		testnode.Eventually(t, 10*time.Second, fmt.Sprintf("partition %d mastered", p), func() (bool, string) {
+		testnode.Eventually(t, 30*time.Second, fmt.Sprintf("partition %d mastered", p), func() (bool, string) {
 			return c.MasterOf(p) != "", "no master"
 		})
 	}

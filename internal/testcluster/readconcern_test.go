@@ -47,7 +47,7 @@ func TestStrongReadsAcrossAFailoverOfAnIdlePartition(t *testing.T) {
 	}
 	// Every replica learns that n=3 is majority-held and serves it itself.
 	for _, n := range c.Nodes[1:] {
-		testnode.Eventually(t, 10*time.Second, n.ID+" serving a majority read from its copy", func() (bool, string) {
+		testnode.Eventually(t, 30*time.Second, n.ID+" serving a majority read from its copy", func() (bool, string) {
 			status, v, body := read(n, "X-Read-Concern", "majority", "X-Read-Preference", "local")
 			return status == 200 && v == 3.0, fmt.Sprintf("%d n=%v %s", status, v, body)
 		})
@@ -60,7 +60,7 @@ func TestStrongReadsAcrossAFailoverOfAnIdlePartition(t *testing.T) {
 		return master != "" && master != "node1", "master " + master
 	})
 	for _, n := range c.Nodes[1:] {
-		testnode.Eventually(t, 10*time.Second, "linearizable reads through "+n.ID+" after the failover", func() (bool, string) {
+		testnode.Eventually(t, 30*time.Second, "linearizable reads through "+n.ID+" after the failover", func() (bool, string) {
 			status, v, body := read(n, "X-Read-Concern", "linearizable")
 			var lags []string
 			for _, l := range c.Node(master).Lags() {

@@ -65,7 +65,7 @@ func TestWritesSentToAnyNodeLandOnTheMaster(t *testing.T) {
 	}
 	// Every partition's responsible list is the master and one replica
 	// (REPLICATION_FACTOR 2), the same on every node.
-	testnode.Eventually(t, 10*time.Second, "responsible lists of two everywhere", func() (bool, string) {
+	testnode.Eventually(t, 30*time.Second, "responsible lists of two everywhere", func() (bool, string) {
 		for p := 0; p < testcluster.Partitions; p++ {
 			want := c.Nodes[0].Placement(p).Responsible
 			if len(want) != 2 || want[0] != c.MasterOf(p) || want[0] == want[1] {
@@ -117,7 +117,7 @@ func TestMasterCutOffStopsBeforeAnotherStarts(t *testing.T) {
 			}
 		}(n)
 	}
-	testnode.Eventually(t, 10*time.Second, "writes flowing", func() (bool, string) { return acked.Load() > 20, "" })
+	testnode.Eventually(t, 30*time.Second, "writes flowing", func() (bool, string) { return acked.Load() > 20, "" })
 
 	cutAt := time.Now()
 	c.Faults.Isolate(victim, c.IDs())

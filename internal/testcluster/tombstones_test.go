@@ -53,7 +53,7 @@ func TestAReplicaBehindTheTombstoneHorizonGetsAFullCopy(t *testing.T) {
 	for i := 4; i <= 10; i++ {
 		do("DELETE", fmt.Sprintf("d%d", i), "", 204)
 	}
-	testnode.Eventually(t, 10*time.Second, "the master purges the tombstones", func() (bool, string) {
+	testnode.Eventually(t, 30*time.Second, "the master purges the tombstones", func() (bool, string) {
 		h, last := master.Horizon(p), master.Applied(p)
 		return h == last, fmt.Sprintf("horizon %s, last %s", h, last)
 	})
