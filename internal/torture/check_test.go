@@ -334,3 +334,16 @@ func TestARegisterWithoutAFinalReadLosesNothing(t *testing.T) {
 		t.Fatalf("lost %q: b was not read, not lost", lost)
 	}
 }
+
+// A run interrupted while it is checked has no node left to ask: the
+// checks say so instead of panicking (a 15-run batch ended in a panic and
+// no summary when it was interrupted so).
+func TestAHealedCheckWithNoNodeSaysSo(t *testing.T) {
+	keys := map[string][]string{"u": {"c/d"}}
+	if _, why := (Healed{}).positions(context.Background(), keys); why != noNodeToAsk {
+		t.Fatalf("positions with no node: %q", why)
+	}
+	if _, why := (Healed{}).localCopies(context.Background(), nil, keys); why != noNodeToAsk {
+		t.Fatalf("local copies with no node: %q", why)
+	}
+}

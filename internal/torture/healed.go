@@ -193,6 +193,10 @@ func splitKey(k string) (user, coll, id string) {
 	return p[0], p[1], p[2]
 }
 
+// noNodeToAsk is why a check could not be made on a cluster with no node
+// left running (a run interrupted while it was checked).
+const noNodeToAsk = "no node is running to ask"
+
 // usedKeys is every document the workload may have written, by user.
 func usedKeys(h *History) map[string][]string {
 	keys := map[string][]string{}
@@ -211,6 +215,9 @@ func usedKeys(h *History) map[string][]string {
 // positions is each used partition's master and every responsible node's
 // position, or why they cannot be had yet.
 func (c Healed) positions(ctx context.Context, keys map[string][]string) ([]PartitionCopies, string) {
+	if len(c.Nodes) == 0 {
+		return nil, noNodeToAsk
+	}
 	seen := map[int]bool{}
 	var out []PartitionCopies
 	users := make([]string, 0, len(keys))
@@ -251,6 +258,9 @@ func (c Healed) positions(ctx context.Context, keys map[string][]string) ([]Part
 // responsible node's own copy, all of it, not only the keys the workload
 // wrote: a copy holding a document its master lacks differs too.
 func (c Healed) localCopies(ctx context.Context, parts []PartitionCopies, keys map[string][]string) ([]KeyCopies, string) {
+	if len(c.Nodes) == 0 {
+		return nil, noNodeToAsk
+	}
 	var out []KeyCopies
 	for _, u := range sortedUsers(keys) {
 		p, err := PlacementOf(ctx, c.hc(), c.Nodes[0], c.Token, u)
