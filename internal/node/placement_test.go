@@ -235,3 +235,30 @@ func TestAFailedPausedSwapWaitsBeforeTheNext(t *testing.T) {
 		t.Fatal("a retry time to come was dropped")
 	}
 }
+
+func TestAsksVoters(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		a      shard.Assignment
+		voter  bool
+		record uint64
+		want   bool
+	}{
+		{"no master known, nothing learned", shard.Assignment{}, true, 0, true},
+		// seed 9106: node3 was handed the partition at epoch 3, its own
+		// record said node1 at 2; it waited for node1, node1 for it.
+		{"no master known, a holder in this voter's own record: asked all the same", shard.Assignment{}, true, 2, true},
+		{"own tenure", shard.Assignment{Master: "x", Epoch: 3}, true, 3, false},
+		{"a voter whose record is as new as the table", shard.Assignment{Master: "m", Epoch: 3, Responsible: []string{"m", "x"}}, true, 3, false},
+		{"a voter that missed the table's grant, a regular copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "x"}}, true, 3, true},
+		{"not a voter, a regular copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "x"}}, false, 0, true},
+		{"not a voter, no copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "r"}}, false, 0, false},
+	} {
+		if got := asksVoters("x", c.a, false, c.voter, c.record, 2); got != c.want {
+			t.Errorf("%s: asks %v, want %v", c.name, got, c.want)
+		}
+	}
+	if asksVoters("x", shard.Assignment{}, true, true, 0, 2) {
+		t.Error("a holder asks the voters about its own partition")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/lease"
+	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
 
@@ -172,6 +173,33 @@ func (pr *promotion) mayTakeOver(p int, master string) bool {
 	return true
 }
 
+// asksVoters says whether node self asks the voters about a partition
+// (see queryVoters): a is its table's entry, holding whether it holds the
+// lease, voter whether it is a voter and recordEpoch the epoch of its own
+// voter record of the partition.
+func asksVoters(self string, a shard.Assignment, holding, voter bool, recordEpoch uint64, copies int) bool {
+	switch {
+	case holding || a.Master == self:
+		return false
+	case a.Master == "":
+		// No master known (a new cluster, or a full restart): the voters'
+		// answers teach the last holder, if any. The campaign rule waits
+		// for a holder named, and a holder that took no write (so has no
+		// tenure record to name itself from) learns that it is the one.
+		// Asked even when a holder is known: a voter's own record may
+		// name an earlier one (it missed the last grant), and waiting for
+		// that one, which waits for the last holder, nobody campaigned
+		// (the fault suite's seed 9106).
+		return true
+	case voter && recordEpoch >= a.Epoch:
+		// A voter knows from its own record, unless the table names a
+		// later tenure than it recorded (it missed that grant: see
+		// knownLapse).
+		return false
+	}
+	return slices.Contains(regularCopies(a, copies), self)
+}
+
 // queryVoters, on a node that is not a lease voter, asks the voters every
 // LEASE_TTL/3 whether the lease of each partition it holds a regular copy
 // of (and does not master) is over: a master cut off from the voters but
@@ -192,27 +220,8 @@ func (pr *promotion) queryVoters(ctx context.Context) {
 	var ps []int
 	for p := 0; p < n.cfg.PartitionCount; p++ {
 		a := n.table.Get(p)
-		if _, holding := n.leases.Holds(p); holding || a.Master == n.cfg.NodeID {
-			continue
-		}
-		if a.Master == "" {
-			// No master known (a new cluster, or a full restart): the
-			// voters' answers teach the last holder, if any. The campaign
-			// rule waits for a holder named, and a holder that took no
-			// write (so has no tenure record to name itself from) learns
-			// that it is the one.
-			if _, holder := n.leases.Learned(p); holder == "" {
-				ps = append(ps, p)
-			}
-			continue
-		}
-		// A voter knows from its own record, unless the table names a
-		// later tenure than it recorded (it missed that grant: see
-		// knownLapse).
-		if voter && n.leases.RecordEpoch(p) >= a.Epoch {
-			continue
-		}
-		if slices.Contains(regularCopies(a, copies), n.cfg.NodeID) {
+		_, holding := n.leases.Holds(p)
+		if asksVoters(n.cfg.NodeID, a, holding, voter, n.leases.RecordEpoch(p), copies) {
 			ps = append(ps, p)
 		}
 	}
