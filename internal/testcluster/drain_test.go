@@ -32,26 +32,7 @@ func TestACutOffMasterDrainedKeepsItsW1Writes(t *testing.T) {
 	user, p := userOfNode4KeptByItsReplica(t, c)
 	base := "/v1/users/" + user + "/collections/c/documents/"
 	old := c.Node("node4").Client(token)
-
-	for _, id := range []string{"node1", "node2", "node3"} {
-		c.Faults.CutCalls("node4", id)
-	}
-	acked := map[string]float64{}
-	for i := 0; i < 50; i++ {
-		r, err := old.TryDo("PUT", fmt.Sprintf("%scut%d", base, i), `{"v":1}`, "X-Write-Concern", "1")
-		if err != nil || r.Status != 201 {
-			break // the lease ran out (usually 50 writes are done first)
-		}
-		acked[fmt.Sprintf("cut%d", i)] = r.JSON(t)["_version"].(float64)
-	}
-	if len(acked) == 0 {
-		t.Fatal("node4 acknowledged no write before its lease ran out; the test proves nothing")
-	}
-	var master string
-	testnode.Eventually(t, 20*time.Second, "a new master", func() (bool, string) {
-		master = c.MasterOf(p)
-		return master != "" && master != "node4", fmt.Sprintf("master %q", master)
-	})
+	acked, master := cutOffNode4Writes(t, c, old, base, p, []string{"node1", "node2", "node3"})
 	c.RemoveFromPeers("node4")
 	// The replica chosen instead of node4 takes its slot once caught up
 	// (before the fix, node4 left the list in that same round).
@@ -128,26 +109,8 @@ func TestAReplacedFormerMasterKeepsItsW1Writes(t *testing.T) {
 	user, p := userOfNode4KeptByItsReplica(t, c)
 	base := "/v1/users/" + user + "/collections/c/documents/"
 	others := []string{"node1", "node2", "node3"}
-	for _, id := range others {
-		c.Faults.CutCalls("node4", id)
-	}
 	old := c.Node("node4").Client(token)
-	acked := map[string]float64{}
-	for i := 0; i < 50; i++ {
-		r, err := old.TryDo("PUT", fmt.Sprintf("%scut%d", base, i), `{"v":1}`, "X-Write-Concern", "1")
-		if err != nil || r.Status != 201 {
-			break // the lease ran out (usually 50 writes are done first)
-		}
-		acked[fmt.Sprintf("cut%d", i)] = r.JSON(t)["_version"].(float64)
-	}
-	if len(acked) == 0 {
-		t.Fatal("node4 acknowledged no write before its lease ran out; the test proves nothing")
-	}
-	var master string
-	testnode.Eventually(t, 20*time.Second, "a new master", func() (bool, string) {
-		master = c.MasterOf(p)
-		return master != "" && master != "node4", fmt.Sprintf("master %q", master)
-	})
+	acked, master := cutOffNode4Writes(t, c, old, base, p, others)
 	c.Node("node4").Stop()
 	replaced := testnode.Eventually(t, 20*time.Second, "node4 replaced in the responsible list", func() (bool, string) {
 		r := c.Node(master).Placement(p).Responsible
@@ -234,4 +197,32 @@ func userOfNode4KeptByItsReplica(t *testing.T, c *testcluster.Cluster) (string, 
 	}
 	t.Fatal("no partition of node4 has its replica for its next preferred master; the test proves nothing")
 	return "", 0
+}
+
+// cutOffNode4Writes cuts node4's calls to others (gossip still flows), has
+// it acknowledge w=1 writes (cut0, cut1, ... under base) until its lease
+// of partition p runs out, and waits for another master: the writes, by
+// id with their versions, and that master.
+func cutOffNode4Writes(t *testing.T, c *testcluster.Cluster, old *testnode.Client, base string, p int, others []string) (map[string]float64, string) {
+	t.Helper()
+	for _, id := range others {
+		c.Faults.CutCalls("node4", id)
+	}
+	acked := map[string]float64{}
+	for i := 0; i < 50; i++ {
+		r, err := old.TryDo("PUT", fmt.Sprintf("%scut%d", base, i), `{"v":1}`, "X-Write-Concern", "1")
+		if err != nil || r.Status != 201 {
+			break // the lease ran out (usually 50 writes are done first)
+		}
+		acked[fmt.Sprintf("cut%d", i)] = r.JSON(t)["_version"].(float64)
+	}
+	if len(acked) == 0 {
+		t.Fatal("node4 acknowledged no write before its lease ran out; the test proves nothing")
+	}
+	var master string
+	testnode.Eventually(t, 20*time.Second, "a new master", func() (bool, string) {
+		master = c.MasterOf(p)
+		return master != "" && master != "node4", fmt.Sprintf("master %q", master)
+	})
+	return acked, master
 }
