@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shoal-db/shoal/store"
+	"github.com/shoal-db/shoal/record"
 )
 
 // Batch is what a node sends one voter at a time: the requests of every
@@ -34,9 +34,9 @@ type Transport interface {
 
 // VoteStore keeps a voter's votes durably (the node's own MongoDB).
 type VoteStore interface {
-	LeaseVotes(ctx context.Context) (map[int]store.LeaseVote, error)
+	LeaseVotes(ctx context.Context) (map[int]record.LeaseVote, error)
 	// SaveLeaseVotes replaces every recorded vote.
-	SaveLeaseVotes(ctx context.Context, votes map[int]store.LeaseVote) error
+	SaveLeaseVotes(ctx context.Context, votes map[int]record.LeaseVote) error
 	// VoterSet and SaveVoterSet keep the voter set this node applies, so
 	// a restart resumes a step-by-step change instead of skipping steps.
 	VoterSet(ctx context.Context) ([]string, time.Time, error)
@@ -109,7 +109,7 @@ type Manager struct {
 	wasVoter     bool
 
 	persistMu sync.Mutex // serialises writes of the votes
-	durable   map[int]store.LeaseVote
+	durable   map[int]record.LeaseVote
 
 	urgent  chan struct{} // wakes Run for a round now (Acquire)
 	roundMu sync.Mutex
@@ -312,7 +312,7 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 			next[rel.Partition] = rec
 		}
 	}
-	var votes []store.LeaseVote
+	var votes []record.LeaseVote
 	for i, req := range b.Requests {
 		if req.Partition < 0 || req.Partition >= m.cfg.Partitions {
 			out[i] = Decision{Reason: ReasonInvalid, Record: Record{Partition: req.Partition}}
@@ -321,7 +321,7 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 		rec := current(req.Partition)
 		n, d := Decide(m.voterState(), rec, req, now, m.cfg.TTL)
 		if d.Granted && (n.Epoch != rec.Epoch || n.Holder != rec.Holder) {
-			votes = append(votes, store.LeaseVote{Partition: req.Partition, Holder: n.Holder, Epoch: n.Epoch})
+			votes = append(votes, record.LeaseVote{Partition: req.Partition, Holder: n.Holder, Epoch: n.Epoch})
 		}
 		next[req.Partition] = n
 		out[i] = d
@@ -426,13 +426,13 @@ func (m *Manager) Ended(ctx context.Context, partitions []int) []EndedLease {
 }
 
 // persist records new votes together with every earlier one.
-func (m *Manager) persist(ctx context.Context, votes []store.LeaseVote) error {
+func (m *Manager) persist(ctx context.Context, votes []record.LeaseVote) error {
 	if len(votes) == 0 {
 		return nil
 	}
 	m.persistMu.Lock()
 	defer m.persistMu.Unlock()
-	next := make(map[int]store.LeaseVote, len(m.durable)+len(votes))
+	next := make(map[int]record.LeaseVote, len(m.durable)+len(votes))
 	for p, v := range m.durable {
 		next[p] = v
 	}

@@ -4,14 +4,15 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/shoal-db/shoal/store"
+	"github.com/shoal-db/shoal/record"
 )
 
 // Position is where a write sits in its partition's history: the epoch of
 // the master that made it, then its sequence number within the partition
-// (compared epoch first). It is the store's type: positions are stored with
-// every document.
-type Position = store.Position
+// (compared epoch first). It is the type the store keeps with every
+// document (store.Position is the same type), defined in the leaf package
+// record so that lease does not depend on the store.
+type Position = record.Position
 
 // MayCampaign is the promotion rule: whether self may try to acquire the
 // lease of a partition whose master is gone. positions holds the applied

@@ -10,19 +10,16 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/shoal-db/shoal/record"
 )
 
 const leaseCollection = "leases"
 
-// LeaseVote is what a lease voter keeps durably for one partition: the
-// highest epoch it has granted and to whom. The grant's expiry is not kept:
-// a voter that restarts grants nothing for one lease TTL, by which time
-// every lease it granted before has expired.
-type LeaseVote struct {
-	Partition int    `bson:"p"`
-	Holder    string `bson:"h"`
-	Epoch     uint64 `bson:"e"`
-}
+// LeaseVote is what a lease voter keeps durably for one partition. It lives
+// in the leaf package record, so that the lease manager uses it without
+// building the store; this alias keeps store.LeaseVote for every caller.
+type LeaseVote = record.LeaseVote
 
 // All votes live in one document, so recording any number of them is one
 // small write (a collection of one record per partition would cost the

@@ -10,31 +10,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/shoal-db/shoal/record"
 )
 
-// Position is where a change sits in its partition's history: the epoch of
-// the master that made it, then its sequence number in the partition.
-type Position struct {
-	Epoch uint64 `json:"epoch"`
-	Seq   uint64 `json:"seq"`
-}
-
-// Compare orders positions, epoch first.
-func (p Position) Compare(q Position) int {
-	switch {
-	case p.Epoch < q.Epoch:
-		return -1
-	case p.Epoch > q.Epoch:
-		return 1
-	case p.Seq < q.Seq:
-		return -1
-	case p.Seq > q.Seq:
-		return 1
-	}
-	return 0
-}
-
-func (p Position) String() string { return fmt.Sprintf("%d.%d", p.Epoch, p.Seq) }
+// Position is where a change sits in its partition's history. It lives in
+// the leaf package record, so that decision code (lease) uses it without
+// building the store; this alias keeps store.Position for every caller.
+type Position = record.Position
 
 // Doc is one stored document version, or the tombstone of a deleted one.
 type Doc struct {
