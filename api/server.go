@@ -814,7 +814,7 @@ func (s *Server) copiesFor(concern string) (total, need int) {
 	if concern == "all" {
 		return total, total - 1
 	}
-	return total, replicate.MajorityNeed(total)
+	return total, shard.WriteQuorum(total).Majority() - 1
 }
 
 // countedReplicas is the replicas whose acknowledgements count for a state
@@ -839,10 +839,10 @@ func (s *Server) countedReplicas(partition int, pos store.Position) func() []str
 			return nil
 		}
 		if a := s.cfg.Table.Get(partition); a.Master == s.cfg.NodeID && len(a.Responsible) > 1 {
-			// Only the regular replicas count (the first total-1): an
+			// Only the regular replicas count (shard.WriteQuorum): an
 			// incoming copy or a draining replica listed after them is not
 			// among the copies a promotion asks.
-			listed = replicate.Counted(a.Responsible[1:], total)
+			listed = shard.WriteQuorum(total).Replicas(a.Responsible[1:])
 			return listed
 		}
 		return nil

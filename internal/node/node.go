@@ -318,7 +318,7 @@ func (n *Node) leasePlan() lease.Plan {
 			a := n.table.Get(p)
 			_, learned := n.leases.Learned(p)
 			return wantsPartition(wantInput{
-				self: n.cfg.NodeID, a: a, regular: regularCopies(a, copies), succession: shard.Succession(ring, p),
+				self: n.cfg.NodeID, a: a, regular: shard.WriteQuorum(copies).Regular(a.Responsible), succession: shard.Succession(ring, p),
 				holding: holding, handingOff: n.handoff.inProgress(p), receiving: n.handoff.receiving(p),
 				newestEpoch: n.writer.NewestEpoch(p), learnedHolder: learned,
 				// Superseded also when this node gave its tenure up
@@ -385,8 +385,9 @@ type wantInput struct {
 	self string
 	a    shard.Assignment // the partition table's entry
 	// regular is the part of the responsible list that write concerns
-	// count: the master and the first copies-1 replicas (an incoming copy
-	// or a draining replica kept meanwhile come after them).
+	// count (shard.WriteQuorum): the master and the first copies-1
+	// replicas (an incoming copy or a draining replica kept meanwhile come
+	// after them).
 	regular    []string
 	succession []string // ring order: the preferred master first
 	holding    bool     // this node holds the lease now
@@ -416,13 +417,6 @@ type wantInput struct {
 	// master and it answered, since its lease ended, with a position this
 	// node's copy has reached.
 	takeOver func(master string) bool
-}
-
-// regularCopies is the master and the first copies-1 replicas of a
-// responsible list: the members a write concern counts, and so the only
-// ones that can be sure to hold a majority write.
-func regularCopies(a shard.Assignment, copies int) []string {
-	return a.Responsible[:min(len(a.Responsible), max(copies, 1))]
 }
 
 // wantsPartition is the campaign rule. Only one of these moves a
@@ -859,16 +853,17 @@ func (n *Node) chooseReplicas() (due []pausedSwap) {
 
 // keepReplacedCopies orders the replicas chosen for a partition so that a
 // replica replacing one of the regular copies (the first copies-1
-// replicas: those write concerns and the promotion rule count) takes its
-// slot only once it holds what the copy it replaces held (caughtUp). Until
-// then the replaced copies keep their slots and the newcomers follow them
-// as extra copies: an empty newcomer counted at once could promote itself
-// (with RF 2 the promotion quorum is the candidate alone) while the copy
-// that has every majority write stood aside.
+// replicas: those write concerns and the promotion rule count, by
+// shard.WriteQuorum) takes its slot only once it holds what the copy it
+// replaces held (caughtUp). Until then the replaced copies keep their
+// slots and the newcomers follow them as extra copies: an empty newcomer
+// counted at once could promote itself (with RF 2 the promotion quorum is
+// the candidate alone) while the copy that has every majority write stood
+// aside.
 func keepReplacedCopies(current, chosen []string, copies int, caughtUp func(newcomers, replaced []string) bool) []string {
-	k := max(copies-1, 0)
-	oldRegular := current[:min(len(current), k)]
-	newRegular := chosen[:min(len(chosen), k)]
+	q := shard.WriteQuorum(copies)
+	oldRegular := q.Replicas(current)
+	newRegular := q.Replicas(chosen)
 	var newcomers, replaced []string
 	for _, r := range newRegular {
 		if !slices.Contains(oldRegular, r) {

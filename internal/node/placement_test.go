@@ -60,7 +60,7 @@ func TestWantsPartitionMovesALiveMasterOnlyByHandoff(t *testing.T) {
 	}
 	for _, c := range cases {
 		c.in.succession = succession
-		c.in.regular = regularCopies(c.in.a, 2)
+		c.in.regular = shard.WriteQuorum(2).Regular(c.in.a.Responsible)
 		if c.in.up == nil {
 			c.in.up = up()
 		}

@@ -197,7 +197,7 @@ func asksVoters(self string, a shard.Assignment, holding, voter bool, recordEpoc
 		// knownLapse).
 		return false
 	}
-	return slices.Contains(regularCopies(a, copies), self)
+	return slices.Contains(shard.WriteQuorum(copies).Regular(a.Responsible), self)
 }
 
 // queryVoters, on a node that is not a lease voter, asks the voters every
@@ -337,7 +337,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 			pr.mu.Unlock()
 			continue
 		}
-		for _, id := range regularCopies(n.table.Get(p), n.copies()) {
+		for _, id := range shard.WriteQuorum(n.copies()).Regular(n.table.Get(p).Responsible) {
 			if id != n.cfg.NodeID && states[id] == cluster.Up {
 				byMember[id] = append(byMember[id], p)
 			}
