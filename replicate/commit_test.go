@@ -44,20 +44,6 @@ func TestMajorityIsTheNeedthNewestAcknowledgementOfTheEpoch(t *testing.T) {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
 	}
-	if got := Counted([]string{"a", "b", "incoming"}, 3); len(got) != 2 || got[1] != "b" {
-		t.Errorf("counted of 3 copies: %v", got)
-	}
-	if got := Counted([]string{"a"}, 3); len(got) != 1 {
-		t.Errorf("counted of 3 copies, one listed: %v", got)
-	}
-	if got := Counted([]string{"a"}, 1); len(got) != 0 {
-		t.Errorf("counted of 1 copy: %v", got)
-	}
-	for total, want := range map[int]int{0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2} {
-		if got := MajorityNeed(total); got != want {
-			t.Errorf("need of %d copies: %d, want %d", total, got, want)
-		}
-	}
 }
 
 // trio is a master and its replicas, each with a real store; the shipper

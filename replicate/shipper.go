@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/internal/logsafe"
+	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
 
@@ -477,26 +478,11 @@ func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.P
 	}
 }
 
-// Counted returns the replicas whose acknowledgements count for a
-// partition that should have total copies, given the replicas its master
-// lists (the responsible list after the master, in order): the first
-// total-1. An incoming copy or a draining replica listed after them is
-// not among the copies a promotion asks. Write concerns and the
-// majority-committed position count the same replicas.
-func Counted(replicas []string, total int) []string {
-	return replicas[:min(len(replicas), max(total-1, 0))]
-}
-
-// MajorityNeed is how many counted replicas, beyond the master, hold a
-// change when a majority of total copies (total/2+1, the master included)
-// does.
-func MajorityNeed(total int) int { return max(total, 1)/2 + 1 - 1 }
-
 // MajorityHeld returns the partition's majority-committed position while
 // this node masters it (the zero position when it does not): the newest
 // position of its history that a majority of the partition's copies hold,
 // the master included, counting replicas as write concern "majority"
-// does (Counted of Copies, MajorityNeed of them beyond the master).
+// does (shard.WriteQuorum of Copies).
 //
 // Only a position of the current tenure's epoch is established by
 // counting, as raft commits only entries of the leader's term: a
@@ -529,7 +515,7 @@ func (s *Shipper) majorityLocked(p int) store.Position {
 	if s.cfg.Copies != nil {
 		total = max(s.cfg.Copies(), 1)
 	}
-	held := majority(s.cfg.Last(p), epoch, s.ackedLocked(p, Counted(replicas, total)), MajorityNeed(total))
+	held := majority(s.cfg.Last(p), epoch, s.ackedLocked(p, shard.WriteQuorum(total).Replicas(replicas)), shard.WriteQuorum(total).Majority()-1)
 	if h := s.majority[p]; h.epoch == epoch && h.pos.Compare(held) > 0 {
 		return h.pos
 	}
