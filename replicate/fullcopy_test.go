@@ -74,6 +74,11 @@ type pairOptions struct {
 	// tamper, if set, changes the replica's answer before the shipper
 	// reads it (a replica that answers wrongly).
 	tamper func(*Response)
+	// applied, if set, sees every request the replica applied, after it
+	// applied it.
+	applied func(Request)
+	// beforeScan, if set, runs before every scan of a catch-up.
+	beforeScan func()
 }
 
 // sentRequest is what one request carried on the wire.
@@ -118,7 +123,12 @@ func newPairWith(t *testing.T, o pairOptions) *pair {
 		Epochs:     epochs,
 		Last:       func(p int) store.Position { return pr.master.Position(p) },
 		Horizon:    func(p int) store.Position { return pr.master.Horizon(p) },
-		Scan:       pr.mstore.ScanAfter,
+		Scan: func(ctx context.Context, p int, after store.Position, limit int) ([]*store.Doc, error) {
+			if o.beforeScan != nil {
+				o.beforeScan()
+			}
+			return pr.mstore.ScanAfter(ctx, p, after, limit)
+		},
 		ScanKeys:   pr.mstore.ScanKeys,
 		Get:        func(ctx context.Context, p int, k string) (*store.Doc, error) { return pr.master.Get(ctx, p, k) },
 		OnFullCopy: func(int) { pr.mu.Lock(); pr.fullCopies++; pr.mu.Unlock() },
@@ -173,6 +183,9 @@ func (pr *pair) send(ctx context.Context, _ string, req Request) (Response, erro
 		return Response{}, err
 	}
 	resp := Apply(ctx, pr.replica, decoded)
+	if pr.opts.applied != nil {
+		pr.opts.applied(decoded)
+	}
 	if pr.opts.tamper != nil {
 		pr.opts.tamper(&resp)
 	}

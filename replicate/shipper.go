@@ -1099,8 +1099,9 @@ func (s *Shipper) restore(d *dest, p int, agreed store.Position, keys []string) 
 
 // catchUp streams a partition's documents after the replica's acknowledged
 // position, in position order, up to the master's last committed position
-// S noted first; only the final chunk moves the replica to S. A replica
-// behind the horizon gets a full copy instead.
+// S noted first, and those that moved past S while it read; only the
+// final chunk moves the replica to S. A replica behind the horizon gets a
+// full copy instead.
 func (s *Shipper) catchUp(d *dest, p int) error {
 	epoch, master := s.cfg.Epoch(p)
 	if !master {
@@ -1147,17 +1148,31 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		return s.fullCopy(d, pr, p, epoch, acked, target)
 	}
 	from := acked
+	// The scan reads each document's latest state, at its latest position.
+	// A document overwritten while the scan has not yet reached it leaves
+	// its place at or before the target for one after it: the final chunk
+	// claims the target, so it must bring that newer state, or the replica
+	// holds the target by its own account without the version written
+	// there, which the master then counts as majority-held (seed 6018).
+	// Every such move happened before the last scan that still read
+	// positions up to the target, so its new position is at most the
+	// master's position read just after that scan: the bound.
+	bound := target
 	for {
 		limit := s.scanLimit(pr)
+		reading := from.Compare(target) < 0 // still reading positions up to the target
 		docs, err := s.cfg.Scan(s.ctx, p, from, limit)
 		if err != nil {
 			s.scanFailed(pr, limit)
 			return err
 		}
+		if reading {
+			bound = maxPosition(bound, s.cfg.Last(p))
+		}
 		sizes := s.scanned(pr, limit, docs)
 		end := len(docs) < limit
-		if n := throughTarget(docs, target); n < len(docs) {
-			docs, sizes, end = docs[:n], sizes[:n], true // the rest is after the target: live runs bring it
+		if n := throughTarget(docs, bound); n < len(docs) {
+			docs, sizes, end = docs[:n], sizes[:n], true // the rest is after the bound: live runs bring it
 		}
 		rm := newRoom(s.cfg.MaxBatchDocs, s.cfg.MaxBatchBytes-wireBatchBase)
 		if n := rm.take(0, sizes); n < len(docs) {
@@ -1191,7 +1206,8 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	}
 }
 
-// throughTarget counts the documents, in position order, up to target.
+// throughTarget counts the documents, in position order, up to target
+// (a catch-up's bound).
 func throughTarget(docs []*store.Doc, target store.Position) int {
 	n := 0
 	for n < len(docs) && docs[n].Pos.Compare(target) <= 0 {
