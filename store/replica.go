@@ -293,6 +293,13 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	if b.Epoch < newest {
 		return res(ErrStaleEpoch)
 	}
+	if b.Restore && p.restoring != b.Epoch {
+		// A restore answers this node's rollback for the master of that
+		// epoch, and only while it is under way: one arriving after it
+		// (a request held up by a pause or the network) would write older
+		// states over newer ones and move the partition back.
+		return res(ErrGap)
+	}
 	// Whatever this batch stores (a run, a restore, a chunk of a full
 	// copy), reads may see it from now on.
 	staged := b.UpTo

@@ -153,6 +153,22 @@ func TestDivergedChangesAreRolledBackAndRestored(t *testing.T) {
 		UpTo: Position{Epoch: 3, Seq: 3}, Docs: []*Doc{doc("a", 3, 3, 2, false)}}); r.Err != nil {
 		t.Fatalf("after the rollback: %+v", r)
 	}
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: Position{Epoch: 2, Seq: 2}, From: Position{Epoch: 3, Seq: 3},
+		UpTo: Position{Epoch: 3, Seq: 4}, Docs: []*Doc{doc("b", 3, 4, 2, false)}}); r.Err != nil {
+		t.Fatalf("b's next version: %+v", r)
+	}
+	// The same restore arriving late (its request held up, by a pause of
+	// this node or the network) is refused: it would write b's older state
+	// over the newer one and move the partition back to 2.2.
+	if r := w.Apply(ctx, restore); !errors.Is(r.Err, ErrGap) || r.Applied != (Position{Epoch: 3, Seq: 4}) {
+		t.Fatalf("a late restore: %+v", r)
+	}
+	if b, _ := w.Get(ctx, 0, DocKey("u", "c", "b")); b == nil || b.Version != 2 {
+		t.Fatalf("b after a late restore: %+v", b)
+	}
+	if got := w.Applied(0); got != (Position{Epoch: 3, Seq: 4}) {
+		t.Fatalf("applied after a late restore: %v", got)
+	}
 }
 
 // The records of the partitions survive a restart through the applied
