@@ -205,6 +205,15 @@ func userOfNode4KeptByItsReplica(t *testing.T, c *testcluster.Cluster) (string, 
 // id with their versions, and that master.
 func cutOffNode4Writes(t *testing.T, c *testcluster.Cluster, old *testnode.Client, base string, p int, others []string) (map[string]float64, string) {
 	t.Helper()
+	// The collection's first write creates it in the store, which a
+	// starved machine may take longer than a lease to do: not cut off.
+	testnode.Eventually(t, 30*time.Second, "a first write on node4", func() (bool, string) {
+		r, err := old.TryDo("PUT", base+"first", `{"v":1}`, "X-Write-Concern", "majority")
+		if err != nil {
+			return false, err.Error()
+		}
+		return r.Status == 201 || r.Status == 200, fmt.Sprint(r.Status, " ", string(r.Body))
+	})
 	for _, id := range others {
 		c.Faults.CutCalls("node4", id)
 	}
@@ -212,6 +221,10 @@ func cutOffNode4Writes(t *testing.T, c *testcluster.Cluster, old *testnode.Clien
 	for i := 0; i < 50; i++ {
 		r, err := old.TryDo("PUT", fmt.Sprintf("%scut%d", base, i), `{"v":1}`, "X-Write-Concern", "1")
 		if err != nil || r.Status != 201 {
+			if err == nil {
+				err = fmt.Errorf("%d %s", r.Status, r.Body)
+			}
+			t.Logf("node4's write %d after the cut: %v", i, err)
 			break // the lease ran out (usually 50 writes are done first)
 		}
 		acked[fmt.Sprintf("cut%d", i)] = r.JSON(t)["_version"].(float64)
