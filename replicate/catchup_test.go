@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -17,24 +18,33 @@ import (
 // a version the master then counts as majority-held (seed 6018: four
 // acknowledged majority register writes lost after a failover to such a
 // replica). Here k is at version 2 within the target and overwritten
-// (version 3) as the catch-up scans; the link is cut as soon as the
-// replica holds the target, before any live batch can bring version 3.
+// before each of the catch-up's first scans (once, or again after it moved
+// past the target: a hot register); the link is cut as soon as the
+// replica holds the target, before any live batch can bring the newer
+// versions.
 func TestACatchUpBringsADocumentOverwrittenAsItScans(t *testing.T) {
+	for _, overwrites := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("%d overwrites", overwrites), func(t *testing.T) { catchUpWhileOverwriting(t, overwrites) })
+	}
+}
+
+func catchUpWhileOverwriting(t *testing.T, overwrites int) {
 	var (
 		mu       sync.Mutex
 		pr       *pair
-		armed    bool
+		armed    int                   // overwrites left, one before each scan
 		atV1     store.Position        // the replica's position before the catch-up
 		caughtUp = make(chan struct{}) // closed once the replica is past atV1
 	)
 	pr = newPairWith(t, pairOptions{
 		beforeScan: func() {
 			mu.Lock()
-			fire := armed
-			armed = false
+			fire := armed > 0
+			armed--
+			v := 3 + overwrites - armed
 			mu.Unlock()
 			if fire {
-				if res := pr.put(0, "k", map[string]any{"v": 3}, false); res.Err != nil {
+				if res := pr.put(0, "k", map[string]any{"v": v}, false); res.Err != nil {
 					t.Error(res.Err)
 				}
 			}
@@ -64,11 +74,12 @@ func TestACatchUpBringsADocumentOverwrittenAsItScans(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	atV2 := pr.master.Position(0)
-	for _, id := range []string{"f1", "f2", "f3", "f4", "f5"} {
+	for _, id := range []string{"f1", "f2", "f3"} {
 		pr.write(t, id, false)
 	}
+	awaitCatchUp(t, pr)
 	mu.Lock()
-	armed, atV1 = true, before
+	armed, atV1 = overwrites, before
 	mu.Unlock()
 	pr.setCut(false)
 	select {
@@ -89,4 +100,83 @@ func TestACatchUpBringsADocumentOverwrittenAsItScans(t *testing.T) {
 		}
 	}
 	t.Fatal("the replica does not hold k")
+}
+
+// Writes that outrun a catch-up past its target end it without a claim
+// (Config.ChaseChunks, 4 here), and the next one, after a rest, catches the replica up
+// once they slow down: the replica ends holding exactly the master's
+// documents.
+func TestACatchUpOutrunByWritesStartsOver(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		pr     *pair
+		scans  int
+		before store.Position
+		early  []store.Position // positions claimed while the writes outran the scan
+	)
+	const chase = 4
+	const outrun = chase + 8 // scans during which each scan meets more writes than it reads
+	pr = newPairWith(t, pairOptions{chaseChunks: chase,
+		beforeScan: func() {
+			mu.Lock()
+			scans++
+			n := scans
+			mu.Unlock()
+			if n > outrun {
+				return
+			}
+			for i := range 4 {
+				if res := pr.put(0, fmt.Sprintf("w%d-%d", n, i), map[string]any{"n": n}, false); res.Err != nil {
+					t.Error(res.Err)
+				}
+			}
+		},
+		applied: func(req Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, b := range req.Batches {
+				if scans > 0 && scans <= outrun && b.UpTo.Compare(before) > 0 {
+					early = append(early, b.UpTo)
+				}
+			}
+		},
+	})
+	pr.write(t, "a", false)
+	pr.waitReplicated(t)
+	pr.setCut(true)
+	pr.write(t, "b", false)
+	mu.Lock()
+	before = pr.master.Position(0)
+	mu.Unlock()
+	awaitCatchUp(t, pr)
+	pr.setCut(false)
+	pr.waitReplicated(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(early) > 0 {
+		t.Fatalf("the replica was moved to %v while the writes outran the catch-up", early)
+	}
+	if scans <= outrun {
+		t.Fatalf("only %d scans: the writes never outran the catch-up", scans)
+	}
+	if got, want := partitionContents(t, pr.rstore, 0), partitionContents(t, pr.mstore, 0); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the replica holds %d documents, the master %d", len(got), len(want))
+	}
+}
+
+// awaitCatchUp waits until the shipper has found that the replica needs a
+// catch-up (a send failed on the cut link), so that un-cutting the link
+// starts one rather than delivering the queued runs.
+func awaitCatchUp(t *testing.T, pr *pair) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for _, l := range pr.shipper.Lags() {
+			if l.Partition == 0 && l.CatchUp {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shipper never found the replica behind")
+		}
+	}
 }

@@ -79,6 +79,8 @@ type pairOptions struct {
 	applied func(Request)
 	// beforeScan, if set, runs before every scan of a catch-up.
 	beforeScan func()
+	// chaseChunks is the shipper's ChaseChunks (0: its default).
+	chaseChunks int
 }
 
 // sentRequest is what one request carried on the wire.
@@ -116,7 +118,7 @@ func newPairWith(t *testing.T, o pairOptions) *pair {
 		epochStart = func(p int, e uint64) store.Position { return pr.master.EpochStart(p, e) }
 		epochs = func(p int, e uint64) []store.EpochStart { return pr.master.Epochs(p, e) }
 	}
-	pr.shipper = New(Config{MaxBatchDocs: o.maxBatchDocs, MaxBatchBytes: o.maxBatchBytes,
+	pr.shipper = New(Config{MaxBatchDocs: o.maxBatchDocs, MaxBatchBytes: o.maxBatchBytes, ChaseChunks: o.chaseChunks,
 		Replicas:   func(int) []string { return []string{"r"} },
 		Epoch:      epoch,
 		EpochStart: epochStart,

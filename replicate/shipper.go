@@ -223,7 +223,10 @@ type Config struct {
 	// before encoding (default DefaultMaxBatchBytes); it must stay well
 	// under the replica's body cap. A document larger than it goes alone.
 	MaxBatchBytes int
-	Logger        *slog.Logger
+	// ChaseChunks bounds the chunks a catch-up reads past its target
+	// before it gives up on writes that outrun it (default chaseChunks).
+	ChaseChunks int
+	Logger      *slog.Logger
 }
 
 // progress is what the master knows of one replica's copy of one partition.
@@ -310,6 +313,9 @@ func New(cfg Config) *Shipper {
 	}
 	if cfg.MaxBatchBytes <= 0 {
 		cfg.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if cfg.ChaseChunks <= 0 {
+		cfg.ChaseChunks = chaseChunks
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -1038,6 +1044,11 @@ func (s *Shipper) committedLocked(b *store.Batch) store.Position {
 	return held
 }
 
+// chaseChunks bounds the chunks a catch-up reads past its target before
+// it gives up on writes that outrun it (a chunk is MaxBatchDocs documents
+// at most: with the defaults, tens of thousands of changes).
+const chaseChunks = 64
+
 // restoreChunk bounds the documents of one restore request (and
 // MaxBatchBytes their bytes): the embedded store replaces documents one at
 // a time, each a scan of the partition.
@@ -1098,10 +1109,9 @@ func (s *Shipper) restore(d *dest, p int, agreed store.Position, keys []string) 
 }
 
 // catchUp streams a partition's documents after the replica's acknowledged
-// position, in position order, up to the master's last committed position
-// S noted first, and those that moved past S while it read; only the
-// final chunk moves the replica to S. A replica behind the horizon gets a
-// full copy instead.
+// position, in position order, to the end of the partition; only the
+// final chunk moves the replica, to the master's last committed position
+// S noted first. A replica behind the horizon gets a full copy instead.
 func (s *Shipper) catchUp(d *dest, p int) error {
 	epoch, master := s.cfg.Epoch(p)
 	if !master {
@@ -1148,35 +1158,43 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		return s.fullCopy(d, pr, p, epoch, acked, target)
 	}
 	from := acked
-	// The scan reads each document's latest state, at its latest position.
-	// A document overwritten while the scan has not yet reached it leaves
-	// its place at or before the target for one after it: the final chunk
-	// claims the target, so it must bring that newer state, or the replica
-	// holds the target by its own account without the version written
-	// there, which the master then counts as majority-held (seed 6018).
-	// Every such move happened before the last scan that still read
-	// positions up to the target, so its new position is at most the
-	// master's position read just after that scan: the bound.
-	bound := target
+	// The scan reads each document's latest state, at its latest position,
+	// and the final chunk claims the target. A document overwritten after
+	// the target, while the scan had not reached it, has left its place at
+	// or before the target for one after it: its state at the target is
+	// gone, and only a newer state can stand for it, or the replica holds
+	// the target by its own account without the version written there,
+	// which the master then counts as majority-held (seed 6018). Such a
+	// document only ever moves ahead of the scan, to the newest position,
+	// so the scan goes on past the target to the end of the partition
+	// (a scan that returns fewer than it asked for, every one of them sent)
+	// and catches it wherever it went. Cutting at any position short of
+	// the end misses one that moved again past it, however recently that
+	// position was read. Writes that outrun the scan for ChaseChunks
+	// chunks past the target end this catch-up without the claim; the
+	// next one starts over, after a rest.
+	chased := 0
 	for {
 		limit := s.scanLimit(pr)
-		reading := from.Compare(target) < 0 // still reading positions up to the target
+		past := from.Compare(target) >= 0 // this chunk reads only after the target
 		docs, err := s.cfg.Scan(s.ctx, p, from, limit)
 		if err != nil {
 			s.scanFailed(pr, limit)
 			return err
 		}
-		if reading {
-			bound = maxPosition(bound, s.cfg.Last(p))
-		}
 		sizes := s.scanned(pr, limit, docs)
 		end := len(docs) < limit
-		if n := throughTarget(docs, bound); n < len(docs) {
-			docs, sizes, end = docs[:n], sizes[:n], true // the rest is after the bound: live runs bring it
-		}
 		rm := newRoom(s.cfg.MaxBatchDocs, s.cfg.MaxBatchBytes-wireBatchBase)
 		if n := rm.take(0, sizes); n < len(docs) {
 			docs, end = docs[:n], false
+		}
+		if past && !end {
+			if chased++; chased > s.cfg.ChaseChunks {
+				s.log.Info("writes outran a catch-up past its target; it starts over after a rest", "replica", d.id,
+					"partition", p, "target", target, "at", from)
+				s.catchUpFailed(pr) // the replica's other partitions get their turn meanwhile
+				return nil
+			}
 		}
 		last := end
 		upTo := acked
@@ -1204,16 +1222,6 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		}
 		from = docs[len(docs)-1].Pos
 	}
-}
-
-// throughTarget counts the documents, in position order, up to target
-// (a catch-up's bound).
-func throughTarget(docs []*store.Doc, target store.Position) int {
-	n := 0
-	for n < len(docs) && docs[n].Pos.Compare(target) <= 0 {
-		n++
-	}
-	return n
 }
 
 // scanLimit is how many documents the next scan of pr's partition asks for.
