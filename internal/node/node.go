@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -52,6 +53,11 @@ type Node struct {
 	// checks are the nodes that asked this node, as a partition's master,
 	// to check their copy (see askForChecks).
 	checks copyChecks
+	// tenureLists: the replica lists (and their tenures' epochs) of the
+	// partitions this node masters, as last recorded in its store; owned
+	// by chooseReplicas once the node runs.
+	tenureLists  map[int][]string
+	tenureEpochs map[int]uint64
 }
 
 // Options are the parts tests replace; production uses the zero value.
@@ -174,12 +180,23 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	// itself at that epoch until the cluster tells it of a later master,
 	// so that after a full restart no node takes the empty-table path
 	// (the preferred master campaigning) for a partition with history.
+	// It names the replicas it had recorded for that tenure too, not
+	// itself alone: a copy that holds majority writes keeps its slot until
+	// the replicas chosen after it hold them (the fault suite's seed 9300:
+	// after a full restart the master chose two other replicas at once,
+	// and one of them, without the last writes, was promoted).
+	if n.tenureLists, n.tenureEpochs, err = st.TenureReplicas(ctx); err != nil {
+		cl.Close()
+		ln.Close()
+		st.Close(ctx)
+		return nil, err
+	}
 	for p := 0; p < cfg.PartitionCount; p++ {
 		// Epochs this node's store has seen are never proposed again, even
 		// if the voters' records were lost.
 		n.leases.Learn(p, n.writer.NewestEpoch(p))
 		if e := n.writer.Tenure(p); e > 0 {
-			table.Merge(shard.Assignment{Partition: p, Master: cfg.NodeID, Epoch: e, Responsible: []string{cfg.NodeID}})
+			table.Merge(tenureAssignment(cfg.NodeID, p, e, n.tenureLists[p], n.tenureEpochs[p]))
 		}
 	}
 	var acks api.Acknowledger
@@ -821,13 +838,40 @@ func (n *Node) chooseReplicas() (due []pausedSwap) {
 		}
 		choices = append(choices, ch)
 	}
-	var changed []shard.Assignment
-	for _, ch := range choices {
-		if ch.owner != "" && moving < n.cfg.MaxConcurrentMoves {
+	for i := range choices {
+		if ch := &choices[i]; ch.owner != "" && moving < n.cfg.MaxConcurrentMoves {
 			ch.replicas = append(ch.replicas, ch.owner)
 			moving++
 			n.log.Info("copying a partition to its preferred master before handing it over", "partition", ch.a.Partition, "to", ch.owner)
 		}
+	}
+	// The lists are recorded before they take effect, so that a restart
+	// names every copy a write may have been counted on.
+	lists, epochs := maps.Clone(n.tenureLists), maps.Clone(n.tenureEpochs)
+	if lists == nil || epochs == nil {
+		lists, epochs = map[int][]string{}, map[int]uint64{}
+	}
+	for p, e := range epochs {
+		if n.table.Get(p).Epoch > e { // a later tenure: this one's list is of no use
+			delete(lists, p)
+			delete(epochs, p)
+		}
+	}
+	for _, ch := range choices {
+		lists[ch.a.Partition], epochs[ch.a.Partition] = ch.replicas, ch.a.Epoch
+	}
+	if !maps.EqualFunc(lists, n.tenureLists, slices.Equal[[]string]) || !maps.Equal(epochs, n.tenureEpochs) {
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaseTTL)
+		err := n.store.SaveTenureReplicas(ctx, lists, epochs)
+		cancel()
+		if err != nil {
+			n.log.Warn("could not record the replica lists of this node's partitions; they stay as they are until it can", "err", err)
+			return due
+		}
+		n.tenureLists, n.tenureEpochs = lists, epochs
+	}
+	var changed []shard.Assignment
+	for _, ch := range choices {
 		a := ch.a
 		var current []string
 		if len(a.Responsible) > 1 {
@@ -849,6 +893,22 @@ func (n *Node) chooseReplicas() (due []pausedSwap) {
 		changed = changed[k:]
 	}
 	return due
+}
+
+// tenureAssignment is what a node restarted after its tenure of partition
+// at epoch knows of it: it masters it, with the replicas it recorded for
+// that tenure (listEpoch), or alone when it recorded none for it (a list
+// of an older tenure may name copies that lack its writes).
+func tenureAssignment(self string, partition int, epoch uint64, replicas []string, listEpoch uint64) shard.Assignment {
+	a := shard.Assignment{Partition: partition, Master: self, Epoch: epoch, Responsible: []string{self}}
+	if listEpoch == epoch {
+		for _, r := range replicas {
+			if r != self && !slices.Contains(a.Responsible, r) {
+				a.Responsible = append(a.Responsible, r)
+			}
+		}
+	}
+	return a
 }
 
 // keepReplacedCopies orders the replicas chosen for a partition so that a

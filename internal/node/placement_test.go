@@ -262,3 +262,25 @@ func TestAsksVoters(t *testing.T) {
 		t.Error("a holder asks the voters about its own partition")
 	}
 }
+
+// A node restarted after its tenure names the replicas it recorded for
+// that tenure; a list recorded for an older tenure may name copies that
+// lack this one's writes, so it names itself alone then.
+func TestTenureAssignment(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		replicas  []string
+		listEpoch uint64
+		want      []string
+	}{
+		{"the tenure's list", []string{"b", "c"}, 5, []string{"a", "b", "c"}},
+		{"an older tenure's list", []string{"b", "c"}, 4, []string{"a"}},
+		{"no list", nil, 0, []string{"a"}},
+		{"a list naming the master", []string{"b", "a", "b"}, 5, []string{"a", "b"}},
+	} {
+		a := tenureAssignment("a", 3, 5, c.replicas, c.listEpoch)
+		if a.Master != "a" || a.Epoch != 5 || a.Partition != 3 || !slices.Equal(a.Responsible, c.want) {
+			t.Errorf("%s: %+v, want responsible %v", c.name, a, c.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package testcluster_test
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -150,4 +151,70 @@ func TestAFullRestartDuringAHandoffCopyLosesNoMajorityWrite(t *testing.T) {
 	}
 	t.Logf("%s stopped while copying partition %d to node4 (%s); with %v restarted and %s down, master %q; after %s's restart %s masters it; %d of %d majority writes lost",
 		m, p, copying, others, m, early, m, master, lost, len(acked))
+}
+
+// A master restarted after its tenure names the replicas it had, not
+// itself alone (the fault suite's seed 9300). Before, a restarted master
+// named itself alone and chose its replicas afresh as soon as it had its
+// lease back: with four nodes it could pick two that lacked its last
+// majority writes, counted at once as regular copies, while the copy that
+// held them (a regular replica before the restart) was dropped; the master
+// isolated, one of the two was promoted and the writes were lost. Here
+// each node's own record of its tenures is read right after its restart,
+// before it has a lease again (its voter waits out one LEASE_TTL).
+func TestARestartedMasterNamesTheReplicasOfItsTenure(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(3))
+	c.WaitForMasters(30 * time.Second)
+	// A write in every partition: a tenure is recorded with its first write.
+	cl := c.Nodes[0].Client(testnode.AdminToken(t))
+	for i, covered := 0, map[int]bool{}; len(covered) < testcluster.Partitions; i++ {
+		u := fmt.Sprintf("r%d", i)
+		if p := shard.PartitionOf(u, testcluster.Partitions); !covered[p] {
+			covered[p] = true
+			if r := cl.Do("PUT", "/v1/users/"+u+"/collections/c/documents/d", `{}`, "X-Write-Concern", "majority"); r.Status != 201 {
+				t.Fatalf("writing to partition %d: %d %s", p, r.Status, r.Body)
+			}
+		}
+	}
+	type tenure struct {
+		master      string
+		epoch       uint64
+		responsible []string
+	}
+	before := map[int]tenure{}
+	testnode.Eventually(t, 30*time.Second, "every partition with three copies", func() (bool, string) {
+		for p := 0; p < testcluster.Partitions; p++ {
+			m := c.MasterOf(p)
+			if m == "" {
+				return false, fmt.Sprintf("partition %d has no master", p)
+			}
+			pv := c.Node(m).Placement(p)
+			if len(pv.Responsible) != 3 {
+				return false, fmt.Sprintf("partition %d: %v", p, pv.Responsible)
+			}
+			before[p] = tenure{pv.Master, pv.Epoch, slices.Clone(pv.Responsible)}
+		}
+		return true, ""
+	})
+	for _, n := range c.Nodes {
+		n.Stop()
+	}
+	checked := 0
+	for _, n := range c.Nodes {
+		restarted := c.Restart(n.ID)
+		for p, a := range before {
+			if a.master != n.ID {
+				continue
+			}
+			checked++
+			got := restarted.Placement(p)
+			if got.Master != n.ID || got.Epoch != a.epoch || !slices.Equal(got.Responsible, a.responsible) {
+				t.Errorf("%s, restarted, names partition %d's master %q at epoch %d with copies %v; it had %v at epoch %d",
+					n.ID, p, got.Master, got.Epoch, got.Responsible, a.responsible, a.epoch)
+			}
+		}
+	}
+	if checked != testcluster.Partitions {
+		t.Fatalf("checked %d partitions of %d", checked, testcluster.Partitions)
+	}
 }
