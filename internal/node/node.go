@@ -56,8 +56,9 @@ type Node struct {
 	// tenureLists: the replica lists (and their tenures' epochs) of the
 	// partitions this node masters, as last recorded in its store; owned
 	// by chooseReplicas once the node runs.
-	tenureLists  map[int][]string
-	tenureEpochs map[int]uint64
+	tenureLists     map[int][]string
+	tenureEpochs    map[int]uint64
+	listsSaveLogged time.Time
 }
 
 // Options are the parts tests replace; production uses the zero value.
@@ -847,15 +848,11 @@ func (n *Node) chooseReplicas() (due []pausedSwap) {
 	}
 	// The lists are recorded before they take effect, so that a restart
 	// names every copy a write may have been counted on.
+	// A list stays until this node records a newer one for its partition:
+	// the later master that superseded it may have recorded none yet.
 	lists, epochs := maps.Clone(n.tenureLists), maps.Clone(n.tenureEpochs)
 	if lists == nil || epochs == nil {
 		lists, epochs = map[int][]string{}, map[int]uint64{}
-	}
-	for p, e := range epochs {
-		if n.table.Get(p).Epoch > e { // a later tenure: this one's list is of no use
-			delete(lists, p)
-			delete(epochs, p)
-		}
 	}
 	for _, ch := range choices {
 		lists[ch.a.Partition], epochs[ch.a.Partition] = ch.replicas, ch.a.Epoch
@@ -865,7 +862,10 @@ func (n *Node) chooseReplicas() (due []pausedSwap) {
 		err := n.store.SaveTenureReplicas(ctx, lists, epochs)
 		cancel()
 		if err != nil {
-			n.log.Warn("could not record the replica lists of this node's partitions; they stay as they are until it can", "err", err)
+			if time.Since(n.listsSaveLogged) > time.Minute {
+				n.listsSaveLogged = time.Now()
+				n.log.Warn("could not record the replica lists of this node's partitions; they stay as they are until it can (logged once a minute)", "err", err)
+			}
 			return due
 		}
 		n.tenureLists, n.tenureEpochs = lists, epochs
@@ -897,11 +897,13 @@ func (n *Node) chooseReplicas() (due []pausedSwap) {
 
 // tenureAssignment is what a node restarted after its tenure of partition
 // at epoch knows of it: it masters it, with the replicas it recorded for
-// that tenure (listEpoch), or alone when it recorded none for it (a list
-// of an older tenure may name copies that lack its writes).
+// that tenure or a later one (listEpoch: a later tenure of this node that
+// had no write yet keeps the list it started from, and only drops a
+// regular copy once its replacement caught up), or alone when its list is
+// of an older tenure (which may name copies that lack this one's writes).
 func tenureAssignment(self string, partition int, epoch uint64, replicas []string, listEpoch uint64) shard.Assignment {
 	a := shard.Assignment{Partition: partition, Master: self, Epoch: epoch, Responsible: []string{self}}
-	if listEpoch == epoch {
+	if listEpoch >= epoch {
 		for _, r := range replicas {
 			if r != self && !slices.Contains(a.Responsible, r) {
 				a.Responsible = append(a.Responsible, r)

@@ -264,8 +264,9 @@ func TestAsksVoters(t *testing.T) {
 }
 
 // A node restarted after its tenure names the replicas it recorded for
-// that tenure; a list recorded for an older tenure may name copies that
-// lack this one's writes, so it names itself alone then.
+// that tenure or a later one of its own that had no write; a list recorded
+// for an older tenure may name copies that lack this one's writes, so it
+// names itself alone then.
 func TestTenureAssignment(t *testing.T) {
 	for _, c := range []struct {
 		name      string
@@ -274,6 +275,7 @@ func TestTenureAssignment(t *testing.T) {
 		want      []string
 	}{
 		{"the tenure's list", []string{"b", "c"}, 5, []string{"a", "b", "c"}},
+		{"a later tenure's list (no write in it)", []string{"b", "d"}, 6, []string{"a", "b", "d"}},
 		{"an older tenure's list", []string{"b", "c"}, 4, []string{"a"}},
 		{"no list", nil, 0, []string{"a"}},
 		{"a list naming the master", []string{"b", "a", "b"}, 5, []string{"a", "b"}},
