@@ -118,8 +118,8 @@ func (r *Report) Table() string {
 	sort.Strings(ops)
 	row("operations", "%s", strings.Join(ops, ", "))
 	row("lost majority register writes", "%d", len(r.LostRegister))
-	row("lost majority list elements", "%d of %d acknowledged (%d of unknown outcome, %d of them present)", len(r.Lists.Lost), r.Lists.Acked, r.Lists.Unknown, r.Lists.UnknownPresent)
-	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost (%d of unknown outcome)", r.W1.Acked, r.W1.RolledBack, len(r.W1.Missing), r.W1.Unknown)
+	row("lost majority list elements", "%d of %d acknowledged (%d of unknown outcome, %d of them present)%s", len(r.Lists.Lost), r.Lists.Acked, r.Lists.Unknown, r.Lists.UnknownPresent, unread(r.Lists.Unread))
+	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost (%d of unknown outcome)%s", r.W1.Acked, r.W1.RolledBack, len(r.W1.Missing), r.W1.Unknown, unread(r.W1.Unread))
 	row("rolled back (all collections)", "%d document states", r.RolledBackDocs)
 	var docs []string
 	for _, d := range sortedKeys(r.Registers.Docs) {
@@ -190,4 +190,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// unread says how many acknowledged writes could not be looked for, if any.
+func unread(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d UNREAD (no copy could be read)", n)
 }
