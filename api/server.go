@@ -814,7 +814,7 @@ func (s *Server) copiesFor(concern string) (total, need int) {
 	if concern == "all" {
 		return total, total - 1
 	}
-	return total, shard.WriteQuorum(total).Majority() - 1
+	return total, shard.WriteQuorum(total).MajorityReplicas()
 }
 
 // countedReplicas is the replicas whose acknowledgements count for a state

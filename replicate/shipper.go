@@ -521,7 +521,8 @@ func (s *Shipper) majorityLocked(p int) store.Position {
 	if s.cfg.Copies != nil {
 		total = max(s.cfg.Copies(), 1)
 	}
-	held := majority(s.cfg.Last(p), epoch, s.ackedLocked(p, shard.WriteQuorum(total).Replicas(replicas)), shard.WriteQuorum(total).Majority()-1)
+	q := shard.WriteQuorum(total)
+	held := majority(s.cfg.Last(p), epoch, s.ackedLocked(p, q.Replicas(replicas)), q.MajorityReplicas())
 	if h := s.majority[p]; h.epoch == epoch && h.pos.Compare(held) > 0 {
 		return h.pos
 	}

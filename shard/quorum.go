@@ -48,3 +48,7 @@ func (q WriteQuorum) Replicas(replicas []string) []string {
 // Majority is how many regular copies, the master included, a write
 // concern majority write must be on: rf/2+1.
 func (q WriteQuorum) Majority() int { return q.copies()/2 + 1 }
+
+// MajorityReplicas is how many regular replicas, beyond the master, a
+// write concern majority write must be on: Majority less the master.
+func (q WriteQuorum) MajorityReplicas() int { return q.Majority() - 1 }

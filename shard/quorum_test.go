@@ -43,6 +43,9 @@ func TestWriteQuorum(t *testing.T) {
 		if got := q.Majority(); got != c.majority {
 			t.Errorf("%s: majority %d, want %d", c.name, got, c.majority)
 		}
+		if got := q.MajorityReplicas(); got != c.majority-1 {
+			t.Errorf("%s: majority replicas %d, want %d", c.name, got, c.majority-1)
+		}
 	}
 }
 

@@ -31,22 +31,15 @@ type leaseVotesDoc struct {
 
 // LeaseVotes loads every vote this node has recorded as a lease voter.
 func (s *Store) LeaseVotes(ctx context.Context) (map[int]LeaseVote, error) {
-	out := map[int]LeaseVote{}
-	err := s.timed("lease_votes", func() error {
-		var doc leaseVotesDoc
-		err := s.db.Collection(leaseCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "votes"}}).Decode(&doc)
-		if errors.Is(err, mongo.ErrNoDocuments) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%w: reading lease votes: %v", ErrUnavailable, err)
-		}
-		for _, v := range doc.Votes {
-			out[v.Partition] = v
-		}
-		return nil
-	})
-	return out, err
+	var doc leaseVotesDoc
+	if err := s.readLeaseDoc(ctx, "lease_votes", "votes", "lease votes", &doc); err != nil {
+		return map[int]LeaseVote{}, err
+	}
+	out := make(map[int]LeaseVote, len(doc.Votes))
+	for _, v := range doc.Votes {
+		out[v.Partition] = v
+	}
+	return out, nil
 }
 
 // SaveLeaseVotes replaces the recorded votes with votes (every partition's),
@@ -57,13 +50,7 @@ func (s *Store) SaveLeaseVotes(ctx context.Context, votes map[int]LeaseVote) err
 		doc.Votes = append(doc.Votes, v)
 	}
 	sort.Slice(doc.Votes, func(i, j int) bool { return doc.Votes[i].Partition < doc.Votes[j].Partition })
-	return s.timed("lease_votes_save", func() error {
-		_, err := s.db.Collection(leaseCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: "votes"}}, doc, options.Replace().SetUpsert(true))
-		if err != nil {
-			return fmt.Errorf("%w: recording lease votes: %v", ErrUnavailable, err)
-		}
-		return nil
-	})
+	return s.writeLeaseDoc(ctx, "lease_votes_save", "votes", "lease votes", doc)
 }
 
 // voterSetDoc is the lease voter set this node last applied, and when: a
@@ -78,26 +65,39 @@ type voterSetDoc struct {
 // VoterSet returns the voter set this node last applied (nil if none).
 func (s *Store) VoterSet(ctx context.Context) ([]string, time.Time, error) {
 	var doc voterSetDoc
-	err := s.timed("voter_set", func() error {
-		err := s.db.Collection(leaseCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "voter-set"}}).Decode(&doc)
-		if errors.Is(err, mongo.ErrNoDocuments) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%w: reading the voter set: %v", ErrUnavailable, err)
-		}
-		return nil
-	})
+	err := s.readLeaseDoc(ctx, "voter_set", "voter-set", "the voter set", &doc)
 	return doc.Voters, doc.Changed, err
 }
 
 // SaveVoterSet records the voter set this node applies from now on.
 func (s *Store) SaveVoterSet(ctx context.Context, voters []string, changed time.Time) error {
-	return s.timed("voter_set_save", func() error {
-		_, err := s.db.Collection(leaseCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: "voter-set"}},
-			voterSetDoc{ID: "voter-set", Voters: voters, Changed: changed.UTC()}, options.Replace().SetUpsert(true))
+	return s.writeLeaseDoc(ctx, "voter_set_save", "voter-set", "the voter set",
+		voterSetDoc{ID: "voter-set", Voters: voters, Changed: changed.UTC()})
+}
+
+// readLeaseDoc reads the document id of the lease collection (what a node
+// keeps of its own lease business, one document per kind) into doc, timed
+// as op; a missing document leaves doc as it is. what names it in errors.
+func (s *Store) readLeaseDoc(ctx context.Context, op, id, what string, doc any) error {
+	return s.timed(op, func() error {
+		err := s.db.Collection(leaseCollection).FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(doc)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil
+		}
 		if err != nil {
-			return fmt.Errorf("%w: recording the voter set: %v", ErrUnavailable, err)
+			return fmt.Errorf("%w: reading %s: %v", ErrUnavailable, what, err)
+		}
+		return nil
+	})
+}
+
+// writeLeaseDoc replaces (or creates) the document id of the lease
+// collection with doc, durably, timed as op.
+func (s *Store) writeLeaseDoc(ctx context.Context, op, id, what string, doc any) error {
+	return s.timed(op, func() error {
+		if _, err := s.db.Collection(leaseCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}}, doc,
+			options.Replace().SetUpsert(true)); err != nil {
+			return fmt.Errorf("%w: recording %s: %v", ErrUnavailable, what, err)
 		}
 		return nil
 	})

@@ -2,17 +2,17 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// tenureList is the replica list this node last gave a partition it
-// mastered, regular copies first.
+// TenureList is the replica list this node last gave a partition it
+// mastered (regular copies first) and the epoch of that tenure.
+type TenureList struct {
+	Epoch    uint64
+	Replicas []string
+}
+
+// tenureList is one partition's TenureList as stored.
 type tenureList struct {
 	Partition int      `bson:"p"`
 	Epoch     uint64   `bson:"e"`
@@ -27,43 +27,28 @@ type tenureListsDoc struct {
 }
 
 // TenureReplicas loads the replica list this node last gave each
-// partition it mastered, and the epoch of that tenure. A node restarted
-// after a tenure names these replicas again rather than itself alone: a
-// copy that holds majority writes must keep its slot until the replicas
-// chosen after it hold them too.
-func (s *Store) TenureReplicas(ctx context.Context) (map[int][]string, map[int]uint64, error) {
-	lists, epochs := map[int][]string{}, map[int]uint64{}
-	err := s.timed("tenure_replicas", func() error {
-		var doc tenureListsDoc
-		err := s.db.Collection(leaseCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "tenure-replicas"}}).Decode(&doc)
-		if errors.Is(err, mongo.ErrNoDocuments) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%w: reading the replica lists of this node's tenures: %v", ErrUnavailable, err)
-		}
-		for _, l := range doc.Lists {
-			lists[l.Partition], epochs[l.Partition] = l.Replicas, l.Epoch
-		}
-		return nil
-	})
-	return lists, epochs, err
+// partition it mastered. A node restarted after a tenure names these
+// replicas again rather than itself alone: a copy that holds majority
+// writes must keep its slot until the replicas chosen after it hold them
+// too.
+func (s *Store) TenureReplicas(ctx context.Context) (map[int]TenureList, error) {
+	var doc tenureListsDoc
+	if err := s.readLeaseDoc(ctx, "tenure_replicas", "tenure-replicas", "the replica lists of this node's tenures", &doc); err != nil {
+		return map[int]TenureList{}, err
+	}
+	out := make(map[int]TenureList, len(doc.Lists))
+	for _, l := range doc.Lists {
+		out[l.Partition] = TenureList{Epoch: l.Epoch, Replicas: l.Replicas}
+	}
+	return out, nil
 }
 
-// SaveTenureReplicas replaces the recorded replica lists (every partition
-// this node masters, with the epoch of its tenure), durably.
-func (s *Store) SaveTenureReplicas(ctx context.Context, lists map[int][]string, epochs map[int]uint64) error {
+// SaveTenureReplicas replaces the recorded replica lists with lists, durably.
+func (s *Store) SaveTenureReplicas(ctx context.Context, lists map[int]TenureList) error {
 	doc := tenureListsDoc{ID: "tenure-replicas", Lists: make([]tenureList, 0, len(lists))}
-	for p, r := range lists {
-		doc.Lists = append(doc.Lists, tenureList{Partition: p, Epoch: epochs[p], Replicas: r})
+	for p, l := range lists {
+		doc.Lists = append(doc.Lists, tenureList{Partition: p, Epoch: l.Epoch, Replicas: l.Replicas})
 	}
 	slices.SortFunc(doc.Lists, func(a, b tenureList) int { return a.Partition - b.Partition })
-	return s.timed("tenure_replicas_save", func() error {
-		_, err := s.db.Collection(leaseCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: "tenure-replicas"}}, doc,
-			options.Replace().SetUpsert(true))
-		if err != nil {
-			return fmt.Errorf("%w: recording the replica lists of this node's tenures: %v", ErrUnavailable, err)
-		}
-		return nil
-	})
+	return s.writeLeaseDoc(ctx, "tenure_replicas_save", "tenure-replicas", "the replica lists of this node's tenures", doc)
 }

@@ -53,11 +53,10 @@ type Node struct {
 	// checks are the nodes that asked this node, as a partition's master,
 	// to check their copy (see askForChecks).
 	checks copyChecks
-	// tenureLists: the replica lists (and their tenures' epochs) of the
-	// partitions this node masters, as last recorded in its store; owned
-	// by chooseReplicas once the node runs.
-	tenureLists     map[int][]string
-	tenureEpochs    map[int]uint64
+	// tenureLists: the replica lists of the partitions this node mastered,
+	// as last recorded in its store; owned by chooseReplicas once the node
+	// runs.
+	tenureLists     map[int]store.TenureList
 	listsSaveLogged time.Time
 }
 
@@ -186,7 +185,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	// the replicas chosen after it hold them (the fault suite's seed 9300:
 	// after a full restart the master chose two other replicas at once,
 	// and one of them, without the last writes, was promoted).
-	if n.tenureLists, n.tenureEpochs, err = st.TenureReplicas(ctx); err != nil {
+	if n.tenureLists, err = st.TenureReplicas(ctx); err != nil {
 		cl.Close()
 		ln.Close()
 		st.Close(ctx)
@@ -197,7 +196,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		// if the voters' records were lost.
 		n.leases.Learn(p, n.writer.NewestEpoch(p))
 		if e := n.writer.Tenure(p); e > 0 {
-			table.Merge(tenureAssignment(cfg.NodeID, p, e, n.tenureLists[p], n.tenureEpochs[p]))
+			table.Merge(tenureAssignment(cfg.NodeID, p, e, n.tenureLists[p]))
 		}
 	}
 	var acks api.Acknowledger
@@ -571,7 +570,7 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if due := swapsDue(n.chooseReplicas(), retryAt, time.Now()); len(due) > 0 {
+		if due := swapsDue(n.chooseReplicas(ctx), retryAt, time.Now()); len(due) > 0 {
 			// One paused swap per tick, the partitions taking turns.
 			s := due[turn%len(due)]
 			if !n.replaceUnderPause(ctx, s) {
@@ -620,7 +619,7 @@ func (n *Node) replaceUnderPause(ctx context.Context, s pausedSwap) bool {
 			"newcomers", s.newcomers, "err", err)
 		return false
 	}
-	n.chooseReplicas()
+	n.chooseReplicas(ctx)
 	return true
 }
 
@@ -743,7 +742,7 @@ func (n *Node) replicasOf(p int) []string {
 // chooseReplicas updates the responsible list of every partition this
 // node masters, and returns the partitions whose newcomers wait only for
 // the copies they replace to stand still (see replaceUnderPause).
-func (n *Node) chooseReplicas() (due []pausedSwap) {
+func (n *Node) chooseReplicas(ctx context.Context) (due []pausedSwap) {
 	var cands []shard.Candidate
 	now := time.Now()
 	for _, m := range n.cluster.View().Members {
@@ -850,16 +849,15 @@ func (n *Node) chooseReplicas() (due []pausedSwap) {
 	// names every copy a write may have been counted on.
 	// A list stays until this node records a newer one for its partition:
 	// the later master that superseded it may have recorded none yet.
-	lists, epochs := maps.Clone(n.tenureLists), maps.Clone(n.tenureEpochs)
-	if lists == nil || epochs == nil {
-		lists, epochs = map[int][]string{}, map[int]uint64{}
-	}
+	lists := maps.Clone(n.tenureLists)
 	for _, ch := range choices {
-		lists[ch.a.Partition], epochs[ch.a.Partition] = ch.replicas, ch.a.Epoch
+		lists[ch.a.Partition] = store.TenureList{Epoch: ch.a.Epoch, Replicas: ch.replicas}
 	}
-	if !maps.EqualFunc(lists, n.tenureLists, slices.Equal[[]string]) || !maps.Equal(epochs, n.tenureEpochs) {
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaseTTL)
-		err := n.store.SaveTenureReplicas(ctx, lists, epochs)
+	if !maps.EqualFunc(lists, n.tenureLists, func(a, b store.TenureList) bool {
+		return a.Epoch == b.Epoch && slices.Equal(a.Replicas, b.Replicas)
+	}) {
+		saveCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
+		err := n.store.SaveTenureReplicas(saveCtx, lists)
 		cancel()
 		if err != nil {
 			if time.Since(n.listsSaveLogged) > time.Minute {
@@ -868,7 +866,7 @@ func (n *Node) chooseReplicas() (due []pausedSwap) {
 			}
 			return due
 		}
-		n.tenureLists, n.tenureEpochs = lists, epochs
+		n.tenureLists = lists
 	}
 	var changed []shard.Assignment
 	for _, ch := range choices {
@@ -896,15 +894,15 @@ func (n *Node) chooseReplicas() (due []pausedSwap) {
 }
 
 // tenureAssignment is what a node restarted after its tenure of partition
-// at epoch knows of it: it masters it, with the replicas it recorded for
-// that tenure or a later one (listEpoch: a later tenure of this node that
-// had no write yet keeps the list it started from, and only drops a
-// regular copy once its replacement caught up), or alone when its list is
+// at epoch knows of it: it masters it, with the replicas of the list it
+// recorded for that tenure or a later one (a later tenure of this node
+// that had no write yet keeps the list it started from, and only drops a
+// regular copy once its replacement caught up), or alone when the list is
 // of an older tenure (which may name copies that lack this one's writes).
-func tenureAssignment(self string, partition int, epoch uint64, replicas []string, listEpoch uint64) shard.Assignment {
+func tenureAssignment(self string, partition int, epoch uint64, list store.TenureList) shard.Assignment {
 	a := shard.Assignment{Partition: partition, Master: self, Epoch: epoch, Responsible: []string{self}}
-	if listEpoch >= epoch {
-		for _, r := range replicas {
+	if list.Epoch >= epoch {
+		for _, r := range list.Replicas {
 			if r != self && !slices.Contains(a.Responsible, r) {
 				a.Responsible = append(a.Responsible, r)
 			}

@@ -280,7 +280,7 @@ func TestTenureAssignment(t *testing.T) {
 		{"no list", nil, 0, []string{"a"}},
 		{"a list naming the master", []string{"b", "a", "b"}, 5, []string{"a", "b"}},
 	} {
-		a := tenureAssignment("a", 3, 5, c.replicas, c.listEpoch)
+		a := tenureAssignment("a", 3, 5, store.TenureList{Epoch: c.listEpoch, Replicas: c.replicas})
 		if a.Master != "a" || a.Epoch != 5 || a.Partition != 3 || !slices.Equal(a.Responsible, c.want) {
 			t.Errorf("%s: %+v, want responsible %v", c.name, a, c.want)
 		}

@@ -56,17 +56,9 @@ func TestACutOffMasterDrainedKeepsItsW1Writes(t *testing.T) {
 		}
 		return st.Partitions.HoldsNothing("node4", len(st.Moves))
 	})
-	var kept struct {
-		RolledBack []struct {
-			ID string `json:"id"`
-		} `json:"rolled_back"`
-	}
-	if r := old.Do("GET", "/v1/admin/rollback", nil); r.Status != 200 || json.Unmarshal(r.Body, &kept) != nil {
-		t.Fatalf("node4's rollback list: %d %s", r.Status, r.Body)
-	}
-	inRollback := map[string]bool{}
-	for _, k := range kept.RolledBack {
-		inRollback[k.ID] = true
+	inRollback, err := rollbackKeys(old)
+	if err != nil {
+		t.Fatalf("node4's rollback list: %v", err)
 	}
 	onMaster, rolledBack := 0, 0
 	var lost []string
@@ -75,7 +67,7 @@ func TestACutOffMasterDrainedKeepsItsW1Writes(t *testing.T) {
 		switch {
 		case r.Status == 200 && r.JSON(t)["_version"].(float64) >= v:
 			onMaster++
-		case inRollback[id]:
+		case inRollback[user+"/"+id]:
 			rolledBack++
 		default:
 			lost = append(lost, fmt.Sprintf("%s (%d)", id, r.Status))
@@ -126,21 +118,9 @@ func TestAReplacedFormerMasterKeepsItsW1Writes(t *testing.T) {
 	onMaster, rolledBack := 0, 0
 	restarted := time.Since(restart)
 	checked := testnode.Eventually(t, 30*time.Second, "every w=1 write node4 acknowledged on the master or in node4's rollback collection", func() (bool, string) {
-		r, err := cl.TryDo("GET", "/v1/admin/rollback", nil)
-		if err != nil || r.Status != 200 {
+		inRollback, err := rollbackKeys(cl)
+		if err != nil {
 			return false, fmt.Sprint("node4's rollback list: ", err)
-		}
-		var kept struct {
-			RolledBack []struct {
-				ID string `json:"id"`
-			} `json:"rolled_back"`
-		}
-		if err := json.Unmarshal(r.Body, &kept); err != nil {
-			return false, err.Error()
-		}
-		inRollback := map[string]bool{}
-		for _, k := range kept.RolledBack {
-			inRollback[k.ID] = true
 		}
 		var lost []string
 		onMaster, rolledBack = 0, 0
@@ -152,7 +132,7 @@ func TestAReplacedFormerMasterKeepsItsW1Writes(t *testing.T) {
 			switch {
 			case r.Status == 200 && r.JSON(t)["_version"].(float64) >= v:
 				onMaster++
-			case inRollback[id]:
+			case inRollback[user+"/"+id]:
 				rolledBack++
 			default:
 				lost = append(lost, fmt.Sprintf("%s (%d)", id, r.Status))

@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -166,20 +167,39 @@ func rolledBackOn(t *testing.T, c *testcluster.Cluster, token string) map[string
 		if n.Stopped() {
 			continue
 		}
-		var kept struct {
-			RolledBack []struct {
-				User string `json:"user"`
-				ID   string `json:"id"`
-			} `json:"rolled_back"`
+		keys, err := rollbackKeys(n.Client(token))
+		if err != nil {
+			t.Fatalf("%s's rollback list: %v", n.ID, err)
 		}
-		if r := n.Client(token).Do("GET", "/v1/admin/rollback", nil); r.Status != 200 || json.Unmarshal(r.Body, &kept) != nil {
-			t.Fatalf("%s's rollback list: %d %s", n.ID, r.Status, r.Body)
-		}
-		for _, k := range kept.RolledBack {
-			rolled[k.User+"/"+k.ID] = true
-		}
+		maps.Copy(rolled, keys)
 	}
 	return rolled
+}
+
+// rollbackKeys is every document ("user/id") in the rollback collection of
+// the node cl asks.
+func rollbackKeys(cl *testnode.Client) (map[string]bool, error) {
+	r, err := cl.TryDo("GET", "/v1/admin/rollback", nil)
+	if err != nil {
+		return nil, err
+	}
+	if r.Status != 200 {
+		return nil, fmt.Errorf("%d %s", r.Status, r.Body)
+	}
+	var kept struct {
+		RolledBack []struct {
+			User string `json:"user"`
+			ID   string `json:"id"`
+		} `json:"rolled_back"`
+	}
+	if err := json.Unmarshal(r.Body, &kept); err != nil {
+		return nil, err
+	}
+	keys := map[string]bool{}
+	for _, k := range kept.RolledBack {
+		keys[k.User+"/"+k.ID] = true
+	}
+	return keys, nil
 }
 
 // waitMoved waits until every partition is mastered by its preferred master
