@@ -845,21 +845,24 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []pausedSwap) {
 			n.log.Info("copying a partition to its preferred master before handing it over", "partition", ch.a.Partition, "to", ch.owner)
 		}
 	}
-	// The regular copies of each list are recorded before they take
-	// effect, so that a restart names every copy a write may have been
-	// counted on. Only they are: extra copies (a move's incoming master, a
-	// draining or checked copy) come and go with every move and count for
-	// nothing, and recording them would put a store write, which a loaded
-	// store may refuse, in front of every move. A list stays until this
-	// node records a newer one for its partition: the later master that
-	// superseded it may have recorded none yet.
+	// The regular copies of each list are recorded, so that a restart
+	// names every copy a write may have been counted on. Only they are:
+	// extra copies (a move's incoming master, a draining or checked copy)
+	// come and go with every move and count for nothing. A list stays
+	// until this node records a newer one for its partition: the later
+	// master that superseded it may have recorded none yet. A change is
+	// not held back while the store refuses the record (a loaded store
+	// refused it for seconds, and every move, drain and replacement
+	// stalled behind it): it is recorded at a later round, and a restart
+	// in between names the list recorded before.
 	q := shard.WriteQuorum(copies)
 	lists := maps.Clone(n.tenureLists)
 	for _, ch := range choices {
 		lists[ch.a.Partition] = store.TenureList{Epoch: ch.a.Epoch, Replicas: slices.Clone(q.Replicas(ch.replicas))}
 	}
-	same := func(a, b store.TenureList) bool { return a.Epoch == b.Epoch && slices.Equal(a.Replicas, b.Replicas) }
-	if !maps.EqualFunc(lists, n.tenureLists, same) {
+	if !maps.EqualFunc(lists, n.tenureLists, func(a, b store.TenureList) bool {
+		return a.Epoch == b.Epoch && slices.Equal(a.Replicas, b.Replicas)
+	}) {
 		saveCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
 		err := n.store.SaveTenureReplicas(saveCtx, lists)
 		cancel()
@@ -867,17 +870,9 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []pausedSwap) {
 			n.tenureLists = lists
 		} else if time.Since(n.listsSaveLogged) > time.Minute {
 			n.listsSaveLogged = time.Now()
-			n.log.Warn("could not record the regular copies of this node's partitions; their lists change only in extra copies until it can (logged once a minute)", "err", err)
+			n.log.Warn("could not record the regular copies of this node's partitions; tried again every round (logged once a minute)", "err", err)
 		}
 	}
-	// Unrecorded, a change of the regular copies waits for the next round.
-	recorded := choices[:0]
-	for _, ch := range choices {
-		if same(lists[ch.a.Partition], n.tenureLists[ch.a.Partition]) {
-			recorded = append(recorded, ch)
-		}
-	}
-	choices = recorded
 	var changed []shard.Assignment
 	for _, ch := range choices {
 		a := ch.a
