@@ -113,10 +113,11 @@ func (l *load) check(c *testcluster.Cluster, token string) (outcome string) {
 	}
 	for _, user := range l.users {
 		p := shard.PartitionOf(user, testcluster.Partitions)
-		master := c.MasterOf(p)
-		if master == "" {
-			t.Fatalf("partition %d has no master", p)
-		}
+		var master string // a handoff or a lapse on a starved machine leaves it briefly without one
+		testnode.Eventually(t, 30*time.Second, fmt.Sprintf("partition %d has a master", p), func() (bool, string) {
+			master = c.MasterOf(p)
+			return master != "", "none"
+		})
 		cl := c.Node(master).Client(token)
 		held := map[string]bool{}
 		for cursor := ""; ; {
