@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,296 +23,11 @@ import (
 
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/devcluster"
 )
 
-// --- pure parts ---
-
-func TestValidDevFlags(t *testing.T) {
-	for _, tc := range []struct {
-		nodes, http, gossip int
-		ok                  bool
-	}{
-		{3, 8081, 7947, true},
-		{1, 65535, 7947, true},
-		{0, 8081, 7947, false},
-		{devMaxNodes + 1, 8081, 7947, false},
-		{3, 65534, 7947, false},
-		{3, 0, 7947, false},
-		{3, 8081, 8083, false}, // gossip of node3 is HTTP of node3
-		{3, 8081, 8084, true},
-		{3, 8084, 8081, true},
-	} {
-		err := validDevFlags(tc.nodes, tc.http, tc.gossip)
-		if (err == nil) != tc.ok {
-			t.Errorf("validDevFlags(%d, %d, %d) = %v, want ok=%v", tc.nodes, tc.http, tc.gossip, err, tc.ok)
-		}
-	}
-}
-
-func TestDevPeerListParsesAndRoundTrips(t *testing.T) {
-	l := devPeerList(4, 8081, 7947)
-	want := []cluster.Peer{
-		{ID: "node1", URL: "http://127.0.0.1:8081", Gossip: "127.0.0.1:7947", Sharding: true, Replica: true, Voter: true},
-		{ID: "node2", URL: "http://127.0.0.1:8082", Gossip: "127.0.0.1:7948", Sharding: true, Replica: true, Voter: true},
-		{ID: "node3", URL: "http://127.0.0.1:8083", Gossip: "127.0.0.1:7949", Sharding: true, Replica: true, Voter: true},
-		{ID: "node4", URL: "http://127.0.0.1:8084", Gossip: "127.0.0.1:7950", Sharding: true, Replica: true, Voter: false},
-	}
-	if !reflect.DeepEqual(l.Peers, want) {
-		t.Fatalf("devPeerList:\n%+v\nwant\n%+v", l.Peers, want)
-	}
-	data := formatPeerList(l)
-	parsed, err := cluster.ParsePeerList(data, "node2")
-	if err != nil {
-		t.Fatalf("the node's loader refuses what shoal dev writes: %v\n%s", err, data)
-	}
-	if !reflect.DeepEqual(parsed, l) {
-		t.Fatalf("round trip changed the list:\n%+v\n%+v", parsed, l)
-	}
-	if n := strings.Count(string(data), "\n"); n != 4+4 {
-		t.Fatalf("want one peer per line:\n%s", data)
-	}
-}
-
-func TestFormatPeerListNaturalOrder(t *testing.T) {
-	l := devPeerList(11, 9001, 9501)
-	parsed, err := cluster.ParsePeerList(formatPeerList(l), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := string(formatPeerList(parsed)) // the loader sorts node10 before node2; the file does not
-	if strings.Index(data, `"node2"`) > strings.Index(data, `"node10"`) {
-		t.Fatalf("node10 before node2:\n%s", data)
-	}
-}
-
-func TestDiffPeerLists(t *testing.T) {
-	p := func(id string, port int) cluster.Peer {
-		return cluster.Peer{ID: id, URL: "http://127.0.0.1:" + strconv.Itoa(port), Gossip: "127.0.0.1:" + strconv.Itoa(port+1000), Sharding: true}
-	}
-	list := func(ps ...cluster.Peer) cluster.PeerList { return cluster.PeerList{Peers: ps} }
-	voter := p("b", 2)
-	voter.Voter = true
-	for _, tc := range []struct {
-		name     string
-		old, cur cluster.PeerList
-		want     peerDiff
-	}{
-		{"same", list(p("a", 1), p("b", 2)), list(p("a", 1), p("b", 2)), peerDiff{}},
-		{"added", list(p("a", 1)), list(p("a", 1), p("b", 2), p("c", 3)), peerDiff{Added: []cluster.Peer{p("b", 2), p("c", 3)}}},
-		{"removed", list(p("a", 1), p("b", 2)), list(p("a", 1)), peerDiff{Removed: []cluster.Peer{p("b", 2)}}},
-		{"changed port", list(p("a", 1)), list(p("a", 5)), peerDiff{Changed: []cluster.Peer{p("a", 5)}}},
-		{"changed flag", list(p("a", 1), p("b", 2)), list(p("a", 1), voter), peerDiff{Changed: []cluster.Peer{voter}}},
-		{"all at once", list(p("a", 1), p("b", 2)), list(p("a", 7), p("c", 3)),
-			peerDiff{Added: []cluster.Peer{p("c", 3)}, Removed: []cluster.Peer{p("b", 2)}, Changed: []cluster.Peer{p("a", 7)}}},
-		{"from empty", list(), list(p("a", 1)), peerDiff{Added: []cluster.Peer{p("a", 1)}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := diffPeerLists(tc.old, tc.cur); !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got %+v\nwant %+v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestNextDevPeer(t *testing.T) {
-	peer := func(id, url, gossip string) cluster.Peer {
-		return cluster.Peer{ID: id, URL: url, Gossip: gossip, Sharding: true, Replica: true}
-	}
-	for _, tc := range []struct {
-		name            string
-		peers           []cluster.Peer
-		id, url, gossip string
-		wantErr         bool
-	}{
-		{name: "after shoal dev defaults", peers: devPeerList(3, 8081, 7947).Peers,
-			id: "node4", url: "http://127.0.0.1:8084", gossip: "127.0.0.1:7950"},
-		{name: "max port, not count", peers: []cluster.Peer{peer("node1", "http://127.0.0.1:8081", "127.0.0.1:7947"), peer("node2", "http://127.0.0.1:9000", "127.0.0.1:7990")},
-			id: "node3", url: "http://127.0.0.1:9001", gossip: "127.0.0.1:7991"},
-		{name: "id taken after a removal", peers: []cluster.Peer{peer("node1", "http://127.0.0.1:8081", "127.0.0.1:7947"), peer("node3", "http://127.0.0.1:8083", "127.0.0.1:7949")},
-			id: "node4", url: "http://127.0.0.1:8084", gossip: "127.0.0.1:7950"},
-		{name: "http port used by gossip", peers: []cluster.Peer{peer("node1", "http://127.0.0.1:8081", "127.0.0.1:8082")},
-			id: "node2", url: "http://127.0.0.1:8083", gossip: "127.0.0.1:8084"},
-		{name: "gossip port used by http", peers: []cluster.Peer{peer("node1", "http://127.0.0.1:7000", "127.0.0.1:6999"), peer("x", "http://127.0.0.1:7001", "127.0.0.1:6000")},
-			id: "node3", url: "http://127.0.0.1:7002", gossip: "127.0.0.1:7003"},
-		{name: "non-loopback peers count too", peers: []cluster.Peer{peer("node1", "http://node1:8080", "node1:7946")},
-			id: "node2", url: "http://127.0.0.1:8081", gossip: "127.0.0.1:7947"},
-		{name: "no room", peers: []cluster.Peer{peer("node1", "http://127.0.0.1:65535", "127.0.0.1:7946")}, wantErr: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := nextDevPeer(cluster.PeerList{Peers: tc.peers})
-			if tc.wantErr {
-				if err == nil {
-					t.Fatalf("want an error, got %+v", got)
-				}
-				return
-			}
-			want := cluster.Peer{ID: tc.id, URL: tc.url, Gossip: tc.gossip, Sharding: true, Replica: true}
-			if err != nil || got != want {
-				t.Fatalf("got %+v, %v; want %+v", got, err, want)
-			}
-		})
-	}
-}
-
-func TestDevNodeFor(t *testing.T) {
-	for _, tc := range []struct {
-		url, gossip, addr string
-		ok                bool
-	}{
-		{"http://127.0.0.1:8081", "127.0.0.1:7947", "127.0.0.1:8081", true},
-		{"http://localhost:8081", "localhost:7947", "localhost:8081", true},
-		{"http://[::1]:8081", "[::1]:7947", "[::1]:8081", true},
-		{"http://127.0.0.2:8081", "127.0.0.2:7947", "127.0.0.2:8081", true},
-		{"http://node1:8080", "node1:7946", "", false},
-		{"http://127.0.0.1:8081", "10.0.0.1:7947", "", false},
-		{"https://127.0.0.1:8081", "127.0.0.1:7947", "", false},
-		{"http://127.0.0.1", "127.0.0.1:7947", "", false},
-	} {
-		n, err := devNodeFor(cluster.Peer{ID: "n", URL: tc.url, Gossip: tc.gossip})
-		if (err == nil) != tc.ok || n.HTTPAddr != tc.addr {
-			t.Errorf("devNodeFor(%s, %s) = %q, %v; want %q ok=%v", tc.url, tc.gossip, n.HTTPAddr, err, tc.addr, tc.ok)
-		}
-	}
-	local, skipped := devLocalNodes(cluster.PeerList{Peers: []cluster.Peer{
-		{ID: "node10", URL: "http://127.0.0.1:8090", Gossip: "127.0.0.1:7956"},
-		{ID: "far", URL: "http://far:8080", Gossip: "far:7946"},
-		{ID: "node2", URL: "http://127.0.0.1:8082", Gossip: "127.0.0.1:7948"},
-	}})
-	if len(local) != 2 || local[0].ID != "node2" || local[1].ID != "node10" || len(skipped) != 1 || !strings.Contains(skipped[0], "far") {
-		t.Fatalf("devLocalNodes: %+v %q", local, skipped)
-	}
-}
-
-func TestDevChildEnv(t *testing.T) {
-	parent := []string{"PATH=/bin", "MONGO_URI=mongodb://elsewhere", "AUTH_SECRET=parent", "HOME=/root", "SHOAL_RUN_MAIN=1", "INSECURE=true"}
-	got := devChildEnv(parent, [][2]string{{"NODE_ID", "node1"}, {"AUTH_SECRET", "child"}})
-	want := []string{"PATH=/bin", "HOME=/root", "SHOAL_RUN_MAIN=1", "NODE_ID=node1", "AUTH_SECRET=child"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %q, want %q", got, want)
-	}
-}
-
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"/tmp/a-b_c.d": "/tmp/a-b_c.d", "/my dir": "'/my dir'", "it's": `'it'\''s'`, "": "''", "$HOME": "'$HOME'",
-	} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestPrefixWriterKeepsLinesWhole(t *testing.T) {
-	var buf bytes.Buffer
-	out := &lineOut{w: &buf}
-	tail := &tailLines{}
-	a := &prefixWriter{out: out, prefix: "node1 | ", tail: tail}
-	b := &prefixWriter{out: out, prefix: "node22 | ", tail: &tailLines{}}
-	var wg sync.WaitGroup
-	for _, w := range []*prefixWriter{a, b} {
-		wg.Go(func() {
-			for i := range 200 {
-				line := fmt.Sprintf("line %d of %s ends here\n", i, w.prefix[:5])
-				for len(line) > 0 { // the child's writes arrive in arbitrary pieces
-					n := min(len(line), 1+i%7)
-					w.Write([]byte(line[:n]))
-					line = line[n:]
-				}
-			}
-		})
-	}
-	wg.Wait()
-	a.Write([]byte("no newline at the end"))
-	a.flush()
-	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if len(lines) != 401 {
-		t.Fatalf("%d lines", len(lines))
-	}
-	for _, l := range lines[:400] {
-		if !(strings.HasPrefix(l, "node1 | line ") && strings.HasSuffix(l, "of node1 ends here")) &&
-			!(strings.HasPrefix(l, "node22 | line ") && strings.HasSuffix(l, "of node2 ends here")) {
-			t.Fatalf("interleaved or partial line %q", l)
-		}
-	}
-	if lines[400] != "node1 | no newline at the end" {
-		t.Fatalf("last line %q", lines[400])
-	}
-	if got := tail.get(); len(got) != devTailLines || got[len(got)-1] != "no newline at the end" {
-		t.Fatalf("tail %q", got)
-	}
-}
-
-func TestPrepareDevDir(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "rel", ".shoal-dev")
-	s, err := prepareDevDir(dir, 3, 8081, 7947, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !filepath.IsAbs(s.dir) || s.peersPath != filepath.Join(s.dir, "peers.json") {
-		t.Fatalf("paths: %+v", s)
-	}
-	fi, err := os.Stat(filepath.Join(dir, "secrets.env"))
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("secrets.env: %v %v", fi, err)
-	}
-	if len(s.secrets.auth) != 64 || len(s.secrets.cluster) != 64 || s.secrets.auth == s.secrets.cluster {
-		t.Fatalf("secrets are not 32 random bytes in hex each: %+v", s.secrets)
-	}
-	if claims := devJWTClaims(t, devReadTrim(t, filepath.Join(dir, "admin.token"))); claims["role"] != "admin" ||
-		time.Until(time.Unix(int64(claims["exp"].(float64)), 0)) < 29*24*time.Hour {
-		t.Fatalf("admin.token is not an admin token for 30 days: %v", claims)
-	}
-	if claims := devJWTClaims(t, devReadTrim(t, s.userTokenPath)); claims["sub"] != devUser || claims["role"] != nil {
-		t.Fatalf("user token: %v", claims)
-	}
-	if len(s.list.Peers) != 3 {
-		t.Fatalf("peers: %+v", s.list)
-	}
-
-	// A second run keeps the secrets and the peer list the user edited.
-	edited := []byte(`{"peers":[
-  {"id":"node1","url":"http://127.0.0.1:9081","gossip":"127.0.0.1:9947","voter":true},
-  {"id":"node2","url":"http://127.0.0.1:9082","gossip":"127.0.0.1:9948"},
-  {"id":"node3","url":"http://127.0.0.1:9083","gossip":"127.0.0.1:9949","replica":false}
-]}`)
-	if err := os.WriteFile(s.peersPath, edited, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := prepareDevDir(dir, 3, 8081, 7947, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s2.secrets != s.secrets {
-		t.Fatal("the secrets changed on the second run")
-	}
-	if got, _ := os.ReadFile(s.peersPath); !bytes.Equal(got, edited) || !bytes.Equal(s2.peersData, edited) || s2.list.Peers[0].URL != "http://127.0.0.1:9081" {
-		t.Fatalf("the edited peer list was not kept:\n%s", got)
-	}
-
-	// Without --nodes, any count is kept; with another --nodes it is replaced.
-	if s3, err := prepareDevDir(dir, 5, 8081, 7947, true); err != nil || len(s3.list.Peers) != 3 {
-		t.Fatalf("keepAnyCount: %v %+v", err, s3.list)
-	}
-	s4, err := prepareDevDir(dir, 5, 8081, 7947, false)
-	if err != nil || len(s4.list.Peers) != 5 {
-		t.Fatalf("--nodes 5: %v %+v", err, s4.list)
-	}
-	if l, err := cluster.ParsePeerList(devReadFile(t, s.peersPath), ""); err != nil || len(l.Peers) != 5 {
-		t.Fatalf("file not rewritten: %v %+v", err, l)
-	}
-
-	// A broken peer list or broken secrets stop it with a clear error.
-	os.WriteFile(s.peersPath, []byte(`{"peers":[`), 0o644)
-	if _, err := prepareDevDir(dir, 3, 8081, 7947, true); err == nil || !strings.Contains(err.Error(), "not a valid peer list") {
-		t.Fatalf("broken peers.json: %v", err)
-	}
-	os.Remove(s.peersPath)
-	os.WriteFile(filepath.Join(dir, "secrets.env"), []byte("AUTH_SECRET=short\n"), 0o644)
-	if _, err := prepareDevDir(dir, 3, 8081, 7947, true); err == nil || !strings.Contains(err.Error(), "delete the file") {
-		t.Fatalf("broken secrets.env: %v", err)
-	}
-}
-
+// The internals of `shoal dev` are tested in internal/devcluster; these
+// tests run the command.
 func TestAddNode(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
@@ -323,7 +36,7 @@ func TestAddNode(t *testing.T) {
 		t.Fatalf("without peers.json: exit %d: %s", code, errb.String())
 	}
 	path := filepath.Join(dir, "peers.json")
-	if err := os.WriteFile(path, formatPeerList(devPeerList(3, 8081, 7947)), 0o644); err != nil {
+	if err := os.WriteFile(path, devcluster.FormatPeerList(devcluster.LoopbackPeerList(3, 8081, 7947)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []cluster.Peer{
@@ -383,23 +96,6 @@ func TestDevRefusesPortsInUse(t *testing.T) {
 	}
 }
 
-func devJWTClaims(t *testing.T, tok string) map[string]any {
-	t.Helper()
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		t.Fatalf("not a JWT: %q", tok)
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func devReadFile(t *testing.T, path string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -411,6 +107,49 @@ func devReadFile(t *testing.T, path string) []byte {
 
 func devReadTrim(t *testing.T, path string) string {
 	return strings.TrimSpace(string(devReadFile(t, path)))
+}
+
+// TestDevClusterAsker checks what the drain watch of internal/devcluster
+// reads from a node's GET /v1/cluster, and the few words it logs when the
+// node does not answer.
+func TestDevClusterAsker(t *testing.T) {
+	const holding = `{"node":"x","partitions":{"count":4,"masters":{"a":3,"x":1},"without_master":0,"copies":{"x":2}},"moves":[{"partition":3,"to":"a"}]}`
+	tokens := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tokens <- r.Header.Get("Authorization")
+		if r.URL.Path != "/v1/cluster" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(holding))
+	}))
+	t.Cleanup(srv.Close)
+	ask := devClusterAsker("tok")
+	st, err := ask(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-tokens; got != "Bearer tok" {
+		t.Errorf("asked with Authorization %q, want the admin token", got)
+	}
+	ps := st.Partitions
+	if st.Node != "x" || ps == nil || ps.Count != 4 || ps.Masters["x"] != 1 || ps.Copies["x"] != 2 || len(st.Moves) != 1 || st.Moves[0].Partition != 3 {
+		t.Fatalf("read %+v (partitions %+v)", st, ps)
+	}
+
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	if _, err := ask(context.Background(), closed.URL); err == nil || err.Error() != "connection refused" {
+		t.Errorf("a closed node: %v, want \"connection refused\"", err)
+	}
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"title":"Unauthorized","detail":"bad token"}`, http.StatusUnauthorized)
+	}))
+	t.Cleanup(refusing.Close)
+	if _, err := ask(context.Background(), refusing.URL); err == nil || err.Error() != "GET /v1/cluster answered status 401: bad token" {
+		t.Errorf("a refusing node: %v", err)
+	}
 }
 
 // --- end to end: real `shoal dev` processes ---
@@ -445,13 +184,13 @@ func freeDevPorts(t *testing.T, n int) (httpBase, gossipBase int) {
 	for range 200 {
 		hp := 20000 + rand.IntN(12000-n)
 		gp := 20000 + rand.IntN(12000-n)
-		if validDevFlags(n, hp, gp) != nil {
+		if devcluster.CheckFlags(n, hp, gp) != nil {
 			continue
 		}
 		free := true
 		for i := range n {
-			free = free && tcpFree(fmt.Sprintf("127.0.0.1:%d", hp+i)) == nil &&
-				tcpFree(fmt.Sprintf("127.0.0.1:%d", gp+i)) == nil && udpFree(fmt.Sprintf("127.0.0.1:%d", gp+i)) == nil
+			free = free && devcluster.TCPFree(fmt.Sprintf("127.0.0.1:%d", hp+i)) == nil &&
+				devcluster.TCPFree(fmt.Sprintf("127.0.0.1:%d", gp+i)) == nil && devcluster.UDPFree(fmt.Sprintf("127.0.0.1:%d", gp+i)) == nil
 		}
 		if free {
 			return hp, gp
@@ -692,13 +431,13 @@ func (d *devProcess) checkAllGone(n int, zombieOK bool, timeout time.Duration) {
 		var busy []string
 		for i := range n {
 			h, g := fmt.Sprintf("127.0.0.1:%d", d.httpBase+i), fmt.Sprintf("127.0.0.1:%d", d.gossip+i)
-			if err := tcpFree(h); err != nil {
+			if err := devcluster.TCPFree(h); err != nil {
 				busy = append(busy, "tcp "+h)
 			}
-			if err := tcpFree(g); err != nil {
+			if err := devcluster.TCPFree(g); err != nil {
 				busy = append(busy, "tcp "+g)
 			}
-			if err := udpFree(g); err != nil {
+			if err := devcluster.UDPFree(g); err != nil {
 				busy = append(busy, "udp "+g)
 			}
 		}
@@ -828,9 +567,9 @@ func TestRemoveNode(t *testing.T) {
 		t.Fatalf("without peers.json: exit %d: %s", code, errb.String())
 	}
 	path := filepath.Join(dir, "peers.json")
-	l := devPeerList(4, 8081, 7947) // node1..3 vote
-	l.Peers[1].Sharding = false     // node2 holds no partitions of its own
-	if err := os.WriteFile(path, formatPeerList(l), 0o640); err != nil {
+	l := devcluster.LoopbackPeerList(4, 8081, 7947) // node1..3 vote
+	l.Peers[1].Sharding = false                     // node2 holds no partitions of its own
+	if err := os.WriteFile(path, devcluster.FormatPeerList(l), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	peers := func() []string {
@@ -839,7 +578,7 @@ func TestRemoveNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return devIDs(l)
+		return devcluster.SortedIDs(l)
 	}
 
 	for _, tc := range []struct {
@@ -893,7 +632,7 @@ func TestRemoveNode(t *testing.T) {
 		{ID: "node1", URL: "http://127.0.0.1:8081", Gossip: "127.0.0.1:7947", Sharding: true, Voter: true},
 		{ID: "node2", URL: "http://127.0.0.1:8082", Gossip: "127.0.0.1:7948", Sharding: true},
 	}}
-	if err := os.WriteFile(path, formatPeerList(l), 0o644); err != nil {
+	if err := os.WriteFile(path, devcluster.FormatPeerList(l), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code := run("node1", "--dir", dir); code != 1 || !strings.Contains(errb.String(), "node1 is the last lease voter") {
@@ -912,136 +651,6 @@ func TestRemoveNode(t *testing.T) {
 	if code := run("a", "--dir", dir); code != 1 || !strings.Contains(errb.String(), "not a valid peer list") {
 		t.Fatalf("broken list: exit %d: %s", code, errb.String())
 	}
-}
-
-func TestDrainedIn(t *testing.T) {
-	summary := func(without int, masters, copies map[string]int) *api.PartitionSummary {
-		return &api.PartitionSummary{Count: 8, WithoutMaster: without, Masters: masters, Copies: copies}
-	}
-	for _, tc := range []struct {
-		name string
-		st   clusterStatus
-		done bool
-		want string
-	}{
-		{"its own answer: nothing", clusterStatus{Node: "x", Partitions: summary(0, map[string]int{"a": 8}, map[string]int{"a": 0})}, true, "holds nothing"},
-		{"another's answer: nothing", clusterStatus{Node: "a", Partitions: summary(0, map[string]int{"a": 8}, nil), Moves: []api.MoveStatus{{Partition: 1}}}, true, "holds nothing"},
-		{"masters some", clusterStatus{Node: "x", Partitions: summary(0, map[string]int{"a": 6, "x": 2}, map[string]int{"x": 1})}, false, "masters 2 partitions, holds 1 copy"},
-		{"copies only", clusterStatus{Node: "a", Partitions: summary(0, map[string]int{"a": 8}, map[string]int{"x": 3})}, false, "masters 0 partitions, holds 3 copies"},
-		{"moves still listed", clusterStatus{Node: "x", Partitions: summary(0, map[string]int{"a": 8}, nil), Moves: []api.MoveStatus{{Partition: 1}}},
-			false, "masters 0 partitions, holds 0 copies, 1 partition moving from it"},
-		{"partitions without a master", clusterStatus{Node: "x", Partitions: summary(8, nil, nil)}, false, "(8 partitions without a master in x's table)"},
-		{"writes no later master checked", clusterStatus{Node: "x", Partitions: &api.PartitionSummary{Count: 8, Masters: map[string]int{"a": 8},
-			Unreconciled: map[string]int{"x": 1}}}, false, "masters 0 partitions, holds 0 copies, holds writes of its own no later master has checked in 1 partition"},
-		{"no partition counts", clusterStatus{Node: "x"}, false, "x gives no partition counts"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			done, got := drainedIn(tc.st, "x")
-			if done != tc.done || !strings.Contains(got, tc.want) {
-				t.Fatalf("drainedIn = %v, %q; want %v, %q", done, got, tc.done, tc.want)
-			}
-		})
-	}
-}
-
-// drainAnswers serves GET /v1/cluster answers in turn (the last one again
-// and again), counting the requests.
-type drainAnswers struct {
-	mu      sync.Mutex
-	answers []string
-	asked   int
-}
-
-func (d *drainAnswers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	d.mu.Lock()
-	body := d.answers[min(d.asked, len(d.answers)-1)]
-	d.asked++
-	d.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	w.Write([]byte(body))
-}
-
-func (d *drainAnswers) count() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.asked
-}
-
-func TestWatchDrain(t *testing.T) {
-	const (
-		holding = `{"node":"x","partitions":{"count":4,"masters":{"a":3,"x":1},"without_master":0,"copies":{"x":2}}}`
-		empty   = `{"node":"x","partitions":{"count":4,"masters":{"a":4},"without_master":0}}`
-		other   = `{"node":"a","partitions":{"count":4,"masters":{"a":4},"without_master":0}}`
-	)
-	newSup := func() (*supervisor, *devOutput) {
-		out := &devOutput{}
-		s := newSupervisor(devSetup{adminToken: "tok"}, "", out)
-		s.watchInterval = time.Millisecond
-		return s, out
-	}
-	watch := func(t *testing.T, s *supervisor, c *devChild, others []string) {
-		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go s.watchDrain(ctx, c, others)
-		select {
-		case got := <-s.drained:
-			if got != c {
-				t.Fatalf("drained %v, want %v", got.ID, c.ID)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("the drain was not seen")
-		}
-	}
-
-	t.Run("its own answer", func(t *testing.T) {
-		answers := &drainAnswers{answers: []string{holding, holding, holding, empty}}
-		srv := httptest.NewServer(answers)
-		t.Cleanup(srv.Close)
-		s, out := newSup()
-		c := &devChild{devNode: devNode{Peer: cluster.Peer{ID: "x", URL: srv.URL}}, done: make(chan struct{})}
-		watch(t, s, c, nil)
-		if n := answers.count(); n != 4 {
-			t.Errorf("asked %d times, want 4", n)
-		}
-		if !strings.Contains(out.String(), "x drains: masters 1 partition, holds 2 copies") {
-			t.Errorf("no progress logged:\n%s", out.String())
-		}
-	})
-
-	t.Run("another node's answer when it does not answer", func(t *testing.T) {
-		closed := httptest.NewServer(http.NotFoundHandler())
-		closed.Close()
-		stale := httptest.NewServer(&drainAnswers{answers: []string{holding}}) // says x still holds copies
-		t.Cleanup(stale.Close)
-		answers := &drainAnswers{answers: []string{`{"node":"a","partitions":{"count":4,"masters":{"a":4},"copies":{"x":1},"without_master":0}}`, other}}
-		srv := httptest.NewServer(answers)
-		t.Cleanup(srv.Close)
-		s, out := newSup()
-		c := &devChild{devNode: devNode{Peer: cluster.Peer{ID: "x", URL: closed.URL}}, done: make(chan struct{})}
-		watch(t, s, c, []string{stale.URL, srv.URL})
-		if n := answers.count(); n != 2 {
-			t.Errorf("asked the other node %d times, want 2", n)
-		}
-		if !strings.Contains(out.String(), "x drains: cannot ask it how far it is (connection refused); x says it masters 1 partition, holds 2 copies; a says it masters 0 partitions, holds 1 copy") {
-			t.Errorf("progress:\n%s", out.String())
-		}
-	})
-
-	t.Run("ends when the node exits", func(t *testing.T) {
-		srv := httptest.NewServer(&drainAnswers{answers: []string{holding}})
-		t.Cleanup(srv.Close)
-		s, _ := newSup()
-		c := &devChild{devNode: devNode{Peer: cluster.Peer{ID: "x", URL: srv.URL}}, done: make(chan struct{})}
-		ended := make(chan struct{})
-		go func() { s.watchDrain(context.Background(), c, nil); close(ended) }()
-		close(c.done)
-		select {
-		case <-ended:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the watch did not end with its node")
-		}
-	})
 }
 
 func TestDevStopsRemovedNodeOnceDrained(t *testing.T) {
