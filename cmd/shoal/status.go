@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/internal/wording"
 )
 
 // defaultNodeURL is where `shoal status` looks when nothing else says where.
@@ -155,7 +156,7 @@ func fetchMoves(ctx context.Context, client *http.Client, st clusterStatus, toke
 		}
 		out = append(out, memberMoves{ID: m.ID, URL: strings.TrimRight(u, "/")})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return naturalLess(out[i].ID, out[j].ID) })
+	sort.SliceStable(out, func(i, j int) bool { return wording.NaturalLess(out[i].ID, out[j].ID) })
 	var wg sync.WaitGroup
 	for i := range out {
 		a := &out[i]
@@ -378,19 +379,19 @@ func renderStatus(st clusterStatus, others []memberMoves, from string, now time.
 	if st.Version != "" {
 		version = " (version " + st.Version + ")"
 	}
-	fmt.Fprintf(&b, "Cluster as %s sees it%s, asked at %s\n", orDash(st.Node), version, from)
+	fmt.Fprintf(&b, "Cluster as %s sees it%s, asked at %s\n", wording.OrDash(st.Node), version, from)
 	pl := st.PeerList
 	loaded := "never loaded"
 	if !pl.LoadedAt.IsZero() {
 		loaded = "loaded " + pl.LoadedAt.UTC().Format(time.RFC3339) + " (" + ago(now.Sub(pl.LoadedAt)) + ")"
 	}
-	fmt.Fprintf(&b, "Peer list: %s, %s, %s\n", orDash(pl.Source), plural(pl.Peers, "peer"), loaded)
+	fmt.Fprintf(&b, "Peer list: %s, %s, %s\n", wording.OrDash(pl.Source), wording.Plural(pl.Peers, "peer"), loaded)
 	if r := pl.Refusal; r != nil {
 		fmt.Fprintf(&b, "!!! PEER LIST REFUSED at %s (%s): %s\n", r.At.UTC().Format(time.RFC3339), ago(now.Sub(r.At)), r.Reason)
-		fmt.Fprintf(&b, "!!! %s keeps the list it loaded before; fix %s and it is read again at the next refresh\n", orDash(st.Node), orDash(pl.Source))
+		fmt.Fprintf(&b, "!!! %s keeps the list it loaded before; fix %s and it is read again at the next refresh\n", wording.OrDash(st.Node), wording.OrDash(pl.Source))
 	}
 	members := append([]clusterMember(nil), st.Members...)
-	sort.SliceStable(members, func(i, j int) bool { return naturalLess(members[i].ID, members[j].ID) })
+	sort.SliceStable(members, func(i, j int) bool { return wording.NaturalLess(members[i].ID, members[j].ID) })
 	counts := map[string]int{}
 	listings := map[string]int{}
 	for _, m := range members {
@@ -405,9 +406,9 @@ func renderStatus(st clusterStatus, others []memberMoves, from string, now time.
 		}
 	}
 	for s, n := range counts {
-		states = append(states, fmt.Sprintf("%d %s", n, orDash(s)))
+		states = append(states, fmt.Sprintf("%d %s", n, wording.OrDash(s)))
 	}
-	summary := plural(len(members), "member")
+	summary := wording.Plural(len(members), "member")
 	if len(states) > 0 {
 		summary += ": " + strings.Join(states, ", ")
 	}
@@ -425,7 +426,7 @@ func renderStatus(st clusterStatus, others []memberMoves, from string, now time.
 	}
 	fmt.Fprintf(&b, "%s\n", summary)
 	if ps := st.Partitions; ps != nil {
-		line := plural(ps.Count, "partition")
+		line := wording.Plural(ps.Count, "partition")
 		if ps.WithoutMaster > 0 {
 			line += fmt.Sprintf(", %d WITHOUT A MASTER (writes to them get 503 until one is elected)", ps.WithoutMaster)
 		} else {
@@ -445,10 +446,10 @@ func renderStatus(st clusterStatus, others []memberMoves, from string, now time.
 		case outDraining:
 			unchecked := ""
 			if n := ps.Unreconciled[m.ID]; n > 0 {
-				unchecked = fmt.Sprintf(", holds writes of its own no later master has checked in %s", plural(n, "partition"))
+				unchecked = fmt.Sprintf(", holds writes of its own no later master has checked in %s", wording.Plural(n, "partition"))
 			}
 			fmt.Fprintf(&b, "%s drains (out of the peer list): masters %s, holds %s%s; do not stop it yet\n",
-				m.ID, plural(ps.Masters[m.ID], "partition"), copies(ps.Copies[m.ID]), unchecked)
+				m.ID, wording.Plural(ps.Masters[m.ID], "partition"), wording.Copies(ps.Copies[m.ID]), unchecked)
 		case outRemoved:
 			fmt.Fprintf(&b, "%s is out of the peer list and holds nothing: safe to stop (its data stays on disk)\n", m.ID)
 		}
@@ -481,8 +482,8 @@ func renderStatus(st clusterStatus, others []memberMoves, from string, now time.
 		if m.FreeBytes != nil {
 			free = humanBytes(*m.FreeBytes)
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", id, orDash(m.State), orDash(u), free,
-			lastHeard(m, now), roles(m.Sharding, m.Replica, m.Voter))
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", id, wording.OrDash(m.State), wording.OrDash(u), free,
+			lastHeard(m, now), wording.Roles(m.Sharding, m.Replica, m.Voter))
 		if ps := st.Partitions; ps != nil {
 			row += fmt.Sprintf("\t%d\t%d", ps.Masters[m.ID], ps.Copies[m.ID])
 		}
@@ -527,7 +528,7 @@ func renderMoves(b *strings.Builder, st clusterStatus, others []memberMoves) {
 		if moves[i].Partition != moves[j].Partition {
 			return moves[i].Partition < moves[j].Partition
 		}
-		return naturalLess(moves[i].From, moves[j].From)
+		return wording.NaturalLess(moves[i].From, moves[j].From)
 	})
 	switch {
 	case len(moves) == 0 && len(failed) == 0:
@@ -535,7 +536,7 @@ func renderMoves(b *strings.Builder, st clusterStatus, others []memberMoves) {
 	case len(moves) == 0:
 		fmt.Fprintln(b, "No partition is moving, as far as the members that answered say.")
 	default:
-		fmt.Fprintf(b, "Moves in progress (%s):\n", plural(len(moves), "partition"))
+		fmt.Fprintf(b, "Moves in progress (%s):\n", wording.Plural(len(moves), "partition"))
 		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  PARTITION\tFROM\tTO\tPHASE\tCOPIED\tBEHIND")
 		for _, m := range moves {
@@ -543,13 +544,13 @@ func renderMoves(b *strings.Builder, st clusterStatus, others []memberMoves) {
 			if m.DocumentsTotal > 0 {
 				copied += "/" + strconv.FormatInt(m.DocumentsTotal, 10)
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\n", m.Partition, orDash(m.From), orDash(m.To), orDash(m.Phase), copied, m.Behind)
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\n", m.Partition, wording.OrDash(m.From), wording.OrDash(m.To), wording.OrDash(m.Phase), copied, m.Behind)
 		}
 		tw.Flush()
 		fmt.Fprintln(b, "COPIED: documents copied to the new master (of all to copy); BEHIND: changes it still lacks")
 	}
 	for _, f := range failed {
-		fmt.Fprintf(b, "! could not ask %s at %s for its moves: %s\n", f.ID, orDash(f.URL), shortFetchError(f.Err, movesTimeout))
+		fmt.Fprintf(b, "! could not ask %s at %s for its moves: %s\n", f.ID, wording.OrDash(f.URL), shortFetchError(f.Err, movesTimeout))
 	}
 }
 
@@ -620,81 +621,4 @@ func humanBytes(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%.1f %s", v, units[i])
-}
-
-// roles prints a node's roles in fixed positions: "S R V", "S R -"; "-" for none.
-func roles(sharding, replica, voter bool) string {
-	if !sharding && !replica && !voter {
-		return "-"
-	}
-	letter := func(on bool, l string) string {
-		if on {
-			return l
-		}
-		return "-"
-	}
-	return letter(sharding, "S") + " " + letter(replica, "R") + " " + letter(voter, "V")
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func copies(n int) string {
-	if n == 1 {
-		return "1 copy"
-	}
-	return strconv.Itoa(n) + " copies"
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
-}
-
-// naturalCmp is naturalLess as a comparison for slices.SortFunc.
-func naturalCmp(a, b string) int {
-	switch {
-	case naturalLess(a, b):
-		return -1
-	case naturalLess(b, a):
-		return 1
-	}
-	return 0
-}
-
-// naturalLess orders ids so that node2 comes before node10.
-func naturalLess(a, b string) bool {
-	for a != "" && b != "" {
-		da, db := leadingDigits(a), leadingDigits(b)
-		if da != "" && db != "" {
-			na, nb := strings.TrimLeft(da, "0"), strings.TrimLeft(db, "0")
-			if len(na) != len(nb) {
-				return len(na) < len(nb)
-			}
-			if na != nb {
-				return na < nb
-			}
-			a, b = a[len(da):], b[len(db):]
-			continue
-		}
-		if a[0] != b[0] {
-			return a[0] < b[0]
-		}
-		a, b = a[1:], b[1:]
-	}
-	return len(a) < len(b)
-}
-
-func leadingDigits(s string) string {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return s[:i]
 }

@@ -255,33 +255,6 @@ func TestAgo(t *testing.T) {
 	}
 }
 
-func TestRoles(t *testing.T) {
-	for _, tc := range []struct {
-		s, r, v bool
-		want    string
-	}{
-		{true, true, true, "S R V"}, {true, true, false, "S R -"}, {false, true, false, "- R -"}, {false, false, false, "-"},
-	} {
-		if got := roles(tc.s, tc.r, tc.v); got != tc.want {
-			t.Errorf("roles(%v,%v,%v) = %q, want %q", tc.s, tc.r, tc.v, got, tc.want)
-		}
-	}
-}
-
-func TestNaturalLess(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want bool
-	}{
-		{"node2", "node10", true}, {"node10", "node2", false}, {"node1", "node1", false},
-		{"a", "b", true}, {"node", "node1", true}, {"node01", "node2", true}, {"n2x", "n2y", true},
-	} {
-		if got := naturalLess(tc.a, tc.b); got != tc.want {
-			t.Errorf("naturalLess(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 // tokenHandler answers GET /v1/cluster with body to requests with the token.
 func tokenHandler(token, body string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

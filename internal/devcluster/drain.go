@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/internal/wording"
 )
 
 // drainLogEvery is how often the progress of a drain is logged.
@@ -94,7 +95,7 @@ func (s *Supervisor) drainState(ctx context.Context, c *child, others []string) 
 func drainedIn(st ClusterView, id string) (bool, string) {
 	ps := st.Partitions
 	if ps == nil {
-		return false, orDash(st.Node) + " gives no partition counts"
+		return false, wording.OrDash(st.Node) + " gives no partition counts"
 	}
 	masters, held := ps.Masters[id], ps.Copies[id]
 	moving := 0
@@ -104,15 +105,15 @@ func drainedIn(st ClusterView, id string) (bool, string) {
 	if done, why := ps.HoldsNothing(id, moving); done {
 		return true, why
 	}
-	progress := fmt.Sprintf("masters %s, holds %s", plural(masters, "partition"), copies(held))
+	progress := fmt.Sprintf("masters %s, holds %s", wording.Plural(masters, "partition"), wording.Copies(held))
 	if n := ps.Unreconciled[id]; n > 0 {
-		progress += fmt.Sprintf(", holds writes of its own no later master has checked in %s", plural(n, "partition"))
+		progress += fmt.Sprintf(", holds writes of its own no later master has checked in %s", wording.Plural(n, "partition"))
 	}
 	if moving > 0 {
-		progress += fmt.Sprintf(", %s moving from it", plural(moving, "partition"))
+		progress += fmt.Sprintf(", %s moving from it", wording.Plural(moving, "partition"))
 	}
 	if ps.WithoutMaster > 0 {
-		progress += fmt.Sprintf(" (%d partitions without a master in %s's table)", ps.WithoutMaster, orDash(st.Node))
+		progress += fmt.Sprintf(" (%d partitions without a master in %s's table)", ps.WithoutMaster, wording.OrDash(st.Node))
 	}
 	return false, progress
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
+	"github.com/shoal-db/shoal/internal/wording"
 )
 
 // Node is a peer `shoal dev` runs as a child process.
@@ -57,10 +58,10 @@ func LocalNodes(l cluster.PeerList) (local []Node, skipped []string) {
 		local = append(local, n)
 	}
 	slices.SortStableFunc(local, func(a, b Node) int {
-		if naturalLess(a.ID, b.ID) {
+		if wording.NaturalLess(a.ID, b.ID) {
 			return -1
 		}
-		if naturalLess(b.ID, a.ID) {
+		if wording.NaturalLess(b.ID, a.ID) {
 			return 1
 		}
 		return 0

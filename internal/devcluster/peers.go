@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/wording"
 )
 
 // LoopbackPeerList is the peer list of n nodes on loopback, node i on
@@ -40,9 +41,9 @@ func FormatPeerList(l cluster.PeerList) []byte {
 	peers := slices.Clone(l.Peers)
 	slices.SortStableFunc(peers, func(a, b cluster.Peer) int {
 		switch {
-		case naturalLess(a.ID, b.ID):
+		case wording.NaturalLess(a.ID, b.ID):
 			return -1
-		case naturalLess(b.ID, a.ID):
+		case wording.NaturalLess(b.ID, a.ID):
 			return 1
 		}
 		return 0
@@ -68,7 +69,7 @@ func FormatPeerList(l cluster.PeerList) []byte {
 // SortedIDs lists a peer list's ids in natural order (node2 before node10).
 func SortedIDs(l cluster.PeerList) []string {
 	ids := l.IDs()
-	slices.SortStableFunc(ids, naturalCmp)
+	slices.SortStableFunc(ids, wording.NaturalCmp)
 	return ids
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/wording"
 )
 
 const (
@@ -91,10 +92,10 @@ func Prepare(dir string, nodes, httpPort, gossipPort int, keepAnyCount bool) (Se
 		}
 		if len(list.Peers) == nodes || keepAnyCount {
 			s.List, s.PeersData, s.Reused = list, data, true
-			s.Notes = append(s.Notes, fmt.Sprintf("using the peer list %s as it is (%s)", s.PeersPath, plural(len(list.Peers), "peer")))
+			s.Notes = append(s.Notes, fmt.Sprintf("using the peer list %s as it is (%s)", s.PeersPath, wording.Plural(len(list.Peers), "peer")))
 		} else {
 			s.Notes = append(s.Notes, fmt.Sprintf("replaced the peer list %s: it had %s and --nodes asks for %d",
-				s.PeersPath, plural(len(list.Peers), "peer"), nodes))
+				s.PeersPath, wording.Plural(len(list.Peers), "peer"), nodes))
 		}
 	}
 	if s.PeersData == nil {

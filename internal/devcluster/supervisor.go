@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/wording"
 )
 
 const (
@@ -320,7 +321,7 @@ func (s *Supervisor) reportNotReady(err error) {
 	if len(lines) == 0 {
 		fmt.Fprintf(&b, "%s%s printed nothing\n", s.prefix("dev"), nr.child.ID)
 	} else {
-		fmt.Fprintf(&b, "%sits last %s:\n", s.prefix("dev"), plural(len(lines), "log line"))
+		fmt.Fprintf(&b, "%sits last %s:\n", s.prefix("dev"), wording.Plural(len(lines), "log line"))
 		for _, l := range lines {
 			fmt.Fprintf(&b, "%s    %s\n", s.prefix("dev"), l)
 		}
@@ -414,10 +415,10 @@ func (s *Supervisor) stop(sigs <-chan os.Signal, code int) int {
 		}
 	}
 	slices.SortStableFunc(running, func(a, b *child) int {
-		if naturalLess(a.ID, b.ID) {
+		if wording.NaturalLess(a.ID, b.ID) {
 			return -1
 		}
-		if naturalLess(b.ID, a.ID) {
+		if wording.NaturalLess(b.ID, a.ID) {
 			return 1
 		}
 		return 0
@@ -470,10 +471,10 @@ func (s *Supervisor) banner(nodes []*child) string {
 	adminFile := ShellQuote(filepath.Join(s.setup.Dir, "admin.token"))
 	userFile := ShellQuote(s.setup.UserTokenPath)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nShoal dev cluster: %s ready, files in %s\n\n", plural(len(nodes), "node"), s.setup.Dir)
+	fmt.Fprintf(&b, "\nShoal dev cluster: %s ready, files in %s\n\n", wording.Plural(len(nodes), "node"), s.setup.Dir)
 	for _, c := range nodes {
 		fmt.Fprintf(&b, "  %-*s  %s  gossip %s  roles %s  data %s\n", s.width, c.ID, c.URL, c.Gossip,
-			roles(c.Sharding, c.Replica, c.Voter), filepath.Join(s.setup.Dir, c.ID))
+			wording.Roles(c.Sharding, c.Replica, c.Voter), filepath.Join(s.setup.Dir, c.ID))
 	}
 	u := nodes[0].URL
 	fmt.Fprintf(&b, "\n  peer list:   %s (edited or grown, it is picked up within a second)\n", s.setup.PeersPath)
