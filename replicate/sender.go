@@ -1,0 +1,387 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/shoal-db/shoal/internal/logsafe"
+	"github.com/shoal-db/shoal/store"
+)
+
+// run is the sender of one replica: it ships queued changes of every
+// partition in one request, catches up partitions that need it, and backs
+// off while the replica does not answer.
+func (s *Shipper) run(d *dest) {
+	defer s.wg.Done()
+	backoff := 50 * time.Millisecond
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-d.wake:
+		case <-tick.C:
+		}
+		for {
+			progressed, err := s.round(d)
+			if err != nil {
+				s.log.Debug("replica did not take a batch", "replica", d.id, "err", err)
+				select {
+				case <-s.ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(backoff*2, 2*time.Second)
+				break
+			}
+			backoff = 50 * time.Millisecond
+			if !progressed {
+				break
+			}
+		}
+	}
+}
+
+// round sends the queued changes of the partitions to the replica in one
+// request, then catches up one partition that needs it (a catch-up sends
+// the live changes of the other partitions between its chunks, so neither
+// starves the other). It reports whether it sent anything.
+func (s *Shipper) round(d *dest) (bool, error) {
+	req, catchUp := s.live(d)
+	if len(req.Batches) > 0 {
+		if err := s.send(d, req); err != nil {
+			return true, err
+		}
+	}
+	if catchUp >= 0 {
+		d.catchUpFrom = catchUp + 1 // the next catch-up is looked for after this one
+		return true, s.catchUp(d, catchUp)
+	}
+	return len(req.Batches) > 0, nil
+}
+
+// flushLive sends the queued changes of the partitions that need no
+// catch-up (between the chunks of a catch-up).
+func (s *Shipper) flushLive(d *dest) error {
+	if req, _ := s.live(d); len(req.Batches) > 0 {
+		return s.send(d, req)
+	}
+	return nil
+}
+
+// live takes the queued changes of the partitions the replica can take as
+// they are, as many as one request's bounds allow, and names a partition
+// that needs a catch-up (-1: none). Both go round the partitions as a
+// ring, each from where the previous one stopped, so that neither a
+// partition with a long queue nor one whose catch-up keeps failing holds
+// up the others.
+func (s *Shipper) live(d *dest) (Request, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var req Request
+	rm := newRoom(s.cfg.MaxBatchDocs, s.cfg.MaxBatchBytes)
+	parts := make([]int, 0, len(d.parts))
+	for p := range d.parts {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	ring := fromRing(parts, d.liveFrom)
+	now := time.Now()
+	var catchUp []int
+	cut := -1 // the first partition (index in ring) left with runs that did not fit
+	for i, p := range ring {
+		pr := d.parts[p]
+		if pr.copying {
+			continue // its catch-up is streaming; what queues meanwhile follows it
+		}
+		epoch, master := s.cfg.Epoch(p)
+		if !master {
+			// No longer master (a handoff, or the lease ran out): what was
+			// committed while it was still goes out, the tail of its tenure,
+			// but nothing is caught up from here any more.
+			if !pr.known || pr.catchUp {
+				pr.queue, pr.queued = nil, 0
+				continue
+			}
+		} else if !slices.Contains(s.cfg.Replicas(p), d.id) {
+			pr.queue, pr.queued = nil, 0
+			continue
+		}
+		if master && pr.known && !pr.catchUp {
+			// The queue can bring the replica up to date only if it starts
+			// where the replica is and reaches the master's history: a
+			// commit that failed, or whose lease ran out, stored changes
+			// (and used positions) that were never queued, and the writer
+			// publishes a commit's position only after queuing it, so a
+			// position beyond the last queued one means exactly that.
+			last := maxPosition(s.committed[p], s.cfg.Last(p))
+			if len(pr.queue) == 0 && pr.acked.Compare(last) < 0 {
+				pr.catchUp = true
+			} else if len(pr.queue) > 0 && pr.queue[0].From.Compare(pr.acked) > 0 {
+				pr.catchUp = true
+			}
+		}
+		if !pr.known || pr.catchUp {
+			if !now.Before(pr.restUntil) {
+				catchUp = append(catchUp, p)
+			}
+			continue
+		}
+		if len(pr.queue) == 0 {
+			if master && (pr.heard < epoch || s.noticeLocked(pr, p, epoch)) {
+				// Nothing new to send, but the committed position moved
+				// on (acknowledgements came in), or the replica has not
+				// answered a batch of this tenure yet (it may hold changes
+				// of an earlier one that this tenure never had: its answer
+				// to the first batch keeps them, see Heard): say so alone.
+				if !rm.takeHeader(wireBatchBase) {
+					if cut < 0 {
+						cut = i
+					}
+					continue
+				}
+				req.Batches = append(req.Batches, ToWire(s.notice(pr, p, epoch)))
+			}
+			continue
+		}
+		if rm.full() {
+			if cut < 0 {
+				cut = i
+			}
+			continue
+		}
+		batches, all := s.takeRuns(pr, p, &rm)
+		req.Batches = append(req.Batches, batches...)
+		if !all && cut < 0 {
+			cut = i
+		}
+	}
+	if cut >= 0 {
+		// The next request starts with the partition left waiting, or, if
+		// it had this whole request, with the one after it.
+		d.liveFrom = ring[cut]
+		if cut == 0 && len(ring) > 1 {
+			d.liveFrom = ring[1]
+		}
+	}
+	if len(catchUp) == 0 {
+		return req, -1
+	}
+	slices.Sort(catchUp)
+	return req, fromRing(catchUp, d.catchUpFrom)[0]
+}
+
+// noticeLocked says whether the replica, up to date with the queue, is to
+// be told the partition's majority-committed position alone, this node
+// mastering it at epoch: it moved on since the replica last took one. The
+// position moves on acknowledgements, found as send reads them (the
+// position kept is read here, not counted again for every partition of
+// every round), so a replica gets at most one notice per partition per
+// round of them.
+func (s *Shipper) noticeLocked(pr *progress, p int, epoch uint64) bool {
+	h := s.majority[p]
+	return h.epoch == epoch && h.pos.Compare(pr.told) > 0
+}
+
+// notice is a batch of the master's epoch that carries the
+// majority-committed position alone: no documents, from and up to the
+// replica's acknowledged position (it changes nothing the replica holds).
+// Call with s.mu held.
+func (s *Shipper) notice(pr *progress, p int, epoch uint64) store.Batch {
+	b := store.Batch{Partition: p, Epoch: epoch, From: pr.acked, UpTo: pr.acked}
+	s.stampLocked(&b)
+	return b
+}
+
+// fromRing returns the sorted partitions as a ring starting at the first
+// one not below start.
+func fromRing(sorted []int, start int) []int {
+	i, _ := slices.BinarySearch(sorted, start)
+	return append(slices.Clip(sorted[i:]), sorted[:i]...)
+}
+
+// takeRuns takes the queued runs of partition p that fit in rm, merged
+// while they follow on. A run that does not fit whole gives the documents
+// that do, in position order, as a batch that leaves the replica's
+// position where the run starts (only the run's last documents move it,
+// as in a catch-up); the rest stays queued. all says whether the queue
+// was emptied.
+func (s *Shipper) takeRuns(pr *progress, p int, rm *room) (out []WireBatch, all bool) {
+	var cur *queuedRun
+	for len(pr.queue) > 0 {
+		q := pr.queue[0]
+		if q.UpTo.Compare(pr.acked) <= 0 {
+			pr.queue = pr.queue[1:] // already held
+			pr.queued -= len(q.Docs)
+			continue
+		}
+		follows := cur != nil && cur.Epoch == q.Epoch && cur.UpTo == q.From
+		header := 0
+		if !follows {
+			header = wireBatchBase
+		}
+		n := rm.take(header, q.sizes)
+		if n == 0 && len(q.Docs) > 0 {
+			break
+		}
+		piece := q
+		if n < len(q.Docs) {
+			piece.Docs, piece.sizes, piece.UpTo = q.Docs[:n], q.sizes[:n], q.From
+			pr.queue[0].Docs, pr.queue[0].sizes = q.Docs[n:], q.sizes[n:]
+		} else {
+			pr.queue = pr.queue[1:]
+		}
+		pr.queued -= n
+		if follows {
+			*cur = mergeRuns(*cur, piece)
+		} else {
+			if cur != nil {
+				out = append(out, ToWire(cur.Batch))
+			}
+			s.stampLocked(&piece.Batch) // the epoch it was committed at
+			cur = &piece
+		}
+		if n < len(q.Docs) {
+			break
+		}
+	}
+	if cur != nil {
+		out = append(out, ToWire(cur.Batch))
+	}
+	return out, len(pr.queue) == 0
+}
+
+// mergeRuns joins two runs of a partition's history that follow on (a.UpTo
+// is b.From, same epoch) into one: the latest state of every document
+// changed in (a.From, b.UpTo], in position order. The replica then applies
+// one run, in one commit, instead of one per group commit of the master.
+func mergeRuns(a, b queuedRun) queuedRun {
+	type sized struct {
+		doc  *store.Doc
+		size int
+	}
+	latest := make(map[string]sized, len(a.Docs)+len(b.Docs))
+	for i, d := range a.Docs {
+		latest[d.Key] = sized{d, a.sizes[i]}
+	}
+	for i, d := range b.Docs {
+		latest[d.Key] = sized{d, b.sizes[i]}
+	}
+	all := make([]sized, 0, len(latest))
+	for _, e := range latest {
+		all = append(all, e)
+	}
+	slices.SortFunc(all, func(x, y sized) int { return x.doc.Pos.Compare(y.doc.Pos) })
+	a.Docs, a.sizes = make([]*store.Doc, len(all)), make([]int, len(all))
+	for i, e := range all {
+		a.Docs[i], a.sizes[i] = e.doc, e.size
+	}
+	a.UpTo = b.UpTo
+	return a
+}
+
+func maxPosition(a, b store.Position) store.Position {
+	if a.Compare(b) >= 0 {
+		return a
+	}
+	return b
+}
+
+// send delivers a request and records what the replica answered.
+func (s *Shipper) send(d *dest, req Request) error {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	resp, err := s.cfg.Send(ctx, d.id, req)
+	if err == nil && len(resp.Results) != len(req.Batches) {
+		err = fmt.Errorf("replica %s answered %d results for %d batches", d.id, len(resp.Results), len(req.Batches))
+	}
+	for i := 0; err == nil && i < len(resp.Results); i++ {
+		// One result per batch, in order: one that names another
+		// partition acknowledges nothing (it could count the replica for
+		// a partition it was never sent).
+		if resp.Results[i].Partition != req.Batches[i].Partition {
+			err = fmt.Errorf("replica %s answered partition %d for batch %d of partition %d", d.id, resp.Results[i].Partition, i, req.Batches[i].Partition)
+		}
+	}
+	s.mu.Lock()
+	if err != nil {
+		// What was in flight is unknown: catch those partitions up.
+		for _, b := range req.Batches {
+			if pr := d.parts[b.Partition]; pr != nil {
+				pr.catchUp = true
+			}
+		}
+		s.mu.Unlock()
+		return err
+	}
+	var diverged []Result
+	var refused error
+	before := map[int]store.Position{} // each partition's majority-committed position before these answers
+	for _, r := range resp.Results {
+		if _, ok := before[r.Partition]; !ok {
+			before[r.Partition] = s.majorityLocked(r.Partition)
+		}
+	}
+	for i, r := range resp.Results {
+		pr := d.parts[r.Partition]
+		if pr == nil {
+			continue
+		}
+		switch r.Code {
+		case "ok", "gap", "full-copy", "diverged":
+			pr.heard = max(pr.heard, req.Batches[i].Epoch)
+		}
+		switch r.Code {
+		case "ok":
+			pr.acked, pr.known = r.Applied, true
+			if pr.acked.Compare(s.committed[r.Partition]) >= 0 {
+				pr.behindSince = time.Time{}
+			}
+			pr.told = maxPosition(pr.told, req.Batches[i].Committed)
+		case "gap":
+			pr.acked, pr.known, pr.catchUp = r.Applied, true, true
+		case "full-copy":
+			pr.acked, pr.known, pr.catchUp, pr.forceFull = r.Applied, true, true, true
+			pr.queue, pr.queued = nil, 0
+		case "diverged":
+			pr.acked, pr.known, pr.catchUp = r.Applied, true, true
+			pr.queue, pr.queued = nil, 0
+			diverged = append(diverged, r)
+		case "stale-epoch", "is-master":
+			// This node is no longer the master it thinks it is; its lease
+			// will say so. Stop shipping this partition there.
+			pr.queue, pr.queued, pr.catchUp = nil, 0, true
+			refused = fmt.Errorf("replica %s refused partition %d: %s (its epoch %d)", d.id, r.Partition, r.Code, r.Epoch)
+		default:
+			pr.catchUp = true
+			refused = fmt.Errorf("replica %s could not apply partition %d: %s", d.id, r.Partition, logsafe.ClipTo(r.Error, 300))
+		}
+	}
+	for p, was := range before {
+		if s.majorityLocked(p).Compare(was) > 0 {
+			// The other replicas are told too (this one is, by the
+			// round that follows its answer).
+			for _, o := range s.dests {
+				if o != d && o.parts[p] != nil {
+					o.poke()
+				}
+			}
+		}
+	}
+	s.changed.Broadcast()
+	s.mu.Unlock()
+	if refused != nil {
+		// Back off rather than retry at once.
+		s.log.Warn("replica refused a batch", "err", refused)
+		return refused
+	}
+	for _, r := range diverged {
+		if err := s.restore(d, r.Partition, r.Applied, r.Diverged); err != nil {
+			return err
+		}
+	}
+	return nil
+}
