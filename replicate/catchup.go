@@ -96,7 +96,7 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	}
 	target := s.cfg.Last(p)
 	s.mu.Lock()
-	full := pr.forceFull || behindHorizon(acked, s.horizon(p))
+	full := pr.needsFullCopy(s.horizon(p))
 	s.mu.Unlock()
 	var toCopy int64
 	if s.cfg.Count != nil && acked.Compare(target) < 0 {
@@ -107,13 +107,11 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		toCopy, _ = s.cfg.Count(s.ctx, p, from) // only for display
 	}
 	s.mu.Lock()
-	pr.queue, pr.queued = nil, 0 // everything up to target comes from the store
-	pr.catchUp = false
-	pr.copying, pr.copied, pr.toCopy = true, 0, toCopy
+	pr.copyStarted(toCopy)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		pr.copying = false
+		pr.copyEnded()
 		s.mu.Unlock()
 	}()
 	if full {
@@ -165,7 +163,9 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 			if behindHorizon(acked, s.horizon(p)) {
 				// Tombstones after acked were purged while streaming: some
 				// deletes may be missing. Start over, with a full copy.
-				s.retryCatchUp(pr)
+				s.mu.Lock()
+				pr.startOver()
+				s.mu.Unlock()
 				return nil
 			}
 		}
@@ -176,7 +176,9 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		}
 		if last {
 			s.log.Debug("replica caught up", "replica", d.id, "partition", p, "at", target)
-			s.caughtUp(pr)
+			s.mu.Lock()
+			pr.caughtUp(false)
+			s.mu.Unlock()
 			return nil
 		}
 		if err := s.flushLive(d); err != nil {
@@ -213,6 +215,5 @@ func (s *Shipper) sendChunk(d *dest, pr *progress, b store.Batch) (ok bool, err 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pr.copied += int64(len(b.Docs))
-	return !pr.catchUp, nil
+	return pr.chunkDelivered(len(b.Docs)), nil
 }

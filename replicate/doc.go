@@ -15,7 +15,8 @@
 //   - shipper.go: the master's side as its callers see it (Config, Shipper):
 //     committed runs in, acknowledgements and majority-held positions out.
 //   - progress.go: what the master knows of one replica's copy of one
-//     partition, and how a catch-up's outcome changes it.
+//     partition: its stage (probe, stream, catch-up, copying) and every
+//     transition between them, tested without I/O.
 //   - sender.go: one sender goroutine per replica node, batching live runs
 //     of every partition it replicates there.
 //   - catchup.go: bringing a replica that is behind up to date from the

@@ -41,9 +41,8 @@ func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, ta
 		if last {
 			s.log.Info("full copy done", "replica", d.id, "partition", p, "at", target)
 			s.mu.Lock()
-			pr.forceFull = false
+			pr.caughtUp(true)
 			s.mu.Unlock()
-			s.caughtUp(pr)
 			return nil
 		}
 		if err := s.flushLive(d); err != nil {

@@ -1,12 +1,61 @@
 package replicate
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/shoal-db/shoal/store"
 )
 
+// Stage is where one replica's copy of one partition stands, as its master
+// sees it. It decides what the sender does for it next, in the manner of
+// the progress tracker of etcd's raft (probe, replicate, snapshot):
+//
+//	Probe ──answer──▶ Stream ──the queue falls short──▶ CatchUp ──turn, rest over──▶ Copying
+//	  ▲                 ▲                                  ▲                            │
+//	  │                 └────────── the copy ends ─────────┼────────────────────────────┤
+//	  │                                                    └─ the copy failed or was ───┘
+//	  └─ (new progress)                                       cut short
+//
+// The queue falls short when it overflowed, when a send was lost, or when
+// the replica found a gap, diverged, asked for a full copy, refused or
+// failed a batch. All transitions are the methods below; the Shipper calls
+// them with its lock held.
+type Stage int
+
+const (
+	// StageProbe: where the replica is is not known yet; an empty batch
+	// asks it (the replica answers "gap" with its position, or ok).
+	StageProbe Stage = iota
+	// StageStream: the queue of live runs starts where the replica is and
+	// reaches the master's history; the sender ships from it.
+	StageStream
+	// StageCatchUp: the queue cannot bring the replica up to date; the
+	// next catch-up from the store does (a full copy when the replica
+	// asked for one or is behind the tombstone horizon), once the
+	// partition has rested after failures in a row.
+	StageCatchUp
+	// StageCopying: a catch-up or full copy is streaming from the store;
+	// what queues meanwhile follows it.
+	StageCopying
+)
+
+func (st Stage) String() string {
+	switch st {
+	case StageProbe:
+		return "probe"
+	case StageStream:
+		return "stream"
+	case StageCatchUp:
+		return "catch-up"
+	case StageCopying:
+		return "copying"
+	}
+	return fmt.Sprintf("Stage(%d)", int(st))
+}
+
 // progress is what the master knows of one replica's copy of one partition.
+// Its stage is changed only by the methods in this file.
 type progress struct {
 	acked store.Position // the replica holds the history up to here
 	known bool           // acked has been learned from the replica
@@ -23,7 +72,7 @@ type progress struct {
 	// acknowledged was committed (zero when it is up to date).
 	behindSince time.Time
 	// A catch-up or full copy in progress: documents delivered, of how
-	// many (0: not counted).
+	// many (0: not counted). catchUp set meanwhile cuts it short.
 	copying        bool
 	copied, toCopy int64
 	forceFull      bool // the replica asked for a full copy
@@ -35,6 +84,146 @@ type progress struct {
 	// replica's other partitions proceed meanwhile.
 	failures  int
 	restUntil time.Time
+}
+
+// stage is where the copy stands (see Stage).
+func (pr *progress) stage() Stage {
+	switch {
+	case pr.copying:
+		return StageCopying
+	case !pr.known:
+		return StageProbe
+	case pr.catchUp:
+		return StageCatchUp
+	}
+	return StageStream
+}
+
+// waiting says whether the copy waits for a catch-up or a probe (it is
+// neither streaming nor being copied).
+func (pr *progress) waiting() bool {
+	st := pr.stage()
+	return st == StageProbe || st == StageCatchUp
+}
+
+// rested says whether a partition waiting for a catch-up may have one at
+// now: its rest after failures in a row is over.
+func (pr *progress) rested(now time.Time) bool { return !now.Before(pr.restUntil) }
+
+// queueFallsShort: the queue does not start where the replica is, or does
+// not reach the master's history; only a catch-up brings it up to date.
+func (pr *progress) queueFallsShort() { pr.catchUp = true }
+
+// enqueue queues a committed run of n documents for a streaming (or
+// probed) replica; past max queued documents the queue is dropped and the
+// replica caught up from the store, which holds it all.
+func (pr *progress) enqueue(run queuedRun, n, max int) {
+	if pr.catchUp {
+		return
+	}
+	if pr.queued+n > max {
+		pr.dropQueue()
+		pr.catchUp = true
+		return
+	}
+	pr.queue = append(pr.queue, run)
+	pr.queued += n
+}
+
+// dropQueue forgets the queued runs (a catch-up brings what they held).
+func (pr *progress) dropQueue() { pr.queue, pr.queued = nil, 0 }
+
+// answered records that the replica checked a batch of epoch.
+func (pr *progress) answered(epoch uint64) { pr.heard = max(pr.heard, epoch) }
+
+// applied: the replica applied a batch and holds the history up to
+// applied; it is up to date once that reaches committed, and it took the
+// majority-committed position told.
+func (pr *progress) applied(applied, committed, told store.Position) {
+	pr.acked, pr.known = applied, true
+	if pr.acked.Compare(committed) >= 0 {
+		pr.behindSince = time.Time{}
+	}
+	pr.told = maxPosition(pr.told, told)
+}
+
+// gap: the batch did not start where the replica is (applied).
+func (pr *progress) gap(applied store.Position) {
+	pr.acked, pr.known, pr.catchUp = applied, true, true
+}
+
+// askedForFullCopy: the replica cannot be caught up by changes (it is
+// behind the tombstone horizon by its own account).
+func (pr *progress) askedForFullCopy(applied store.Position) {
+	pr.acked, pr.known, pr.catchUp, pr.forceFull = applied, true, true, true
+	pr.dropQueue()
+}
+
+// diverged: the replica holds changes the master's history does not; it
+// rolled them back to applied, and the documents they touched are
+// restored from the master.
+func (pr *progress) diverged(applied store.Position) {
+	pr.acked, pr.known, pr.catchUp = applied, true, true
+	pr.dropQueue()
+}
+
+// refusedTheMaster: the replica knows of a later master (or is the
+// master); nothing more is shipped from this tenure's queue.
+func (pr *progress) refusedTheMaster() {
+	pr.dropQueue()
+	pr.catchUp = true
+}
+
+// failed: the replica could not apply a batch, or the request's fate is
+// unknown (it failed in flight); the next catch-up starts from what the
+// replica holds.
+func (pr *progress) failed() { pr.catchUp = true }
+
+// copyStarted: a catch-up or full copy of toCopy documents (0: not
+// counted) begins; everything up to its target comes from the store.
+func (pr *progress) copyStarted(toCopy int64) {
+	pr.dropQueue()
+	pr.catchUp = false
+	pr.copying, pr.copied, pr.toCopy = true, 0, toCopy
+}
+
+// chunkDelivered: a chunk of n documents was delivered; false if the copy was
+// cut short meanwhile (a failure, a gap: the next round starts over).
+func (pr *progress) chunkDelivered(n int) (goOn bool) {
+	pr.copied += int64(n)
+	return !pr.catchUp
+}
+
+// copyEnded: the catch-up or full copy is over, done or not.
+func (pr *progress) copyEnded() { pr.copying = false }
+
+// copyFailed: the catch-up failed or gave up at now; a later round
+// catches the partition up again once it has rested (longer after each
+// failure in a row), so that the replica's other partitions proceed
+// meanwhile.
+func (pr *progress) copyFailed(now time.Time) {
+	pr.catchUp = true
+	pr.failures++
+	pr.restUntil = now.Add(restAfter(pr.failures))
+}
+
+// startOver: the next round catches the partition up again at once (it
+// fell behind the tombstone horizon while streaming: a full copy).
+func (pr *progress) startOver() { pr.catchUp = true }
+
+// caughtUp: the copy reached its target; full says it was a full copy
+// (which the replica no longer needs). Failures in a row end.
+func (pr *progress) caughtUp(full bool) {
+	if full {
+		pr.forceFull = false
+	}
+	pr.failures, pr.restUntil = 0, time.Time{}
+}
+
+// needsFullCopy says whether the next copy must be a full one, given the
+// master's tombstone horizon.
+func (pr *progress) needsFullCopy(horizon store.Position) bool {
+	return pr.forceFull || behindHorizon(pr.acked, horizon)
 }
 
 // queuedRun is a committed run waiting for a replica, with the encoded
@@ -90,22 +279,12 @@ func (s *Shipper) scanFailed(pr *progress, limit int) {
 	s.catchUpFailed(pr)
 }
 
-// catchUpFailed has a later round catch the partition up again, once it
-// has rested (longer after each failure in a row), so that the replica's
-// other partitions are caught up meanwhile.
+// catchUpFailed has a later round catch the partition up again, after a
+// rest (progress.copyFailed).
 func (s *Shipper) catchUpFailed(pr *progress) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pr.catchUp = true
-	pr.failures++
-	pr.restUntil = time.Now().Add(restAfter(pr.failures))
-}
-
-// caughtUp ends a partition's failures in a row.
-func (s *Shipper) caughtUp(pr *progress) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pr.failures, pr.restUntil = 0, time.Time{}
+	pr.copyFailed(time.Now())
 }
 
 // restAfter is how long a partition whose catch-up failed failures times
@@ -113,11 +292,4 @@ func (s *Shipper) caughtUp(pr *progress) {
 // as the sender backs off when its replica does not answer at all).
 func restAfter(failures int) time.Duration {
 	return min(100*time.Millisecond<<min(max(failures-1, 0), 5), 2*time.Second)
-}
-
-// retryCatchUp has the next round catch the partition up again.
-func (s *Shipper) retryCatchUp(pr *progress) {
-	s.mu.Lock()
-	pr.catchUp = true
-	s.mu.Unlock()
 }

@@ -94,7 +94,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 	cut := -1 // the first partition (index in ring) left with runs that did not fit
 	for i, p := range ring {
 		pr := d.parts[p]
-		if pr.copying {
+		if pr.stage() == StageCopying {
 			continue // its catch-up is streaming; what queues meanwhile follows it
 		}
 		epoch, master := s.cfg.Epoch(p)
@@ -102,15 +102,15 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			// No longer master (a handoff, or the lease ran out): what was
 			// committed while it was still goes out, the tail of its tenure,
 			// but nothing is caught up from here any more.
-			if !pr.known || pr.catchUp {
-				pr.queue, pr.queued = nil, 0
+			if pr.waiting() {
+				pr.dropQueue()
 				continue
 			}
 		} else if !slices.Contains(s.cfg.Replicas(p), d.id) {
-			pr.queue, pr.queued = nil, 0
+			pr.dropQueue()
 			continue
 		}
-		if master && pr.known && !pr.catchUp {
+		if master && pr.stage() == StageStream {
 			// The queue can bring the replica up to date only if it starts
 			// where the replica is and reaches the master's history: a
 			// commit that failed, or whose lease ran out, stored changes
@@ -119,13 +119,13 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			// position beyond the last queued one means exactly that.
 			last := maxPosition(s.committed[p], s.cfg.Last(p))
 			if len(pr.queue) == 0 && pr.acked.Compare(last) < 0 {
-				pr.catchUp = true
+				pr.queueFallsShort()
 			} else if len(pr.queue) > 0 && pr.queue[0].From.Compare(pr.acked) > 0 {
-				pr.catchUp = true
+				pr.queueFallsShort()
 			}
 		}
-		if !pr.known || pr.catchUp {
-			if !now.Before(pr.restUntil) {
+		if pr.waiting() {
+			if pr.rested(now) {
 				catchUp = append(catchUp, p)
 			}
 			continue
@@ -311,7 +311,7 @@ func (s *Shipper) send(d *dest, req Request) error {
 		// What was in flight is unknown: catch those partitions up.
 		for _, b := range req.Batches {
 			if pr := d.parts[b.Partition]; pr != nil {
-				pr.catchUp = true
+				pr.failed()
 			}
 		}
 		s.mu.Unlock()
@@ -332,31 +332,25 @@ func (s *Shipper) send(d *dest, req Request) error {
 		}
 		switch r.Code {
 		case "ok", "gap", "full-copy", "diverged":
-			pr.heard = max(pr.heard, req.Batches[i].Epoch)
+			pr.answered(req.Batches[i].Epoch)
 		}
 		switch r.Code {
 		case "ok":
-			pr.acked, pr.known = r.Applied, true
-			if pr.acked.Compare(s.committed[r.Partition]) >= 0 {
-				pr.behindSince = time.Time{}
-			}
-			pr.told = maxPosition(pr.told, req.Batches[i].Committed)
+			pr.applied(r.Applied, s.committed[r.Partition], req.Batches[i].Committed)
 		case "gap":
-			pr.acked, pr.known, pr.catchUp = r.Applied, true, true
+			pr.gap(r.Applied)
 		case "full-copy":
-			pr.acked, pr.known, pr.catchUp, pr.forceFull = r.Applied, true, true, true
-			pr.queue, pr.queued = nil, 0
+			pr.askedForFullCopy(r.Applied)
 		case "diverged":
-			pr.acked, pr.known, pr.catchUp = r.Applied, true, true
-			pr.queue, pr.queued = nil, 0
+			pr.diverged(r.Applied)
 			diverged = append(diverged, r)
 		case "stale-epoch", "is-master":
 			// This node is no longer the master it thinks it is; its lease
 			// will say so. Stop shipping this partition there.
-			pr.queue, pr.queued, pr.catchUp = nil, 0, true
+			pr.refusedTheMaster()
 			refused = fmt.Errorf("replica %s refused partition %d: %s (its epoch %d)", d.id, r.Partition, r.Code, r.Epoch)
 		default:
-			pr.catchUp = true
+			pr.failed()
 			refused = fmt.Errorf("replica %s could not apply partition %d: %s", d.id, r.Partition, logsafe.ClipTo(r.Error, 300))
 		}
 	}

@@ -170,15 +170,7 @@ func (s *Shipper) Committed(b store.Batch) {
 		if pr.behindSince.IsZero() {
 			pr.behindSince = time.Now()
 		}
-		if !pr.catchUp {
-			if pr.queued+len(b.Docs) > s.cfg.MaxQueued {
-				// Overflow: the store has it all; catch up from there.
-				pr.queue, pr.queued, pr.catchUp = nil, 0, true
-			} else {
-				pr.queue = append(pr.queue, run)
-				pr.queued += len(b.Docs)
-			}
-		}
+		pr.enqueue(run, len(b.Docs), s.cfg.MaxQueued)
 		d.poke()
 	}
 }
@@ -410,8 +402,8 @@ func (s *Shipper) Lags() []Lag {
 				continue // not master, or no longer a replica there
 			}
 			last := s.cfg.Last(p)
-			l := Lag{Replica: d.id, Partition: p, Acked: pr.acked, CatchUp: pr.catchUp || !pr.known || pr.copying,
-				Copying: pr.copying, Copied: pr.copied, ToCopy: pr.toCopy}
+			l := Lag{Replica: d.id, Partition: p, Acked: pr.acked, CatchUp: pr.stage() != StageStream,
+				Copying: pr.stage() == StageCopying, Copied: pr.copied, ToCopy: pr.toCopy}
 			if !pr.behindSince.IsZero() {
 				l.LagMs = time.Since(pr.behindSince).Milliseconds()
 			}
