@@ -9,7 +9,7 @@ import (
 
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
-	"github.com/shoal-db/shoal/shard"
+	"github.com/shoal-db/shoal/placement"
 )
 
 // A former master may hold, in its copy of a partition, w=1 writes it
@@ -18,9 +18,9 @@ import (
 // collection (store.Writer's divergence check). A node that was down past
 // REPLICA_REPLACE_AFTER is in no responsible list when it comes back, so
 // no master would send it that batch: it asks the partition's master to
-// check its copy (askForChecks), and the master keeps it as an extra copy
-// until it has answered a batch of its tenure (copyChecks,
-// withCopiesToCheck in chooseReplicas).
+// check its copy (askForChecks, placement.ShouldAskCheck), and the master
+// keeps it as an extra copy until it has answered a batch of its tenure
+// (copyChecks, placement.WithCopiesToCheck in chooseReplicas).
 
 // checkAskedFor is how long, in LEASE_TTLs, a master remembers a node's
 // request to check its copy: the node asks again about every LEASE_TTL
@@ -80,29 +80,6 @@ func (c *copyChecks) done(p int, nodes []string) {
 	}
 }
 
-// withCopiesToCheck adds to the replicas of a partition (regular copies
-// first: the first copies-1, those write concerns and the promotion rule
-// count) the nodes asking to have their copy checked that have not
-// answered a batch of this tenure yet (heard), as extra copies: after
-// every other replica, and only once the regular slots are all taken, so
-// that an asker never counts as a regular copy (ChooseReplicas fills an
-// empty slot from the listed nodes itself; an asker out of the peer list
-// waits until then). done lists the askers that answered: their check is
-// over, and they stay only if chosen on their own merits.
-func withCopiesToCheck(replicas, asking []string, copies int, heard func(string) bool) (out, done []string) {
-	out = replicas
-	for _, r := range asking {
-		switch {
-		case heard(r):
-			done = append(done, r)
-		case slices.Contains(out, r), len(out) < copies-1:
-		default:
-			out = append(slices.Clone(out), r)
-		}
-	}
-	return out, done
-}
-
 // checkCopy is a master's side of a copy check: node asked to have its
 // copy of partition p checked. It returns this node's epoch.
 func (n *Node) checkCopy(p int, node string) (uint64, error) {
@@ -115,14 +92,6 @@ func (n *Node) checkCopy(p int, node string) (uint64, error) {
 	}
 	n.checks.ask(p, node, time.Now())
 	return epoch, nil
-}
-
-// shouldAskCheck reports whether a node (self) whose copy of a partition
-// is unreconciled (see unreconciledCopy) after its own tenure should ask
-// the partition's master in a (the partition table's entry) to check it:
-// another node masters it at a later epoch, and is up (masterUp).
-func shouldAskCheck(self string, tenure uint64, a shard.Assignment, masterUp bool) bool {
-	return a.Master != "" && a.Master != self && a.Epoch > tenure && masterUp
 }
 
 // askForChecks asks, about every LEASE_TTL per partition, the master of
@@ -153,7 +122,7 @@ func (n *Node) askForChecks(ctx context.Context) {
 		states := n.cluster.States()
 		for _, p := range unreconciled {
 			a := n.table.Get(p)
-			if time.Now().Before(next[p]) || !shouldAskCheck(n.cfg.NodeID, n.writer.Tenure(p), a, states[a.Master] == cluster.Up) {
+			if time.Now().Before(next[p]) || !placement.ShouldAskCheck(n.cfg.NodeID, n.writer.Tenure(p), a, states[a.Master] == cluster.Up) {
 				continue
 			}
 			first := next[p].IsZero()

@@ -16,9 +16,6 @@ import (
 
 // Handoff tuning.
 const (
-	// handoffMaxBehind is how many changes the receiver may still lack when
-	// a handoff starts: the rest ships while writes are paused.
-	handoffMaxBehind = 200
 	// handoffShipTimeout bounds the wait for the last changes to reach the
 	// receiver; past it the handoff is abandoned and writes resume here.
 	handoffShipTimeout = 2 * time.Second
@@ -93,7 +90,7 @@ func (h *handoffs) finish(p int) {
 
 // due lists the partitions this node masters that should move now: their
 // preferred master is another node, UP, in the responsible list (it holds
-// a copy) and at most handoffMaxBehind changes behind.
+// a copy) and at most placement.MaxBehind changes behind.
 func (h *handoffs) due() map[int]string {
 	n := h.n
 	ring := n.place.Ring()

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"maps"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/lease"
+	"github.com/shoal-db/shoal/placement"
 	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
@@ -41,7 +41,7 @@ type Node struct {
 	commits *commitRecorder // COMMIT_LOG (nil: off)
 
 	table    *shard.Table
-	place    *placement
+	place    *peerRing
 	stop     context.CancelFunc
 	running  sync.WaitGroup
 	server   *http.Server
@@ -123,7 +123,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		st.Close(ctx)
 		return nil, err
 	}
-	place := &placement{partitions: cfg.PartitionCount, cluster: cl, log: log}
+	place := &peerRing{partitions: cfg.PartitionCount, cluster: cl, log: log}
 	if place.Ring() == nil {
 		cl.Close()
 		ln.Close()
@@ -196,7 +196,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		// if the voters' records were lost.
 		n.leases.Learn(p, n.writer.NewestEpoch(p))
 		if e := n.writer.Tenure(p); e > 0 {
-			table.Merge(tenureAssignment(cfg.NodeID, p, e, n.tenureLists[p]))
+			table.Merge(placement.TenureAssignment(cfg.NodeID, p, e, n.tenureLists[p].Epoch, n.tenureLists[p].Replicas))
 		}
 	}
 	var acks api.Acknowledger
@@ -306,7 +306,7 @@ func listenURL(ln net.Listener) string {
 
 // leasePlan is what the lease manager wants each round: the voters of the
 // peer list, and per partition whether this node should master it (see
-// wantsPartition).
+// placement.WantsLease).
 func (n *Node) leasePlan() lease.Plan {
 	ring, voters := n.place.current()
 	view := n.cluster.View()
@@ -334,190 +334,31 @@ func (n *Node) leasePlan() lease.Plan {
 			_, holding := n.leases.Holds(p)
 			a := n.table.Get(p)
 			_, learned := n.leases.Learned(p)
-			return wantsPartition(wantInput{
-				self: n.cfg.NodeID, a: a, regular: shard.WriteQuorum(copies).Regular(a.Responsible), succession: shard.Succession(ring, p),
-				holding: holding, handingOff: n.handoff.inProgress(p), receiving: n.handoff.receiving(p),
-				newestEpoch: n.writer.NewestEpoch(p), learnedHolder: learned,
+			return placement.WantsLease(placement.WantInput{
+				Self: n.cfg.NodeID, Assignment: a, Regular: shard.WriteQuorum(copies).Regular(a.Responsible), Succession: shard.Succession(ring, p),
+				Holding: holding, HandingOff: n.handoff.inProgress(p), Receiving: n.handoff.receiving(p),
+				NewestEpoch: n.writer.NewestEpoch(p), LearnedHolder: learned,
 				// Superseded also when this node gave its tenure up
 				// because a copy was ahead (ConfirmTenure).
-				superseded: learned != "" && learned != n.cfg.NodeID || a.Master == n.cfg.NodeID && n.promote.yieldedAt(p, a.Epoch),
-				up:         func(id string) bool { return states[id] == cluster.Up && !l.over(id, a) },
-				lost:       lost,
-				promote: func(regular []string, up func(string) bool) bool {
+				Superseded: learned != "" && learned != n.cfg.NodeID || a.Master == n.cfg.NodeID && n.promote.yieldedAt(p, a.Epoch),
+				Up:         func(id string) bool { return states[id] == cluster.Up && !l.Over(id, a) },
+				Lost:       lost,
+				Promote: func(regular []string, up func(string) bool) bool {
 					return n.promote.mayCampaign(p, regular, up, func(id string) bool { return states[id] == cluster.Up })
 				},
-				takeOver: func(master string) bool {
+				TakeOver: func(master string) bool {
 					return states[master] == cluster.Up && n.promote.mayTakeOver(p, master)
 				},
 			})
 		}}
 }
 
-// lapse is what this node knows of a partition's last lease: its holder
-// and epoch, and whether it ended with nobody after it (lease.Record.Ended),
-// by its own voter record or, for a node that is not a voter, by what a
-// majority of the voters said (promotion.queryVoters).
-type lapse struct {
-	holder string
-	epoch  uint64
-	ended  bool
-}
-
 // lapseOf is what this node knows of partition p's last lease: its own
 // voter record, or else what a majority of the voters said recently.
-func (n *Node) lapseOf(p int) lapse {
-	var own lapse
-	own.holder, own.epoch, own.ended = n.leases.Lapsed(p)
-	return knownLapse(own, n.promote.lapseHeard(p), n.table.Get(p).Epoch)
-}
-
-// knownLapse is what a node knows of a partition's last lease: its own
-// voter record (own), unless that is older than the tenure the partition
-// table names (table: a later grant happened without this voter, which
-// was paused or cut off), or it has none; then what a majority of the
-// voters said (heard), when that is newer.
-func knownLapse(own, heard lapse, table uint64) lapse {
-	switch {
-	case own.ended && own.epoch >= table:
-		return own
-	case heard.ended && (heard.epoch >= table || !own.ended || heard.epoch > own.epoch):
-		return heard
-	case own.ended:
-		return own
-	}
-	return heard
-}
-
-// over reports whether node id's tenure of the partition is over by this
-// lapse: it is the holder whose lease ended, or the master the
-// table names at that epoch or before (a later campaign got a grant here
-// and lapsed too, so the table's master is not coming back either).
-func (l lapse) over(id string, a shard.Assignment) bool {
-	return l.ended && (id == l.holder || id == a.Master && a.Epoch <= l.epoch)
-}
-
-// wantInput is what one node knows of one partition when deciding whether
-// to campaign for its lease.
-type wantInput struct {
-	self string
-	a    shard.Assignment // the partition table's entry
-	// regular is the part of the responsible list that write concerns
-	// count (shard.WriteQuorum): the master and the first copies-1
-	// replicas (an incoming copy or a draining replica kept meanwhile come
-	// after them).
-	regular    []string
-	succession []string // ring order: the preferred master first
-	holding    bool     // this node holds the lease now
-	handingOff bool     // this node is handing it to another
-	receiving  bool     // another node is handing it to this one
-	superseded bool     // the voters know of a later holder than this node
-	// newestEpoch is the newest epoch of the partition in this node's own
-	// history (its store, a master's batches, its tenures): one later than
-	// the table's own tenure of this node means another master came after
-	// it, even when nobody has told the lease holder so yet (a full
-	// restart).
-	newestEpoch uint64
-	// learnedHolder is the holder of the newest grant of the partition
-	// the voters told this node of (its own records, if a voter; answers
-	// to its requests and queries), "" if none.
-	learnedHolder string
-	up            func(id string) bool
-	// lost says a node's copy is gone for good (DOWN past
-	// REPLICA_REPLACE_AFTER, or out of the cluster), not merely
-	// unreachable now.
-	lost func(id string) bool
-	// promote is the promotion rule among the regular copies, asked only
-	// when the master is gone and this node is one of them.
-	promote func(regular []string, up func(string) bool) bool
-	// takeOver is asked by a node without a regular copy when the gone
-	// master was the only regular copy: whether gossip still reaches the
-	// master and it answered, since its lease ended, with a position this
-	// node's copy has reached.
-	takeOver func(master string) bool
-}
-
-// wantsPartition is the campaign rule. Only one of these moves a
-// partition's lease while its master lives: an orderly handoff (the master
-// keeps its lease until it hands it over). Otherwise:
-//   - a master keeps what it holds, and takes back a lease of its own that
-//     lapsed, unless the voters told it of a later holder or its own
-//     history holds a later epoch than that tenure (a later master's
-//     batches reached it: after a full restart nobody has told it yet, and
-//     its copy may lack that master's writes);
-//   - a partition nobody ever mastered goes to the first available node of
-//     its succession (the preferred master first);
-//   - when the master is gone, the regular copies (those write concerns
-//     count) decide by the promotion rule: the most current one campaigns;
-//   - a node without a regular copy campaigns when the gone master was
-//     the only regular copy and still answers with a position this node
-//     has reached; otherwise only when every copy, the gone master's
-//     too, is lost (not merely unreachable, or its lease lapsed), in
-//     succession order (the partition starts again without their
-//     history).
-func wantsPartition(in wantInput) bool {
-	switch {
-	case in.holding:
-		return true
-	case in.handingOff:
-		return false
-	case in.receiving:
-		return true
-	case in.a.Master == in.self && !in.superseded && in.newestEpoch <= in.a.Epoch:
-		return true
-	case in.a.Master == "":
-		// No master known. A partition that was mastered may look so
-		// after a full restart, until the former master, which names
-		// itself from its own tenure record, is heard from: campaigning
-		// as for a new partition then, the preferred master could win
-		// with a copy it was still being sent and roll the others'
-		// majority writes back (the fault suite's seed 5000).
-		switch {
-		case in.learnedHolder == in.self:
-			// The voters named this node: its own campaign, or its own
-			// tenure before a restart that took no write.
-			return true
-		case in.learnedHolder != "":
-			// Another node held it: wait for it to name itself, even if
-			// it is down for long. Without the table this node does not
-			// know which copies count: the first node of the succession
-			// could be one still being sent its copy while the full
-			// copies are up (TestAFullRestartDuringAHandoffCopyLosesNoMajorityWrite).
-			return false
-		case in.newestEpoch > 0:
-			// This node's history holds the partition, but nobody has
-			// named its master yet: wait for the table (queryVoters asks
-			// the voters who held it).
-			return false
-		}
-		// Never mastered, as far as this node knows.
-		return shard.FirstAvailable(in.succession, in.self, in.up)
-	case in.a.Master != in.self && in.up(in.a.Master):
-		return in.receiving
-	case slices.Contains(in.regular, in.self):
-		return in.promote(in.regular, in.up)
-	}
-	if len(in.regular) <= 1 && in.a.Master != "" && in.takeOver != nil && in.takeOver(in.a.Master) {
-		// The master was the only regular copy, its lease is over and it
-		// does not take it back (the voters told it of a later campaign,
-		// one that may never have won), but it still answers: a node whose
-		// copy holds everything the master holds may take its place (the
-		// fault suite's seed 9005: otherwise nobody campaigned at all).
-		return true
-	}
-	for _, id := range in.a.Responsible {
-		// The master is waited for too, even when it was the only
-		// regular copy: with REPLICATION_FACTOR 1 it acknowledged
-		// majority writes alone, a restarted master names itself alone
-		// until it has chosen its replicas again, and one whose replicas
-		// were lost holds what they held.
-		if id == in.self {
-			continue
-		}
-		if !in.lost(id) {
-			return false // a copy may still come back: wait for it
-		}
-	}
-	return shard.FirstAvailable(shard.TakeoverOrder(in.a.Responsible, in.succession), in.self, in.up)
+func (n *Node) lapseOf(p int) placement.Lapse {
+	var own placement.Lapse
+	own.Holder, own.Epoch, own.Ended = n.leases.Lapsed(p)
+	return placement.KnownLapse(own, n.promote.lapseHeard(p), n.table.Get(p).Epoch)
 }
 
 // writable reports whether this node may change partition p now, and at
@@ -570,23 +411,16 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if due := swapsDue(n.chooseReplicas(ctx), retryAt, time.Now()); len(due) > 0 {
+		if due := placement.SwapsDue(n.chooseReplicas(ctx), retryAt, time.Now()); len(due) > 0 {
 			// One paused swap per tick, the partitions taking turns.
 			s := due[turn%len(due)]
 			if !n.replaceUnderPause(ctx, s) {
-				retryAt[s.partition] = time.Now().Add(swapBackoff * n.cfg.LeaseTTL)
+				retryAt[s.Partition] = time.Now().Add(swapBackoff * n.cfg.LeaseTTL)
 			}
 			turn++
 		}
 		n.shipper.Ensure(n.cfg.PartitionCount)
 	}
-}
-
-// pausedSwap is a partition whose newcomers are nearly caught up but still
-// behind the regular copies they replace (replaceUnderPause).
-type pausedSwap struct {
-	partition int
-	newcomers []string
 }
 
 // replaceUnderPause lets a partition's newcomers take the slots of the
@@ -599,24 +433,24 @@ type pausedSwap struct {
 // newcomers reach the master's last change, and chooseReplicas, run again
 // before writes resume, makes the swap; no write can be acknowledged on
 // the replaced copies' account in between.
-func (n *Node) replaceUnderPause(ctx context.Context, s pausedSwap) bool {
+func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap) bool {
 	pauseCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
-	resume, err := n.writer.Pause(pauseCtx, s.partition)
+	resume, err := n.writer.Pause(pauseCtx, s.Partition)
 	cancel()
 	if err != nil {
 		return false
 	}
 	defer resume()
-	if _, ok := n.leases.Holds(s.partition); !ok {
+	if _, ok := n.leases.Holds(s.Partition); !ok {
 		return false // the lease went while the pause was awaited
 	}
-	last := n.writer.Position(s.partition)
+	last := n.writer.Position(s.Partition)
 	shipCtx, cancel := context.WithTimeout(ctx, handoffShipTimeout)
-	_, err = n.shipper.WaitReplicated(shipCtx, s.partition, last, func() []string { return s.newcomers }, len(s.newcomers))
+	_, err = n.shipper.WaitReplicated(shipCtx, s.Partition, last, func() []string { return s.Newcomers }, len(s.Newcomers))
 	cancel()
 	if err != nil {
-		n.log.Debug("newcomer replicas did not catch up while writes paused; tried again later", "partition", s.partition,
-			"newcomers", s.newcomers, "err", err)
+		n.log.Debug("newcomer replicas did not catch up while writes paused; tried again later", "partition", s.Partition,
+			"newcomers", s.Newcomers, "err", err)
 		return false
 	}
 	n.chooseReplicas(ctx)
@@ -628,22 +462,6 @@ func (n *Node) replaceUnderPause(ctx context.Context, s pausedSwap) bool {
 // (cut off from the master while gossip sees it UP, or busy) would
 // otherwise stall the partition's writes every round.
 const swapBackoff = 5
-
-// swapsDue is the paused swaps of due whose partition may be tried now:
-// not before retryAt (whose past entries it removes).
-func swapsDue(due []pausedSwap, retryAt map[int]time.Time, now time.Time) []pausedSwap {
-	var out []pausedSwap
-	for _, s := range due {
-		if at, ok := retryAt[s.partition]; ok {
-			if now.Before(at) {
-				continue
-			}
-			delete(retryAt, s.partition)
-		}
-		out = append(out, s)
-	}
-	return out
-}
 
 // purgeLoop removes tombstones older than TOMBSTONE_RETENTION, on every
 // node and for every partition it holds, master or replica: each node's
@@ -703,28 +521,16 @@ func (n *Node) Committed(partition int) store.Position {
 
 // unreconciled lists the partitions this node does not master whose copy
 // holds writes of its own last tenure that no later master has checked
-// (see unreconciledCopy).
+// (see placement.UnreconciledCopy).
 func (n *Node) unreconciled() []int {
 	var out []int
 	for p := 0; p < n.cfg.PartitionCount; p++ {
 		_, holding := n.leases.Holds(p)
-		if unreconciledCopy(holding, n.writer.Tenure(p), n.writer.Position(p), n.writer.NewestEpoch(p)) {
+		if placement.UnreconciledCopy(holding, n.writer.Tenure(p), n.writer.Position(p), n.writer.NewestEpoch(p)) {
 			out = append(out, p)
 		}
 	}
 	return out
-}
-
-// unreconciledCopy reports whether a node's copy of a partition holds
-// writes of its own last tenure (tenure; last is the newest position
-// stored) that no later master has checked: it does not hold the lease,
-// and nothing of a later epoch than its tenure reached it (newest, the
-// newest epoch it has seen). A later master's first batch moves what that
-// master never had (w=1 writes it acknowledged while cut off) to the
-// rollback collection; until then this copy may be their only place, so
-// the node does not hold nothing even when no responsible list names it.
-func unreconciledCopy(holding bool, tenure uint64, last store.Position, newest uint64) bool {
-	return !holding && tenure > 0 && last.Epoch == tenure && newest <= tenure
 }
 
 // replicasOf lists the replicas of a partition this node masters.
@@ -742,7 +548,7 @@ func (n *Node) replicasOf(p int) []string {
 // chooseReplicas updates the responsible list of every partition this
 // node masters, and returns the partitions whose newcomers wait only for
 // the copies they replace to stand still (see replaceUnderPause).
-func (n *Node) chooseReplicas(ctx context.Context) (due []pausedSwap) {
+func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) {
 	var cands []shard.Candidate
 	now := time.Now()
 	for _, m := range n.cluster.View().Members {
@@ -790,15 +596,15 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []pausedSwap) {
 		if len(a.Responsible) > 1 {
 			current = a.Responsible[1:]
 		}
-		chosen := shard.ChooseReplicas(n.cfg.NodeID, current, tieBreak(cands, p), n.cfg.ReplicationFactor)
+		chosen := shard.ChooseReplicas(n.cfg.NodeID, current, placement.TieBreak(cands, p), n.cfg.ReplicationFactor)
 		// A replica replacing a regular copy counts (for write concerns and
 		// promotion) only once it holds what that copy held.
-		chosen = keepReplacedCopies(current, chosen, copies, func(newcomers, replaced []string) bool {
+		chosen = placement.KeepReplacedCopies(current, chosen, copies, func(newcomers, replaced []string) bool {
 			switch n.replacement(p, epoch, newcomers, replaced) {
-			case replaceNow:
+			case placement.ReplaceNow:
 				return true
-			case replacePaused:
-				due = append(due, pausedSwap{partition: p, newcomers: newcomers})
+			case placement.ReplacePaused:
+				due = append(due, placement.PausedSwap{Partition: p, Newcomers: newcomers})
 			}
 			return false
 		})
@@ -825,7 +631,7 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []pausedSwap) {
 		// had) is an extra copy until it has answered a batch of this
 		// tenure, which moves them to its rollback collection.
 		var checked []string
-		ch.replicas, checked = withCopiesToCheck(ch.replicas, n.checks.asking(p, now, checkAskedFor*n.cfg.LeaseTTL), copies,
+		ch.replicas, checked = placement.WithCopiesToCheck(ch.replicas, n.checks.asking(p, now, checkAskedFor*n.cfg.LeaseTTL), copies,
 			func(r string) bool { return n.shipper.Heard(r, p, epoch) })
 		n.checks.done(p, checked)
 		if owner := ring.Owner(p); owner != n.cfg.NodeID && upListed[owner] && !slices.Contains(ch.replicas, owner) {
@@ -898,124 +704,18 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []pausedSwap) {
 	return due
 }
 
-// tenureAssignment is what a node restarted after its tenure of partition
-// at epoch knows of it: it masters it, with the replicas of the list it
-// recorded for that tenure or a later one (a later tenure of this node
-// that had no write yet keeps the list it started from, and only drops a
-// regular copy once its replacement caught up), or alone when the list is
-// of an older tenure (which may name copies that lack this one's writes).
-func tenureAssignment(self string, partition int, epoch uint64, list store.TenureList) shard.Assignment {
-	a := shard.Assignment{Partition: partition, Master: self, Epoch: epoch, Responsible: []string{self}}
-	if list.Epoch >= epoch {
-		for _, r := range list.Replicas {
-			if r != self && !slices.Contains(a.Responsible, r) {
-				a.Responsible = append(a.Responsible, r)
-			}
-		}
-	}
-	return a
-}
-
-// keepReplacedCopies orders the replicas chosen for a partition so that a
-// replica replacing one of the regular copies (the first copies-1
-// replicas: those write concerns and the promotion rule count, by
-// shard.WriteQuorum) takes its slot only once it holds what the copy it
-// replaces held (caughtUp). Until then the replaced copies keep their
-// slots and the newcomers follow them as extra copies: an empty newcomer
-// counted at once could promote itself (with RF 2 the promotion quorum is
-// the candidate alone) while the copy that has every majority write stood
-// aside.
-func keepReplacedCopies(current, chosen []string, copies int, caughtUp func(newcomers, replaced []string) bool) []string {
-	q := shard.WriteQuorum(copies)
-	oldRegular := q.Replicas(current)
-	newRegular := q.Replicas(chosen)
-	var newcomers, replaced []string
-	for _, r := range newRegular {
-		if !slices.Contains(oldRegular, r) {
-			newcomers = append(newcomers, r)
-		}
-	}
-	for _, r := range oldRegular {
-		if !slices.Contains(newRegular, r) {
-			replaced = append(replaced, r)
-		}
-	}
-	if len(newcomers) == 0 || len(replaced) == 0 || caughtUp(newcomers, replaced) {
-		return chosen
-	}
-	out := slices.Clone(oldRegular)
-	for _, r := range chosen {
-		if !slices.Contains(out, r) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // replacement is what the master does this round about the newcomers
 // chosen to replace regular copies of partition p at epoch (see
-// keepReplacedCopies), from what each has acknowledged.
-func (n *Node) replacement(p int, epoch uint64, newcomers, replaced []string) replaceStep {
-	acks := func(ids []string) []ack {
-		out := make([]ack, len(ids))
+// placement.KeepReplacedCopies), from what each has acknowledged.
+func (n *Node) replacement(p int, epoch uint64, newcomers, replaced []string) placement.ReplaceStep {
+	acks := func(ids []string) []placement.Ack {
+		out := make([]placement.Ack, len(ids))
 		for i, id := range ids {
-			out[i].pos, out[i].known = n.shipper.Acked(id, p)
+			out[i].Pos, out[i].Known = n.shipper.Acked(id, p)
 		}
 		return out
 	}
-	return decideReplacement(epoch, n.writer.Position(p), acks(newcomers), acks(replaced))
-}
-
-// ack is what a replica has acknowledged of a partition (known false: not
-// heard from yet).
-type ack struct {
-	pos   store.Position
-	known bool
-}
-
-// replaceStep is a decision of decideReplacement.
-type replaceStep int
-
-const (
-	// replaceKeep: the replaced copies keep their slots.
-	replaceKeep replaceStep = iota
-	// replaceNow: the newcomers take the slots.
-	replaceNow
-	// replacePaused: the newcomers are at most handoffMaxBehind changes
-	// behind, but not as far as every replaced copy; those copies take
-	// each new change with them, so the newcomers are caught up with the
-	// partition's writes paused (replaceUnderPause).
-	replacePaused
-)
-
-// decideReplacement decides whether newcomers replace regular copies of a
-// partition whose master is at last, in its tenure epoch. They do once
-// every newcomer has acknowledged this tenure's history (epoch) at least
-// as far as each replaced copy did: it then holds every majority write
-// the replaced copies were counted for. Short of that, when every
-// newcomer is nearly caught up, the master pauses writes to let them
-// reach it (a copy that keeps taking live changes is a target they may
-// never be found level with); otherwise the replaced copies stay.
-func decideReplacement(epoch uint64, last store.Position, newcomers, replaced []ack) replaceStep {
-	holds := true
-	for _, nc := range newcomers {
-		if !nc.known || nc.pos.Compare(last) < 0 && nc.pos.Epoch != epoch {
-			holds = false
-			break
-		}
-		for _, r := range replaced {
-			if r.known && nc.pos.Compare(r.pos) < 0 {
-				holds = false
-			}
-		}
-	}
-	switch {
-	case holds:
-		return replaceNow
-	case nearlyCaughtUp(last, newcomers):
-		return replacePaused
-	}
-	return replaceKeep
+	return placement.DecideReplacement(epoch, n.writer.Position(p), acks(newcomers), acks(replaced))
 }
 
 // downTooLong reports whether member m has been DOWN for longer than
@@ -1029,37 +729,14 @@ func (n *Node) downTooLong(m cluster.MemberStatus, now time.Time) bool {
 	return m.State == cluster.Down && now.Sub(heard) > n.cfg.ReplicaReplaceAfter
 }
 
-// tieBreak gives candidates a per-partition order among about equal disks,
-// so that the replicas of many partitions spread over them.
-func tieBreak(cands []shard.Candidate, partition int) []shard.Candidate {
-	out := slices.Clone(cands)
-	for i := range out {
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%d\x00%s", partition, out[i].ID)
-		out[i].Tie = h.Sum64()
-	}
-	return out
-}
-
 // caughtUp reports whether every one of replicas holds partition p's
 // history nearly up to this master's last change.
 func (n *Node) caughtUp(p int, replicas []string) bool {
-	acks := make([]ack, len(replicas))
+	acks := make([]placement.Ack, len(replicas))
 	for i, r := range replicas {
-		acks[i].pos, acks[i].known = n.shipper.Acked(r, p)
+		acks[i].Pos, acks[i].Known = n.shipper.Acked(r, p)
 	}
-	return nearlyCaughtUp(n.writer.Position(p), acks)
-}
-
-// nearlyCaughtUp reports whether every ack is at last, or in its epoch at
-// most handoffMaxBehind changes before it.
-func nearlyCaughtUp(last store.Position, acks []ack) bool {
-	for _, a := range acks {
-		if !a.known || a.pos.Compare(last) < 0 && (a.pos.Epoch != last.Epoch || last.Seq-a.pos.Seq > handoffMaxBehind) {
-			return false
-		}
-	}
-	return true
+	return placement.NearlyCaughtUp(n.writer.Position(p), acks)
 }
 
 // Placement describes where a user's partition lives, for the API.

@@ -19,10 +19,10 @@ import (
 	"github.com/shoal-db/shoal/shard"
 )
 
-// placement turns the peer list and member states into what the lease
-// manager wants: the ring (rebuilt when the list changes), the voters and,
-// per partition, whether this node should be master.
-type placement struct {
+// peerRing turns the peer list into what the lease manager and the
+// replica choice need: the ring (rebuilt when the list changes) and the
+// voters.
+type peerRing struct {
 	partitions int
 	cluster    *cluster.Cluster
 	log        *slog.Logger
@@ -37,7 +37,7 @@ type placement struct {
 // current returns the ring and voters for the peer list in force. A list
 // the ring refuses (it validates before the library could panic) keeps the
 // last good ring.
-func (pl *placement) current() (*shard.Ring, []string) {
+func (pl *peerRing) current() (*shard.Ring, []string) {
 	peers := pl.cluster.Peers()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
@@ -61,7 +61,7 @@ func (pl *placement) current() (*shard.Ring, []string) {
 }
 
 // Ring is the ring in force (nil before any list could be placed).
-func (pl *placement) Ring() *shard.Ring {
+func (pl *peerRing) Ring() *shard.Ring {
 	r, _ := pl.current()
 	return r
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/lease"
+	"github.com/shoal-db/shoal/placement"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -43,7 +44,7 @@ type promotion struct {
 }
 
 type heardLapse struct {
-	l  lapse
+	l  placement.Lapse
 	at time.Time
 }
 
@@ -173,33 +174,6 @@ func (pr *promotion) mayTakeOver(p int, master string) bool {
 	return true
 }
 
-// asksVoters says whether node self asks the voters about a partition
-// (see queryVoters): a is its table's entry, holding whether it holds the
-// lease, voter whether it is a voter and recordEpoch the epoch of its own
-// voter record of the partition.
-func asksVoters(self string, a shard.Assignment, holding, voter bool, recordEpoch uint64, copies int) bool {
-	switch {
-	case holding || a.Master == self:
-		return false
-	case a.Master == "":
-		// No master known (a new cluster, or a full restart): the voters'
-		// answers teach the last holder, if any. The campaign rule waits
-		// for a holder named, and a holder that took no write (so has no
-		// tenure record to name itself from) learns that it is the one.
-		// Asked even when a holder is known: a voter's own record may
-		// name an earlier one (it missed the last grant), and waiting for
-		// that one, which waits for the last holder, nobody campaigned
-		// (the fault suite's seed 9106).
-		return true
-	case voter && recordEpoch >= a.Epoch:
-		// A voter knows from its own record, unless the table names a
-		// later tenure than it recorded (it missed that grant: see
-		// knownLapse).
-		return false
-	}
-	return slices.Contains(shard.WriteQuorum(copies).Regular(a.Responsible), self)
-}
-
 // queryVoters, on a node that is not a lease voter, asks the voters every
 // LEASE_TTL/3 whether the lease of each partition it holds a regular copy
 // of (and does not master) is over: a master cut off from the voters but
@@ -221,7 +195,7 @@ func (pr *promotion) queryVoters(ctx context.Context) {
 	for p := 0; p < n.cfg.PartitionCount; p++ {
 		a := n.table.Get(p)
 		_, holding := n.leases.Holds(p)
-		if asksVoters(n.cfg.NodeID, a, holding, voter, n.leases.RecordEpoch(p), copies) {
+		if placement.AsksVoters(n.cfg.NodeID, a, holding, voter, n.leases.RecordEpoch(p), copies) {
 			ps = append(ps, p)
 		}
 	}
@@ -234,7 +208,7 @@ func (pr *promotion) queryVoters(ctx context.Context) {
 	defer pr.mu.Unlock()
 	for _, e := range said {
 		if e.Ended {
-			pr.votersSaid[e.Partition] = heardLapse{l: lapse{holder: e.Holder, epoch: e.Epoch, ended: true}, at: now}
+			pr.votersSaid[e.Partition] = heardLapse{l: placement.Lapse{Holder: e.Holder, Epoch: e.Epoch, Ended: true}, at: now}
 		} else {
 			delete(pr.votersSaid, e.Partition)
 		}
@@ -243,12 +217,12 @@ func (pr *promotion) queryVoters(ctx context.Context) {
 
 // lapseHeard is what a majority of the voters said of p's lease within the
 // last LEASE_TTL (the zero lapse if nothing, or nothing recent).
-func (pr *promotion) lapseHeard(p int) lapse {
+func (pr *promotion) lapseHeard(p int) placement.Lapse {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	h, ok := pr.votersSaid[p]
 	if !ok || time.Since(h.at) > pr.n.cfg.LeaseTTL {
-		return lapse{}
+		return placement.Lapse{}
 	}
 	return h.l
 }
@@ -377,7 +351,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 		l, a := n.lapseOf(p), n.table.Get(p)
 		up, over := map[string]store.Position{}, map[string]store.Position{}
 		for id, pos := range heard[p] {
-			if id == c.previous || l.over(id, a) {
+			if id == c.previous || l.Over(id, a) {
 				over[id] = pos
 			} else {
 				up[id] = pos

@@ -1,0 +1,195 @@
+package placement
+
+import (
+	"slices"
+
+	"github.com/shoal-db/shoal/shard"
+)
+
+// WantInput is what one node knows of one partition when deciding whether
+// to campaign for its lease.
+type WantInput struct {
+	Self       string
+	Assignment shard.Assignment // the partition table's entry
+	// Regular is the part of the responsible list that write concerns
+	// count (shard.WriteQuorum): the master and the first copies-1
+	// replicas (an incoming copy or a draining replica kept meanwhile come
+	// after them).
+	Regular    []string
+	Succession []string // ring order: the preferred master first
+	Holding    bool     // this node holds the lease now
+	HandingOff bool     // this node is handing it to another
+	Receiving  bool     // another node is handing it to this one
+	Superseded bool     // the voters know of a later holder than this node
+	// NewestEpoch is the newest epoch of the partition in this node's own
+	// history (its store, a master's batches, its tenures): one later than
+	// the table's own tenure of this node means another master came after
+	// it, even when nobody has told the lease holder so yet (a full
+	// restart).
+	NewestEpoch uint64
+	// LearnedHolder is the holder of the newest grant of the partition
+	// the voters told this node of (its own records, if a voter; answers
+	// to its requests and queries), "" if none.
+	LearnedHolder string
+	Up            func(id string) bool
+	// Lost says a node's copy is gone for good (DOWN past
+	// REPLICA_REPLACE_AFTER, or out of the cluster), not merely
+	// unreachable now.
+	Lost func(id string) bool
+	// Promote is the promotion rule among the regular copies, asked only
+	// when the master is gone and this node is one of them.
+	Promote func(regular []string, up func(string) bool) bool
+	// TakeOver is asked by a node without a regular copy when the gone
+	// master was the only regular copy: whether gossip still reaches the
+	// master and it answered, since its lease ended, with a position this
+	// node's copy has reached.
+	TakeOver func(master string) bool
+}
+
+// WantsLease is the campaign rule. Only one of these moves a partition's
+// lease while its master lives: an orderly handoff (the master keeps its
+// lease until it hands it over). Otherwise:
+//   - a master keeps what it holds, and takes back a lease of its own that
+//     lapsed, unless the voters told it of a later holder or its own
+//     history holds a later epoch than that tenure (a later master's
+//     batches reached it: after a full restart nobody has told it yet, and
+//     its copy may lack that master's writes);
+//   - a partition nobody ever mastered goes to the first available node of
+//     its succession (the preferred master first);
+//   - when the master is gone, the regular copies (those write concerns
+//     count) decide by the promotion rule: the most current one campaigns;
+//   - a node without a regular copy campaigns when the gone master was
+//     the only regular copy and still answers with a position this node
+//     has reached; otherwise only when every copy, the gone master's
+//     too, is lost (not merely unreachable, or its lease lapsed), in
+//     succession order (the partition starts again without their
+//     history).
+func WantsLease(in WantInput) bool {
+	a := in.Assignment
+	switch {
+	case in.Holding:
+		return true
+	case in.HandingOff:
+		return false
+	case in.Receiving:
+		return true
+	case a.Master == in.Self && !in.Superseded && in.NewestEpoch <= a.Epoch:
+		return true
+	case a.Master == "":
+		// No master known. A partition that was mastered may look so
+		// after a full restart, until the former master, which names
+		// itself from its own tenure record, is heard from: campaigning
+		// as for a new partition then, the preferred master could win
+		// with a copy it was still being sent and roll the others'
+		// majority writes back (the fault suite's seed 5000).
+		switch {
+		case in.LearnedHolder == in.Self:
+			// The voters named this node: its own campaign, or its own
+			// tenure before a restart that took no write.
+			return true
+		case in.LearnedHolder != "":
+			// Another node held it: wait for it to name itself, even if
+			// it is down for long. Without the table this node does not
+			// know which copies count: the first node of the succession
+			// could be one still being sent its copy while the full
+			// copies are up (TestAFullRestartDuringAHandoffCopyLosesNoMajorityWrite).
+			return false
+		case in.NewestEpoch > 0:
+			// This node's history holds the partition, but nobody has
+			// named its master yet: wait for the table (the node asks
+			// the voters who held it: AsksVoters).
+			return false
+		}
+		// Never mastered, as far as this node knows.
+		return shard.FirstAvailable(in.Succession, in.Self, in.Up)
+	case a.Master != in.Self && in.Up(a.Master):
+		return in.Receiving
+	case slices.Contains(in.Regular, in.Self):
+		return in.Promote(in.Regular, in.Up)
+	}
+	if len(in.Regular) <= 1 && a.Master != "" && in.TakeOver != nil && in.TakeOver(a.Master) {
+		// The master was the only regular copy, its lease is over and it
+		// does not take it back (the voters told it of a later campaign,
+		// one that may never have won), but it still answers: a node whose
+		// copy holds everything the master holds may take its place (the
+		// fault suite's seed 9005: otherwise nobody campaigned at all).
+		return true
+	}
+	for _, id := range a.Responsible {
+		// The master is waited for too, even when it was the only
+		// regular copy: with REPLICATION_FACTOR 1 it acknowledged
+		// majority writes alone, a restarted master names itself alone
+		// until it has chosen its replicas again, and one whose replicas
+		// were lost holds what they held.
+		if id == in.Self {
+			continue
+		}
+		if !in.Lost(id) {
+			return false // a copy may still come back: wait for it
+		}
+	}
+	return shard.FirstAvailable(shard.TakeoverOrder(a.Responsible, in.Succession), in.Self, in.Up)
+}
+
+// Lapse is what a node knows of a partition's last lease: its holder and
+// epoch, and whether it ended with nobody after it (lease.Record.Ended),
+// by its own voter record or, for a node that is not a voter, by what a
+// majority of the voters said (see AsksVoters).
+type Lapse struct {
+	Holder string
+	Epoch  uint64
+	Ended  bool
+}
+
+// KnownLapse is what a node knows of a partition's last lease: its own
+// voter record (own), unless that is older than the tenure the partition
+// table names (table: a later grant happened without this voter, which
+// was paused or cut off), or it has none; then what a majority of the
+// voters said (heard), when that is newer.
+func KnownLapse(own, heard Lapse, table uint64) Lapse {
+	switch {
+	case own.Ended && own.Epoch >= table:
+		return own
+	case heard.Ended && (heard.Epoch >= table || !own.Ended || heard.Epoch > own.Epoch):
+		return heard
+	case own.Ended:
+		return own
+	}
+	return heard
+}
+
+// Over reports whether node id's tenure of the partition is over by this
+// lapse: it is the holder whose lease ended, or the master the
+// table names at that epoch or before (a later campaign got a grant here
+// and lapsed too, so the table's master is not coming back either).
+func (l Lapse) Over(id string, a shard.Assignment) bool {
+	return l.Ended && (id == l.Holder || id == a.Master && a.Epoch <= l.Epoch)
+}
+
+// AsksVoters says whether node self asks the voters about a partition
+// (whether its lease is over, and who held it: the heard side of
+// KnownLapse): a is its table's entry, holding whether it holds the lease,
+// voter whether it is a voter and recordEpoch the epoch of its own voter
+// record of the partition.
+func AsksVoters(self string, a shard.Assignment, holding, voter bool, recordEpoch uint64, copies int) bool {
+	switch {
+	case holding || a.Master == self:
+		return false
+	case a.Master == "":
+		// No master known (a new cluster, or a full restart): the voters'
+		// answers teach the last holder, if any. The campaign rule waits
+		// for a holder named, and a holder that took no write (so has no
+		// tenure record to name itself from) learns that it is the one.
+		// Asked even when a holder is known: a voter's own record may
+		// name an earlier one (it missed the last grant), and waiting for
+		// that one, which waits for the last holder, nobody campaigned
+		// (the fault suite's seed 9106).
+		return true
+	case voter && recordEpoch >= a.Epoch:
+		// A voter knows from its own record, unless the table names a
+		// later tenure than it recorded (it missed that grant: see
+		// KnownLapse).
+		return false
+	}
+	return slices.Contains(shard.WriteQuorum(copies).Regular(a.Responsible), self)
+}

@@ -1,0 +1,154 @@
+package placement
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/shoal-db/shoal/shard"
+)
+
+func TestWantsLeaseMovesALiveMasterOnlyByHandoff(t *testing.T) {
+	up := func(ids ...string) func(string) bool {
+		return func(id string) bool { return slices.Contains(ids, id) }
+	}
+	lost := func(ids ...string) func(string) bool {
+		return func(id string) bool { return slices.Contains(ids, id) }
+	}
+	promoted := func([]string, func(string) bool) bool { return true }
+	notPromoted := func([]string, func(string) bool) bool { return false }
+	succession := []string{"o", "x", "y"} // o is the preferred master
+	cases := []struct {
+		name string
+		in   WantInput
+		want bool
+	}{
+		{"holding keeps it", WantInput{Self: "x", Holding: true, Assignment: shard.Assignment{Master: "x"}}, true},
+		{"handing it off", WantInput{Self: "x", HandingOff: true, Assignment: shard.Assignment{Master: "x"}}, false},
+		{"own lease lapsed", WantInput{Self: "x", Assignment: shard.Assignment{Master: "x"}, Up: up("o", "x")}, true},
+		{"own tenure, a later epoch in this node's history: the copies decide", WantInput{Self: "x", NewestEpoch: 5, Promote: notPromoted, Assignment: shard.Assignment{Master: "x", Epoch: 3, Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, false},
+		{"own tenure, the newest epoch this node has seen", WantInput{Self: "x", NewestEpoch: 3, Assignment: shard.Assignment{Master: "x", Epoch: 3, Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, true},
+		{"own lease superseded: the copies decide", WantInput{Self: "x", Superseded: true, Promote: notPromoted, Assignment: shard.Assignment{Master: "x", Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, false},
+		{"own lease superseded, most current", WantInput{Self: "x", Superseded: true, Promote: promoted, Assignment: shard.Assignment{Master: "x", Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, true},
+		{"master gone, an extra copy waits for the regular ones", WantInput{Self: "o", Promote: promoted, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "o"}}, Up: up("o", "r")}, false},
+		{"new cluster: the preferred master", WantInput{Self: "o", Up: up("o", "x")}, true},
+		{"new cluster: not before the preferred master", WantInput{Self: "x", Up: up("o", "x")}, false},
+		{"new cluster: preferred master down", WantInput{Self: "x", Up: up("x")}, true},
+		{"no master known, the partition in this node's history: wait to hear of its master", WantInput{Self: "o", NewestEpoch: 7, Up: up("o", "x")}, false},
+		{"no master known, the voters named a live holder: wait for it", WantInput{Self: "o", LearnedHolder: "m", Up: up("o", "m")}, false},
+		{"no master known, the voters named a holder that is down, not lost: wait for it", WantInput{Self: "o", NewestEpoch: 7, LearnedHolder: "m", Up: up("o")}, false},
+		{"no master known, the voters named a holder down for long: still wait, the copies that count are unknown", WantInput{Self: "o", NewestEpoch: 7, LearnedHolder: "m", Lost: lost("m"), Up: up("o")}, false},
+		{"no master known, the voters named this node: it goes on", WantInput{Self: "x", LearnedHolder: "x", Up: up("o", "x")}, true},
+		{"preferred master, live stand-in, no handoff", WantInput{Self: "o", Assignment: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, Up: up("o", "s")}, false},
+		{"preferred master receiving a handoff", WantInput{Self: "o", Receiving: true, Assignment: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, Up: up("o", "s")}, true},
+		{"just added, master alive", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "m", "r")}, false},
+		{"master gone, a copy promoted", WantInput{Self: "r", Promote: promoted, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, true},
+		{"master gone, a copy not promoted", WantInput{Self: "r", Promote: notPromoted, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, false},
+		{"master gone, preferred master without a copy", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, false},
+		{"master gone, every copy unreachable but not lost", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, false},
+		{"master gone, the copy's lease lapsed but it is not lost", WantInput{Self: "o", Lost: lost("m"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, false},
+		{"master gone, an extra copy waits for a regular one that is not lost", WantInput{Self: "o", Lost: lost("m"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "o"}}, Up: up("o")}, false},
+		{"master merely down, its replica lost: an extra copy waits for the master", WantInput{Self: "c", Lost: lost("r"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "c"}}, Up: up("c")}, false},
+		{"the only copy merely down (RF 1, or a restarted master naming itself alone): waited for", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, false},
+		{"the only copy's lease over, it answers with a position this node has reached: taken over", WantInput{Self: "o", TakeOver: func(m string) bool { return m == "m" }, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, true},
+		{"the only copy's lease over, it answers ahead of this node (or not at all): waited for", WantInput{Self: "o", TakeOver: func(string) bool { return false }, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, false},
+		{"master gone with regular replicas: no take-over past them", WantInput{Self: "o", TakeOver: func(string) bool { return true }, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, false},
+		{"the only copy lost: taken over", WantInput{Self: "o", Lost: lost("m"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, true},
+		{"master gone, every copy lost", WantInput{Self: "o", Lost: lost("m", "r"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, true},
+		{"master gone, every copy lost, not first", WantInput{Self: "x", Lost: lost("m", "r"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, false},
+	}
+	for _, c := range cases {
+		c.in.Succession = succession
+		c.in.Regular = shard.WriteQuorum(2).Regular(c.in.Assignment.Responsible)
+		if c.in.Up == nil {
+			c.in.Up = up()
+		}
+		if c.in.Lost == nil {
+			c.in.Lost = lost()
+		}
+		if got := WantsLease(c.in); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// A voter's record of a lease that ended with nobody after it passes over
+// the holder, and the master the table names at that epoch or before.
+func TestLapseIsOverForTheHolderAndEarlierMasters(t *testing.T) {
+	table := shard.Assignment{Master: "m", Epoch: 4}
+	cases := []struct {
+		name string
+		l    Lapse
+		id   string
+		want bool
+	}{
+		{"nothing ended", Lapse{Holder: "m", Epoch: 4}, "m", false},
+		{"the master's own lease ended", Lapse{Holder: "m", Epoch: 4, Ended: true}, "m", true},
+		{"a later campaign's grant lapsed: the table's master is over too", Lapse{Holder: "r", Epoch: 5, Ended: true}, "m", true},
+		{"that campaigner is over", Lapse{Holder: "r", Epoch: 5, Ended: true}, "r", true},
+		{"an older lease ended: the table's master is newer", Lapse{Holder: "x", Epoch: 3, Ended: true}, "m", false},
+		{"someone else", Lapse{Holder: "m", Epoch: 4, Ended: true}, "r", false},
+	}
+	for _, c := range cases {
+		if got := c.l.Over(c.id, table); got != c.want {
+			t.Errorf("%s: over(%s) = %v, want %v", c.name, c.id, got, c.want)
+		}
+	}
+}
+
+// A voter's own record of a lease is the fastest sign that a master is
+// gone, unless a later tenure happened without it: seed 4101 paused node3,
+// the master at epoch 3; node1 won epoch 4 from the two other voters, saw
+// a copy ahead and released it; node3, resumed, still held its own record
+// of epoch 3 (ended: its own lease) and took node1, the table's master at
+// 4, as alive, while node2 waited for node3, the most current copy: nobody
+// campaigned for over a minute. A record older than the table's epoch is
+// stale: what a majority of the voters said stands instead.
+func TestAStaleVoterRecordDefersToTheVoters(t *testing.T) {
+	ended := func(holder string, epoch uint64) Lapse { return Lapse{Holder: holder, Epoch: epoch, Ended: true} }
+	for _, tc := range []struct {
+		name       string
+		own, heard Lapse
+		table      uint64
+		want       Lapse
+	}{
+		{"own record of the table's tenure", ended("node1", 4), Lapse{}, 4, ended("node1", 4)},
+		{"own record older than the table's tenure, the voters say it ended", ended("node3", 3), ended("node1", 4), 4, ended("node1", 4)},
+		{"own record older than the table's tenure, nothing heard", ended("node3", 3), Lapse{}, 4, ended("node3", 3)},
+		{"own record older than the table's tenure, the voters heard of the same end", ended("node3", 3), ended("node3", 3), 4, ended("node3", 3)},
+		{"own record not ended, the voters say it ended", Lapse{}, ended("node1", 4), 4, ended("node1", 4)},
+		{"nothing anywhere", Lapse{}, Lapse{}, 4, Lapse{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := KnownLapse(tc.own, tc.heard, tc.table); got != tc.want {
+				t.Fatalf("KnownLapse(%+v, %+v, %d) = %+v, want %+v", tc.own, tc.heard, tc.table, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAsksVoters(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		a      shard.Assignment
+		voter  bool
+		record uint64
+		want   bool
+	}{
+		{"no master known, nothing learned", shard.Assignment{}, true, 0, true},
+		// seed 9106: node3 was handed the partition at epoch 3, its own
+		// record said node1 at 2; it waited for node1, node1 for it.
+		{"no master known, a holder in this voter's own record: asked all the same", shard.Assignment{}, true, 2, true},
+		{"own tenure", shard.Assignment{Master: "x", Epoch: 3}, true, 3, false},
+		{"a voter whose record is as new as the table", shard.Assignment{Master: "m", Epoch: 3, Responsible: []string{"m", "x"}}, true, 3, false},
+		{"a voter that missed the table's grant, a regular copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "x"}}, true, 3, true},
+		{"not a voter, a regular copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "x"}}, false, 0, true},
+		{"not a voter, no copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "r"}}, false, 0, false},
+	} {
+		if got := AsksVoters("x", c.a, false, c.voter, c.record, 2); got != c.want {
+			t.Errorf("%s: asks %v, want %v", c.name, got, c.want)
+		}
+	}
+	if AsksVoters("x", shard.Assignment{}, true, true, 0, 2) {
+		t.Error("a holder asks the voters about its own partition")
+	}
+}

@@ -1,0 +1,169 @@
+package placement
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"time"
+
+	"github.com/shoal-db/shoal/record"
+	"github.com/shoal-db/shoal/shard"
+)
+
+// MaxBehind is how many changes of its master's epoch a copy may still
+// lack and count as nearly caught up (NearlyCaughtUp): enough for a
+// handoff to start, the rest shipping while writes are paused.
+const MaxBehind = 200
+
+// TenureAssignment is what a node (self) restarted after its tenure of
+// partition at epoch knows of it: it masters it, with listReplicas, the
+// replicas of the list it recorded for that tenure or a later one
+// (listEpoch; a later tenure of this node that had no write yet keeps the
+// list it started from, and only drops a regular copy once its
+// replacement caught up), or alone when the list is of an older tenure
+// (which may name copies that lack this one's writes).
+func TenureAssignment(self string, partition int, epoch, listEpoch uint64, listReplicas []string) shard.Assignment {
+	a := shard.Assignment{Partition: partition, Master: self, Epoch: epoch, Responsible: []string{self}}
+	if listEpoch >= epoch {
+		for _, r := range listReplicas {
+			if r != self && !slices.Contains(a.Responsible, r) {
+				a.Responsible = append(a.Responsible, r)
+			}
+		}
+	}
+	return a
+}
+
+// KeepReplacedCopies orders the replicas chosen for a partition so that a
+// replica replacing one of the regular copies (the first copies-1
+// replicas: those write concerns and the promotion rule count, by
+// shard.WriteQuorum) takes its slot only once it holds what the copy it
+// replaces held (caughtUp). Until then the replaced copies keep their
+// slots and the newcomers follow them as extra copies: an empty newcomer
+// counted at once could promote itself (with RF 2 the promotion quorum is
+// the candidate alone) while the copy that has every majority write stood
+// aside.
+func KeepReplacedCopies(current, chosen []string, copies int, caughtUp func(newcomers, replaced []string) bool) []string {
+	q := shard.WriteQuorum(copies)
+	oldRegular := q.Replicas(current)
+	newRegular := q.Replicas(chosen)
+	var newcomers, replaced []string
+	for _, r := range newRegular {
+		if !slices.Contains(oldRegular, r) {
+			newcomers = append(newcomers, r)
+		}
+	}
+	for _, r := range oldRegular {
+		if !slices.Contains(newRegular, r) {
+			replaced = append(replaced, r)
+		}
+	}
+	if len(newcomers) == 0 || len(replaced) == 0 || caughtUp(newcomers, replaced) {
+		return chosen
+	}
+	out := slices.Clone(oldRegular)
+	for _, r := range chosen {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Ack is what a replica has acknowledged of a partition (Known false: not
+// heard from yet).
+type Ack struct {
+	Pos   record.Position
+	Known bool
+}
+
+// ReplaceStep is a decision of DecideReplacement.
+type ReplaceStep int
+
+const (
+	// ReplaceKeep: the replaced copies keep their slots.
+	ReplaceKeep ReplaceStep = iota
+	// ReplaceNow: the newcomers take the slots.
+	ReplaceNow
+	// ReplacePaused: the newcomers are at most MaxBehind changes behind,
+	// but not as far as every replaced copy; those copies take each new
+	// change with them, so the newcomers are caught up with the
+	// partition's writes paused (internal/node's replaceUnderPause).
+	ReplacePaused
+)
+
+// DecideReplacement decides whether newcomers replace regular copies of a
+// partition whose master is at last, in its tenure epoch. They do once
+// every newcomer has acknowledged this tenure's history (epoch) at least
+// as far as each replaced copy did: it then holds every majority write
+// the replaced copies were counted for. Short of that, when every
+// newcomer is nearly caught up, the master pauses writes to let them
+// reach it (a copy that keeps taking live changes is a target they may
+// never be found level with); otherwise the replaced copies stay.
+func DecideReplacement(epoch uint64, last record.Position, newcomers, replaced []Ack) ReplaceStep {
+	holds := true
+	for _, nc := range newcomers {
+		if !nc.Known || nc.Pos.Compare(last) < 0 && nc.Pos.Epoch != epoch {
+			holds = false
+			break
+		}
+		for _, r := range replaced {
+			if r.Known && nc.Pos.Compare(r.Pos) < 0 {
+				holds = false
+			}
+		}
+	}
+	switch {
+	case holds:
+		return ReplaceNow
+	case NearlyCaughtUp(last, newcomers):
+		return ReplacePaused
+	}
+	return ReplaceKeep
+}
+
+// NearlyCaughtUp reports whether every ack is at last, or in its epoch at
+// most MaxBehind changes before it.
+func NearlyCaughtUp(last record.Position, acks []Ack) bool {
+	for _, a := range acks {
+		if !a.Known || a.Pos.Compare(last) < 0 && (a.Pos.Epoch != last.Epoch || last.Seq-a.Pos.Seq > MaxBehind) {
+			return false
+		}
+	}
+	return true
+}
+
+// TieBreak gives candidates a per-partition order among about equal disks,
+// so that the replicas of many partitions spread over them.
+func TieBreak(cands []shard.Candidate, partition int) []shard.Candidate {
+	out := slices.Clone(cands)
+	for i := range out {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d\x00%s", partition, out[i].ID)
+		out[i].Tie = h.Sum64()
+	}
+	return out
+}
+
+// PausedSwap is a partition whose newcomers are nearly caught up but still
+// behind the regular copies they replace (ReplacePaused).
+type PausedSwap struct {
+	Partition int
+	Newcomers []string
+}
+
+// SwapsDue is the paused swaps of due whose partition may be tried now:
+// not before retryAt (whose past entries it removes).
+func SwapsDue(due []PausedSwap, retryAt map[int]time.Time, now time.Time) []PausedSwap {
+	var out []PausedSwap
+	for _, s := range due {
+		if at, ok := retryAt[s.Partition]; ok {
+			if now.Before(at) {
+				continue
+			}
+			delete(retryAt, s.Partition)
+		}
+		out = append(out, s)
+	}
+	return out
+}
