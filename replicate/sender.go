@@ -24,6 +24,9 @@ func (s *Shipper) run(d *dest) {
 			return
 		case <-d.wake:
 		case <-tick.C:
+			if s.retireIfIdle(d) {
+				return
+			}
 		}
 		for {
 			progressed, err := s.round(d)
@@ -43,6 +46,28 @@ func (s *Shipper) run(d *dest) {
 			}
 		}
 	}
+}
+
+// retireIfIdle stops d's sender when its node replicates no partition
+// this node masters any more (it left every responsible list, or this node
+// masters nothing it holds) and nothing is queued or copying for it: a
+// node replaced, drained or gone for good must not keep a goroutine. What
+// was known of its copies goes with it; if it becomes a replica again, a
+// new sender probes it.
+func (s *Shipper) retireIfIdle(d *dest) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p, pr := range d.parts {
+		if pr.stage() == StageCopying || len(pr.queue) > 0 {
+			return false
+		}
+		if _, master := s.cfg.Epoch(p); master && slices.Contains(s.cfg.Replicas(p), d.id) {
+			return false
+		}
+	}
+	delete(s.dests, d.id)
+	s.log.Debug("replica sender stopped: it replicates nothing this node masters", "replica", d.id)
+	return true
 }
 
 // round sends the queued changes of the partitions to the replica in one
