@@ -148,7 +148,7 @@ func (m *Metrics) ObserveCopied(move bool, docs int, bytes int64) {
 // ObservePurged records tombstones purged.
 func (m *Metrics) ObservePurged(n int) { m.purged.Add(float64(n)) }
 
-// ObserveFullCopy records a full copy started (replicate.Config.OnFullCopy).
+// ObserveFullCopy records a full copy started (replicate.Observer.FullCopyStarted).
 func (m *Metrics) ObserveFullCopy(int) { m.fullCopies.Inc() }
 
 // ReplicationCollector exports, at each scrape, how far each replica is

@@ -108,9 +108,12 @@ func TestScansAskForWhatFits(t *testing.T) {
 // that leaves the replica where the run starts; the rest stays queued and
 // moves the replica to the run's end. Runs that follow on are merged.
 func TestQueuedRunsAreCutToTheRequestsBounds(t *testing.T) {
-	s := New(Config{EpochStart: func(int, uint64) store.Position { return store.Position{} },
-		Epoch: func(int) (uint64, bool) { return 1, true }, Replicas: func(int) []string { return []string{"r"} },
-		Last: func(int) store.Position { return store.Position{Epoch: 1, Seq: 5} }})
+	s := New((&wiring{
+		epochStart: func(int, uint64) store.Position { return store.Position{} },
+		epoch:      func(int) (uint64, bool) { return 1, true },
+		replicas:   func(int) []string { return []string{"r"} },
+		last:       func(int) store.Position { return store.Position{Epoch: 1, Seq: 5} },
+	}).config(Config{}))
 	defer s.Close()
 	pos := func(seq uint64) store.Position { return store.Position{Epoch: 1, Seq: seq} }
 	run := func(from, upTo uint64) queuedRun {

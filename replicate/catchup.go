@@ -23,7 +23,7 @@ const restoreChunk = 50
 // history may have left the replica's in an earlier tenure); catch-up
 // follows from there.
 func (s *Shipper) restore(d *dest, p int, agreed store.Position, keys []string) error {
-	epoch, master := s.cfg.Epoch(p)
+	epoch, master := s.cfg.Mastership.Epoch(p)
 	if !master {
 		return nil
 	}
@@ -46,7 +46,7 @@ func (s *Shipper) restore(d *dest, p int, agreed store.Position, keys []string) 
 	}
 	next()
 	for _, k := range keys {
-		doc, err := s.cfg.Get(s.ctx, p, k)
+		doc, err := s.cfg.Source.Get(s.ctx, p, k)
 		absent := errors.Is(err, store.ErrNotFound)
 		if err != nil && !absent {
 			return err
@@ -75,7 +75,7 @@ func (s *Shipper) restore(d *dest, p int, agreed store.Position, keys []string) 
 // final chunk moves the replica, to the master's last committed position
 // S noted first. A replica behind the horizon gets a full copy instead.
 func (s *Shipper) catchUp(d *dest, p int) error {
-	epoch, master := s.cfg.Epoch(p)
+	epoch, master := s.cfg.Mastership.Epoch(p)
 	if !master {
 		return nil
 	}
@@ -94,17 +94,17 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		}
 		return nil
 	}
-	target := s.cfg.Last(p)
+	target := s.cfg.Source.Last(p)
 	s.mu.Lock()
 	full := pr.needsFullCopy(s.horizon(p))
 	s.mu.Unlock()
 	var toCopy int64
-	if s.cfg.Count != nil && acked.Compare(target) < 0 {
+	if acked.Compare(target) < 0 {
 		from := acked
 		if full {
 			from = store.Position{}
 		}
-		toCopy, _ = s.cfg.Count(s.ctx, p, from) // only for display
+		toCopy, _ = s.cfg.Source.Count(s.ctx, p, from) // only for display
 	}
 	s.mu.Lock()
 	pr.copyStarted(toCopy)
@@ -137,7 +137,7 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	for {
 		limit := s.scanLimit(pr)
 		past := from.Compare(target) >= 0 // this chunk reads only after the target
-		docs, err := s.cfg.Scan(s.ctx, p, from, limit)
+		docs, err := s.cfg.Source.Scan(s.ctx, p, from, limit)
 		if err != nil {
 			s.scanFailed(pr, limit)
 			return err
@@ -193,10 +193,7 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 func behindHorizon(acked, horizon store.Position) bool { return acked.Compare(horizon) < 0 }
 
 func (s *Shipper) horizon(p int) store.Position {
-	if s.cfg.Horizon == nil {
-		return store.Position{}
-	}
-	return s.cfg.Horizon(p)
+	return s.cfg.Source.Horizon(p)
 }
 
 // sendChunk sends one chunk of a catch-up or full copy; ok is false when
@@ -210,8 +207,8 @@ func (s *Shipper) sendChunk(d *dest, pr *progress, b store.Batch) (ok bool, err 
 	for _, doc := range b.Docs {
 		bytes += int64(doc.Size)
 	}
-	if s.cfg.OnCopied != nil && len(b.Docs) > 0 {
-		s.cfg.OnCopied(d.id, b.Partition, len(b.Docs), bytes)
+	if s.cfg.Observer != nil && len(b.Docs) > 0 {
+		s.cfg.Observer.Copied(d.id, b.Partition, len(b.Docs), bytes)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

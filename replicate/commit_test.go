@@ -94,18 +94,18 @@ func newTrio(t *testing.T, names []string, maxBatchDocs int) *trio {
 		})
 	}
 	mstore := open()
-	tr.shipper = New(Config{MaxBatchDocs: maxBatchDocs,
-		Replicas:   func(int) []string { return names },
-		Copies:     func() int { return len(names) + 1 },
-		Epoch:      func(int) (uint64, bool) { return tr.epoch.Load(), true },
-		EpochStart: tr.epochStart,
-		Last:       func(p int) store.Position { return tr.master.Position(p) },
-		Horizon:    func(p int) store.Position { return tr.master.Horizon(p) },
-		Scan:       mstore.ScanAfter,
-		ScanKeys:   mstore.ScanKeys,
-		Get:        func(ctx context.Context, p int, k string) (*store.Doc, error) { return tr.master.Get(ctx, p, k) },
-		Send:       tr.send,
-	})
+	tr.shipper = New((&wiring{
+		replicas:   func(int) []string { return names },
+		copies:     func() int { return len(names) + 1 },
+		epoch:      func(int) (uint64, bool) { return tr.epoch.Load(), true },
+		epochStart: tr.epochStart,
+		last:       func(p int) store.Position { return tr.master.Position(p) },
+		horizon:    func(p int) store.Position { return tr.master.Horizon(p) },
+		scan:       mstore.ScanAfter,
+		scanKeys:   mstore.ScanKeys,
+		get:        func(ctx context.Context, p int, k string) (*store.Doc, error) { return tr.master.Get(ctx, p, k) },
+		send:       tr.send,
+	}).config(Config{MaxBatchDocs: maxBatchDocs}))
 	tr.master = store.NewWriter(mstore, 1, store.WriterOptions{CacheBytes: 1 << 20, OnCommitted: tr.shipper.Committed})
 	t.Cleanup(func() {
 		tr.shipper.Close()

@@ -11,13 +11,13 @@ import (
 func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, target store.Position) error {
 	s.log.Info("replica is behind the tombstone horizon: sending a full copy", "replica", d.id, "partition", p,
 		"acked", acked, "horizon", s.horizon(p), "target", target)
-	if s.cfg.OnFullCopy != nil {
-		s.cfg.OnFullCopy(p)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.FullCopyStarted(p)
 	}
 	after := ""
 	for {
 		limit := s.scanLimit(pr)
-		docs, err := s.cfg.ScanKeys(s.ctx, p, after, limit)
+		docs, err := s.cfg.Source.ScanKeys(s.ctx, p, after, limit)
 		if err != nil {
 			s.scanFailed(pr, limit)
 			return err

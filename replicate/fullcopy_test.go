@@ -118,24 +118,24 @@ func newPairWith(t *testing.T, o pairOptions) *pair {
 		epochStart = func(p int, e uint64) store.Position { return pr.master.EpochStart(p, e) }
 		epochs = func(p int, e uint64) []store.EpochStart { return pr.master.Epochs(p, e) }
 	}
-	pr.shipper = New(Config{MaxBatchDocs: o.maxBatchDocs, MaxBatchBytes: o.maxBatchBytes, ChaseChunks: o.chaseChunks,
-		Replicas:   func(int) []string { return []string{"r"} },
-		Epoch:      epoch,
-		EpochStart: epochStart,
-		Epochs:     epochs,
-		Last:       func(p int) store.Position { return pr.master.Position(p) },
-		Horizon:    func(p int) store.Position { return pr.master.Horizon(p) },
-		Scan: func(ctx context.Context, p int, after store.Position, limit int) ([]*store.Doc, error) {
+	pr.shipper = New((&wiring{
+		replicas:   func(int) []string { return []string{"r"} },
+		epoch:      epoch,
+		epochStart: epochStart,
+		epochs:     epochs,
+		last:       func(p int) store.Position { return pr.master.Position(p) },
+		horizon:    func(p int) store.Position { return pr.master.Horizon(p) },
+		scan: func(ctx context.Context, p int, after store.Position, limit int) ([]*store.Doc, error) {
 			if o.beforeScan != nil {
 				o.beforeScan()
 			}
 			return pr.mstore.ScanAfter(ctx, p, after, limit)
 		},
-		ScanKeys:   pr.mstore.ScanKeys,
-		Get:        func(ctx context.Context, p int, k string) (*store.Doc, error) { return pr.master.Get(ctx, p, k) },
-		OnFullCopy: func(int) { pr.mu.Lock(); pr.fullCopies++; pr.mu.Unlock() },
-		Send:       pr.send,
-	})
+		scanKeys:        pr.mstore.ScanKeys,
+		get:             func(ctx context.Context, p int, k string) (*store.Doc, error) { return pr.master.Get(ctx, p, k) },
+		fullCopyStarted: func(int) { pr.mu.Lock(); pr.fullCopies++; pr.mu.Unlock() },
+		send:            pr.send,
+	}).config(Config{MaxBatchDocs: o.maxBatchDocs, MaxBatchBytes: o.maxBatchBytes, ChaseChunks: o.chaseChunks}))
 	pr.master = store.NewWriter(pr.mstore, o.partitions, store.WriterOptions{CacheBytes: 1 << 20, OnCommitted: pr.shipper.Committed,
 		Lease: o.lease})
 	t.Cleanup(func() {

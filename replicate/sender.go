@@ -61,7 +61,7 @@ func (s *Shipper) retireIfIdle(d *dest) bool {
 		if pr.stage() == StageCopying || len(pr.queue) > 0 {
 			return false
 		}
-		if _, master := s.cfg.Epoch(p); master && slices.Contains(s.cfg.Replicas(p), d.id) {
+		if _, master := s.cfg.Mastership.Epoch(p); master && slices.Contains(s.cfg.Mastership.Replicas(p), d.id) {
 			return false
 		}
 	}
@@ -122,7 +122,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 		if pr.stage() == StageCopying {
 			continue // its catch-up is streaming; what queues meanwhile follows it
 		}
-		epoch, master := s.cfg.Epoch(p)
+		epoch, master := s.cfg.Mastership.Epoch(p)
 		if !master {
 			// No longer master (a handoff, or the lease ran out): what was
 			// committed while it was still goes out, the tail of its tenure,
@@ -131,7 +131,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 				pr.dropQueue()
 				continue
 			}
-		} else if !slices.Contains(s.cfg.Replicas(p), d.id) {
+		} else if !slices.Contains(s.cfg.Mastership.Replicas(p), d.id) {
 			pr.dropQueue()
 			continue
 		}
@@ -142,7 +142,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			// (and used positions) that were never queued, and the writer
 			// publishes a commit's position only after queuing it, so a
 			// position beyond the last queued one means exactly that.
-			last := maxPosition(s.committed[p], s.cfg.Last(p))
+			last := maxPosition(s.committed[p], s.cfg.Source.Last(p))
 			if len(pr.queue) == 0 && pr.acked.Compare(last) < 0 {
 				pr.queueFallsShort()
 			} else if len(pr.queue) > 0 && pr.queue[0].From.Compare(pr.acked) > 0 {
@@ -319,7 +319,7 @@ func maxPosition(a, b store.Position) store.Position {
 func (s *Shipper) send(d *dest, req Request) error {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	resp, err := s.cfg.Send(ctx, d.id, req)
+	resp, err := s.cfg.Transport.Send(ctx, d.id, req)
 	if err == nil && len(resp.Results) != len(req.Batches) {
 		err = fmt.Errorf("replica %s answered %d results for %d batches", d.id, len(resp.Results), len(req.Batches))
 	}

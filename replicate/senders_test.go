@@ -18,23 +18,23 @@ func TestASenderStopsWhenItsNodeReplicatesNothing(t *testing.T) {
 	var mu sync.Mutex
 	replicas := []string{"r1", "r2"}
 	pos := store.Position{Epoch: 1, Seq: 1}
-	s := New(Config{
-		Replicas: func(int) []string {
+	s := New((&wiring{
+		replicas: func(int) []string {
 			mu.Lock()
 			defer mu.Unlock()
 			return slices.Clone(replicas)
 		},
-		Epoch:      func(int) (uint64, bool) { return 1, true },
-		EpochStart: func(int, uint64) store.Position { return store.Position{} },
-		Last:       func(int) store.Position { return pos },
-		Send: func(_ context.Context, _ string, req Request) (Response, error) {
+		epoch:      func(int) (uint64, bool) { return 1, true },
+		epochStart: func(int, uint64) store.Position { return store.Position{} },
+		last:       func(int) store.Position { return pos },
+		send: func(_ context.Context, _ string, req Request) (Response, error) {
 			var resp Response
 			for _, b := range req.Batches {
 				resp.Results = append(resp.Results, Result{Partition: b.Partition, Applied: pos, Code: "ok"})
 			}
 			return resp, nil
 		},
-	})
+	}).config(Config{}))
 	defer s.Close()
 	eventually := func(what string, cond func() (bool, string)) {
 		t.Helper()

@@ -12,54 +12,76 @@ import (
 	"github.com/shoal-db/shoal/store"
 )
 
-// Config wires a Shipper to its node.
-type Config struct {
+// Mastership is what the shipper asks of the node about the partitions it
+// masters.
+type Mastership interface {
+	// Epoch is the epoch this node masters a partition at and may write
+	// (ok false: not master, or not writable yet).
+	Epoch(partition int) (epoch uint64, ok bool)
 	// Replicas returns the replicas of a partition this node masters (none
 	// when it does not): the responsible list after the master, in order.
-	Replicas func(partition int) []string
+	Replicas(partition int) []string
 	// Copies is how many copies each partition should have (the
 	// replication factor, or fewer when the cluster has fewer nodes that
 	// can hold one): the majority-committed position counts against it,
-	// as write concerns do (see Counted). Nil: the master and the
+	// as write concerns do (shard.WriteQuorum). 0: the master and the
 	// replicas listed.
-	Copies func() int
-	// Send delivers a request to a replica.
-	Send func(ctx context.Context, replica string, req Request) (Response, error)
-	// Scan reads a partition's documents after a position, in position
-	// order (catch-up).
-	Scan func(ctx context.Context, partition int, after store.Position, limit int) ([]*store.Doc, error)
-	// ScanKeys reads up to limit of a partition's documents with a key
-	// after afterKey ("" = from the first), in key order (full copy).
-	ScanKeys func(ctx context.Context, partition int, afterKey string, limit int) ([]*store.Doc, error)
-	// Horizon is the highest position of a tombstone the master purged from
-	// a partition: a replica acknowledged before it gets a full copy. Nil
-	// means tombstones are never purged.
-	Horizon func(partition int) store.Position
-	// OnFullCopy, if set, is told of every full copy started (metrics).
-	OnFullCopy func(partition int)
-	// Count, if set, counts a partition's documents after a position (the
-	// zero position: all), so a copy in progress shows how much is left.
-	Count func(ctx context.Context, partition int, after store.Position) (int64, error)
-	// OnCopied, if set, is told of every chunk a catch-up or full copy
-	// delivered: its documents and their approximate bytes (metrics).
-	OnCopied func(replica string, partition int, docs int, bytes int64)
+	Copies() int
+}
+
+// Source is the master's copy of its partitions: the log replicas are
+// shipped and caught up from.
+type Source interface {
 	// Last is the master's newest committed position of a partition.
-	Last func(partition int) store.Position
-	// Epoch is the epoch this node masters a partition at (ok false: not
-	// master).
-	Epoch func(partition int) (uint64, bool)
+	Last(partition int) store.Position
 	// EpochStart is the position this node's given epoch of a partition
 	// started from.
-	EpochStart func(partition int, epoch uint64) store.Position
-	// Epochs, if set, is the epoch chain this node's given epoch of a
-	// partition follows (its tenure last, starting at EpochStart), carried
-	// by every batch: a replica tells from it which of its changes, of any
-	// older epoch, the master's history does not contain. Nil: batches
-	// carry the epoch start alone.
-	Epochs func(partition int, epoch uint64) []store.EpochStart
+	EpochStart(partition int, epoch uint64) store.Position
+	// Epochs is the epoch chain this node's given epoch of a partition
+	// follows (its tenure last, starting at EpochStart), carried by every
+	// batch: a replica tells from it which of its changes, of any older
+	// epoch, the master's history does not contain. Nil: batches carry
+	// the epoch start alone.
+	Epochs(partition int, epoch uint64) []store.EpochStart
+	// Horizon is the highest position of a tombstone the master purged
+	// from a partition (zero: none): a replica acknowledged before it gets
+	// a full copy.
+	Horizon(partition int) store.Position
 	// Get reads the master's current state of a document (ErrNotFound: no
 	// record), to restore a replica after a rollback.
-	Get func(ctx context.Context, partition int, key string) (*store.Doc, error)
+	Get(ctx context.Context, partition int, key string) (*store.Doc, error)
+	// Scan reads a partition's documents after a position, in position
+	// order (catch-up).
+	Scan(ctx context.Context, partition int, after store.Position, limit int) ([]*store.Doc, error)
+	// ScanKeys reads up to limit of a partition's documents with a key
+	// after afterKey ("" = from the first), in key order (full copy).
+	ScanKeys(ctx context.Context, partition int, afterKey string, limit int) ([]*store.Doc, error)
+	// Count counts a partition's documents after a position (the zero
+	// position: all), so a copy in progress shows how much is left; only
+	// for display.
+	Count(ctx context.Context, partition int, after store.Position) (int64, error)
+}
+
+// Transport delivers a request to a replica.
+type Transport interface {
+	Send(ctx context.Context, replica string, req Request) (Response, error)
+}
+
+// Observer is told of copies, for metrics.
+type Observer interface {
+	// FullCopyStarted: a full copy of a partition began.
+	FullCopyStarted(partition int)
+	// Copied: a chunk of a catch-up or full copy delivered docs documents
+	// of about bytes to replica.
+	Copied(replica string, partition int, docs int, bytes int64)
+}
+
+// Config wires a Shipper to its node.
+type Config struct {
+	Mastership Mastership
+	Source     Source
+	Transport  Transport
+	Observer   Observer // nil: nobody is told
 	// MaxQueued bounds the changes queued per replica and partition; past
 	// it the queue is dropped and the replica caught up from the store.
 	MaxQueued int
@@ -150,7 +172,7 @@ func (s *Shipper) destLocked(id string) *dest {
 // Committed queues a committed run of a partition's history for each of
 // its replicas. It never blocks.
 func (s *Shipper) Committed(b store.Batch) {
-	replicas := s.cfg.Replicas(b.Partition)
+	replicas := s.cfg.Mastership.Replicas(b.Partition)
 	var run queuedRun
 	if len(replicas) > 0 {
 		run = queuedRun{Batch: b, sizes: wireSizes(b.Docs)} // outside the lock
@@ -183,18 +205,18 @@ func (s *Shipper) Ensure(partitions int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p := 0; p < partitions; p++ {
-		epoch, ok := s.cfg.Epoch(p)
+		epoch, ok := s.cfg.Mastership.Epoch(p)
 		if !ok {
 			continue
 		}
-		for _, r := range s.cfg.Replicas(p) {
+		for _, r := range s.cfg.Mastership.Replicas(p) {
 			d := s.destLocked(r)
 			pr := d.parts[p]
 			if pr == nil {
 				pr = &progress{}
 				d.parts[p] = pr
 			}
-			if !pr.known || pr.acked.Compare(s.cfg.Last(p)) < 0 || pr.heard < epoch {
+			if !pr.known || pr.acked.Compare(s.cfg.Source.Last(p)) < 0 || pr.heard < epoch {
 				d.poke()
 			}
 		}
@@ -297,17 +319,17 @@ func (s *Shipper) MajorityHeld(partition int) store.Position {
 
 // majorityLocked is MajorityHeld; call with s.mu held.
 func (s *Shipper) majorityLocked(p int) store.Position {
-	epoch, master := s.cfg.Epoch(p)
+	epoch, master := s.cfg.Mastership.Epoch(p)
 	if !master {
 		return store.Position{}
 	}
-	replicas := s.cfg.Replicas(p)
+	replicas := s.cfg.Mastership.Replicas(p)
 	total := 1 + len(replicas)
-	if s.cfg.Copies != nil {
-		total = max(s.cfg.Copies(), 1)
+	if c := s.cfg.Mastership.Copies(); c > 0 {
+		total = c
 	}
 	q := shard.WriteQuorum(total)
-	held := majority(s.cfg.Last(p), epoch, s.ackedLocked(p, q.Replicas(replicas)), q.MajorityReplicas())
+	held := majority(s.cfg.Source.Last(p), epoch, s.ackedLocked(p, q.Replicas(replicas)), q.MajorityReplicas())
 	if h := s.majority[p]; h.epoch == epoch && h.pos.Compare(held) > 0 {
 		return h.pos
 	}
@@ -398,10 +420,10 @@ func (s *Shipper) Lags() []Lag {
 	var out []Lag
 	for _, d := range s.dests {
 		for p, pr := range d.parts {
-			if _, ok := s.cfg.Epoch(p); !ok || !slices.Contains(s.cfg.Replicas(p), d.id) {
+			if _, ok := s.cfg.Mastership.Epoch(p); !ok || !slices.Contains(s.cfg.Mastership.Replicas(p), d.id) {
 				continue // not master, or no longer a replica there
 			}
-			last := s.cfg.Last(p)
+			last := s.cfg.Source.Last(p)
 			l := Lag{Replica: d.id, Partition: p, Acked: pr.acked, CatchUp: pr.stage() != StageStream,
 				Copying: pr.stage() == StageCopying, Copied: pr.copied, ToCopy: pr.toCopy}
 			if !pr.behindSince.IsZero() {
@@ -435,9 +457,9 @@ func (s *Shipper) stamp(b *store.Batch) {
 
 // stampLocked is stamp; call with s.mu held.
 func (s *Shipper) stampLocked(b *store.Batch) {
-	b.EpochStart = s.cfg.EpochStart(b.Partition, b.Epoch)
-	if s.cfg.Epochs != nil {
-		b.Epochs = s.cfg.Epochs(b.Partition, b.Epoch)
+	b.EpochStart = s.cfg.Source.EpochStart(b.Partition, b.Epoch)
+	if epochs := s.cfg.Source.Epochs(b.Partition, b.Epoch); epochs != nil {
+		b.Epochs = epochs
 	}
 	b.Committed = s.committedLocked(b)
 }

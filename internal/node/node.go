@@ -149,22 +149,8 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		return nil, err
 	}
 	n.shipper = replicate.New(replicate.Config{Logger: log, MaxQueued: opts.ReplicationQueue, MaxBatchDocs: opts.ReplicationBatchDocs,
-		Replicas:   n.replicasOf,
-		Copies:     n.copies,
-		Send:       replicaTransport{cl}.Send,
-		Scan:       st.ScanAfter,
-		ScanKeys:   st.ScanKeys,
-		Horizon:    func(p int) store.Position { return n.writer.Horizon(p) },
-		OnFullCopy: metrics.ObserveFullCopy,
-		Count:      st.CountAfter,
-		OnCopied: func(replica string, p int, docs int, bytes int64) {
-			metrics.ObserveCopied(place.Ring().Owner(p) == replica, docs, bytes)
-		},
-		Last:       func(p int) store.Position { return n.writer.Position(p) },
-		Epoch:      n.writable,
-		EpochStart: func(p int, epoch uint64) store.Position { return n.writer.EpochStart(p, epoch) },
-		Epochs:     func(p int, epoch uint64) []store.EpochStart { return n.writer.Epochs(p, epoch) },
-		Get:        func(ctx context.Context, p int, key string) (*store.Doc, error) { return n.writer.Get(ctx, p, key) }})
+		Mastership: shipperMastership{n}, Source: shipperSource{n}, Transport: replicaTransport{cl},
+		Observer: copyMetrics{metrics: metrics, place: place}})
 	metrics.Registry.MustRegister(api.NewReplicationCollector(n.shipper.Lags))
 	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes, OnCommitted: n.shipper.Committed,
 		ObserveBatch: metrics.ObserveCommit, Logger: log, Lease: n.writable, OnCommit: opts.OnCommit,

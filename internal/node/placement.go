@@ -12,11 +12,13 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/logsafe"
 	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
+	"github.com/shoal-db/shoal/store"
 )
 
 // peerRing turns the peer list into what the lease manager and the
@@ -147,4 +149,50 @@ func (t replicaTransport) Send(ctx context.Context, replica string, r replicate.
 	var out replicate.Response
 	err := callPeer(ctx, t.c, "replica", replica, "/internal/v1/replicate", r, &out)
 	return out, err
+}
+
+// shipperMastership tells the shipper which partitions this node masters
+// and who replicates them.
+type shipperMastership struct{ n *Node }
+
+func (m shipperMastership) Epoch(p int) (uint64, bool) { return m.n.writable(p) }
+func (m shipperMastership) Replicas(p int) []string    { return m.n.replicasOf(p) }
+func (m shipperMastership) Copies() int                { return m.n.copies() }
+
+// shipperSource is this node's copy of the partitions it masters, as the
+// shipper reads it: positions and documents from the partition writer,
+// scans from the store.
+type shipperSource struct{ n *Node }
+
+func (s shipperSource) Last(p int) store.Position { return s.n.writer.Position(p) }
+func (s shipperSource) EpochStart(p int, epoch uint64) store.Position {
+	return s.n.writer.EpochStart(p, epoch)
+}
+func (s shipperSource) Epochs(p int, epoch uint64) []store.EpochStart {
+	return s.n.writer.Epochs(p, epoch)
+}
+func (s shipperSource) Horizon(p int) store.Position { return s.n.writer.Horizon(p) }
+func (s shipperSource) Get(ctx context.Context, p int, key string) (*store.Doc, error) {
+	return s.n.writer.Get(ctx, p, key)
+}
+func (s shipperSource) Scan(ctx context.Context, p int, after store.Position, limit int) ([]*store.Doc, error) {
+	return s.n.store.ScanAfter(ctx, p, after, limit)
+}
+func (s shipperSource) ScanKeys(ctx context.Context, p int, afterKey string, limit int) ([]*store.Doc, error) {
+	return s.n.store.ScanKeys(ctx, p, afterKey, limit)
+}
+func (s shipperSource) Count(ctx context.Context, p int, after store.Position) (int64, error) {
+	return s.n.store.CountAfter(ctx, p, after)
+}
+
+// copyMetrics counts catch-ups and full copies; a chunk sent to a
+// partition's preferred master counts as a move.
+type copyMetrics struct {
+	metrics *api.Metrics
+	place   *peerRing
+}
+
+func (c copyMetrics) FullCopyStarted(p int) { c.metrics.ObserveFullCopy(p) }
+func (c copyMetrics) Copied(replica string, p int, docs int, bytes int64) {
+	c.metrics.ObserveCopied(c.place.Ring().Owner(p) == replica, docs, bytes)
 }
