@@ -23,13 +23,14 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "seed of the fault schedule (0: one from the clock, printed); the same seed gives the same schedule")
 	clients := fs.Int("clients", 8, "register clients; w=1 writers and list appenders are half as many each")
 	keep := fs.Bool("keep", false, "keep the nodes' logs and data directories (a failing run always keeps them)")
+	keepOutage := fs.Duration("keep-outage", 30*time.Second, "keep them too for a passing run whose longest write outage lasted this long or longer (0: never)")
 	binary := fs.String("binary", "", "the shoal binary the nodes run (default: this executable)")
 	dir := fs.String("dir", "", "directory for the nodes' data and logs (default: a new temporary directory); with --runs, one subdirectory per run")
 	runs := fs.Int("runs", 1, "consecutive runs, of seeds --seed, --seed+1, ...; it stops at the first failing run and prints a summary of all")
 	keepGoing := fs.Bool("keep-going", false, "with --runs: go on after a failing run (each keeps its logs) instead of stopping")
 	network := fs.String("network", torture.NetAuto, "loopback (every node on 127.0.0.1), netns (a network namespace per node, which adds link cuts; needs root and iproute2) or auto (netns when it can)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--binary PATH] [--dir DIR] [--network auto|netns|loopback]")
+		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--keep-outage 30s] [--binary PATH] [--dir DIR] [--network auto|netns|loopback]")
 		fmt.Fprintln(stderr, "Runs a fault suite: starts --nodes `shoal serve` processes of --binary (it builds nothing) and one spare")
 		fmt.Fprintln(stderr, "node, with clients doing majority puts, compare-and-sets after linearizable reads and linearizable reads of")
 		fmt.Fprintln(stderr, "registers, w=1 writes of keys written once, and majority appends to per-user lists, while a nemesis injects")
@@ -86,7 +87,7 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "shoal torture: seed %d (repeat with --seed %d)\n", s, s)
 		rep, err := torture.Run(ctx, torture.Config{Binary: *binary, Env: tortureEnv, Nodes: *nodes, Duration: *duration, Seed: s,
-			Clients: *clients, Dir: d, Keep: *keep, Log: stdout, Network: *network})
+			Clients: *clients, Dir: d, Keep: *keep, KeepOutage: *keepOutage, Log: stdout, Network: *network})
 		if rep != nil && rep.History != nil {
 			fmt.Fprint(stdout, "\n"+rep.Table())
 		}

@@ -92,7 +92,7 @@ func TestTortureHelp(t *testing.T) {
 	if code := run([]string{"torture", "--help"}, &out, &errs); code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	for _, flag := range []string{"-nodes", "-duration", "-seed", "-clients", "-keep", "-binary", "-network", "-runs"} {
+	for _, flag := range []string{"-nodes", "-duration", "-seed", "-clients", "-keep", "-keep-outage", "-binary", "-network", "-runs"} {
 		if !strings.Contains(errs.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, errs.String())
 		}

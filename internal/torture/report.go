@@ -39,6 +39,18 @@ type Report struct {
 	Kept bool
 }
 
+// LongestOutage is the longest write outage of the run, whatever the
+// fault (the zero Outage if writes never failed).
+func (r *Report) LongestOutage() Outage {
+	var longest Outage
+	for _, o := range r.Availability {
+		if o.Length() > longest.Length() {
+			longest = o
+		}
+	}
+	return longest
+}
+
 func (r *Report) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }

@@ -31,6 +31,10 @@ type Config struct {
 	// Keep.
 	Dir  string
 	Keep bool
+	// KeepOutage keeps the logs of a passing run whose longest write
+	// outage lasted at least this long too, so that a slow recovery can be
+	// read afterwards (0: only failing runs, or every run with Keep).
+	KeepOutage time.Duration
 	// Log receives progress lines (nil: none).
 	Log io.Writer
 	// Network is NetLoopback (also ""), NetNetns or NetAuto; only netns
@@ -42,6 +46,16 @@ type Config struct {
 }
 
 func (c Config) registerUser() string { return "registers" }
+
+// keepRun says whether a run keeps its nodes' logs and data: when asked
+// to, when it failed or could not finish, or when a write outage lasted
+// KeepOutage or longer.
+func keepRun(cfg Config, rep *Report, err error) bool {
+	if cfg.Keep || err != nil || rep.Failed() {
+		return true
+	}
+	return cfg.KeepOutage > 0 && rep.LongestOutage().Length() >= cfg.KeepOutage
+}
 
 type runner struct {
 	cfg   Config
@@ -106,7 +120,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		r.logf("removed %d network namespaces of runs no longer alive: %s", len(c.Net.Swept), strings.Join(c.Net.Swept, " "))
 	}
 	defer func() {
-		keep := cfg.Keep || err != nil || rep.Failed()
+		keep := keepRun(cfg, rep, err)
 		if cerr := c.Close(keep); cerr != nil {
 			r.logf("closing the cluster: %v", cerr)
 		}
