@@ -237,6 +237,10 @@ type dest struct {
 	id    string
 	wake  chan struct{}
 	parts map[int]*progress
+	// running: its sender goroutine runs. A sender with nothing to do for
+	// long stops (retireIfIdle); its progress stays, and the next
+	// Committed or Ensure that needs it starts it again.
+	running bool
 	// Where the next request starts taking live runs, and where the next
 	// catch-up is looked for, in the ring of partitions (read and written
 	// by the sender only).

@@ -48,12 +48,14 @@ func (s *Shipper) run(d *dest) {
 	}
 }
 
-// retireIfIdle stops d's sender when its node replicates no partition
-// this node masters any more (it left every responsible list, or this node
-// masters nothing it holds) and nothing is queued or copying for it: a
-// node replaced, drained or gone for good must not keep a goroutine. What
-// was known of its copies goes with it; if it becomes a replica again, a
-// new sender probes it.
+// retireIfIdle stops d's sender goroutine when its node replicates no
+// partition this node masters (it left every responsible list, or this
+// node masters nothing now) and nothing is queued or copying for it: a
+// node replaced, drained or gone for good must not keep a goroutine.
+// What is known of its copies stays: a master whose lease lapsed for a
+// moment must still know, when it renews, how far a replica that is down
+// acknowledged, or a newcomer could take that replica's slot before it
+// holds what the replica held (placement.DecideReplacement).
 func (s *Shipper) retireIfIdle(d *dest) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -65,7 +67,7 @@ func (s *Shipper) retireIfIdle(d *dest) bool {
 			return false
 		}
 	}
-	delete(s.dests, d.id)
+	d.running = false
 	s.log.Debug("replica sender stopped: it replicates nothing this node masters", "replica", d.id)
 	return true
 }

@@ -157,12 +157,16 @@ func (s *Shipper) Close() {
 	s.wg.Wait()
 }
 
-// destLocked returns (starting if needed) the sender of replica id.
+// destLocked returns the sender of replica id, starting its goroutine if
+// it has none running.
 func (s *Shipper) destLocked(id string) *dest {
 	d := s.dests[id]
 	if d == nil {
 		d = &dest{id: id, wake: make(chan struct{}, 1), parts: map[int]*progress{}}
 		s.dests[id] = d
+	}
+	if !d.running && s.ctx.Err() == nil {
+		d.running = true
 		s.wg.Add(1)
 		go s.run(d)
 	}
