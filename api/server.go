@@ -248,7 +248,7 @@ func (s *Server) routes() chi.Router {
 			logsafe.ClipTo(r.Method, 16)+" is not allowed on "+logsafe.ClipTo(r.URL.Path, 200)))
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": s.cfg.NodeID})
+		writeJSON(w, http.StatusOK, NodeStatus{Node: s.cfg.NodeID, Status: "ok"})
 	})
 	r.Get("/readyz", s.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
@@ -302,7 +302,14 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, unavailable("the node's store does not answer; its log says why"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.cfg.NodeID})
+	writeJSON(w, http.StatusOK, NodeStatus{Node: s.cfg.NodeID, Status: "ready"})
+}
+
+// NodeStatus is the answer of GET /healthz (status "ok") and of
+// GET /readyz when the node takes traffic (status "ready").
+type NodeStatus struct {
+	Node   string `json:"node"`
+	Status string `json:"status"`
 }
 
 // statusRecorder remembers the status code a handler wrote.
@@ -422,7 +429,14 @@ func (s *Server) listRollback(w http.ResponseWriter, r *http.Request) {
 	if docs == nil {
 		docs = []store.RolledBack{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"node": s.cfg.NodeID, "rolled_back": docs})
+	writeJSON(w, http.StatusOK, RollbackList{Node: s.cfg.NodeID, RolledBack: docs})
+}
+
+// RollbackList is the answer of GET /v1/admin/rollback: the answering
+// node's rollback collection, oldest first.
+type RollbackList struct {
+	Node       string             `json:"node"`
+	RolledBack []store.RolledBack `json:"rolled_back"`
 }
 
 // replicate applies a replication request as a replica.
@@ -557,7 +571,7 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, unavailable("the node's membership is not running"))
 		return
 	}
-	out := clusterAnswer{View: s.cfg.Cluster.View()}
+	out := ClusterAnswer{View: s.cfg.Cluster.View()}
 	if s.cfg.Table != nil {
 		ps := &PartitionSummary{Count: s.cfg.PartitionCount, Masters: map[string]int{}}
 		for _, a := range s.cfg.Table.Snapshot() {
@@ -600,9 +614,10 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// clusterAnswer is GET /v1/cluster: the membership view and, per node, how
-// many partitions it masters as this node's partition table says.
-type clusterAnswer struct {
+// ClusterAnswer is the answer of GET /v1/cluster: the membership view
+// and, per node, how many partitions it masters as this node's partition
+// table says.
+type ClusterAnswer struct {
 	cluster.View
 	Partitions *PartitionSummary `json:"partitions,omitempty"`
 	Voters     *VoterStatus      `json:"voters,omitempty"`

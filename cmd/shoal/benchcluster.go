@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/cluster"
 )
 
@@ -22,28 +23,11 @@ import (
 // majority, the replication lag from a write's acknowledgement to its
 // visibility on the replica, and point reads with each read concern.
 func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout, stderr io.Writer) int {
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2}, Timeout: 30 * time.Second}
-	get := func(url string, v any, headers ...string) (int, http.Header, error) {
-		req, _ := http.NewRequest("GET", url, nil)
-		req.Header.Set("Authorization", "Bearer "+o.token)
-		for i := 0; i+1 < len(headers); i += 2 {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		if v != nil && resp.StatusCode == 200 {
-			err = json.NewDecoder(resp.Body).Decode(v)
-		} else {
-			io.Copy(io.Discard, resp.Body)
-		}
-		return resp.StatusCode, resp.Header, err
-	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2}, Timeout: 30 * time.Second}
 	// Where every node answers, and where the benchmark user's partition lives.
-	var view cluster.View
-	if code, _, err := get(urls[0]+"/v1/cluster", &view); err != nil || code != 200 {
+	admin := client.New(urls[0], o.token, client.WithHTTPClient(hc))
+	view, err := admin.Cluster(context.Background())
+	if code, err := answerOf(err); err != nil || code != 200 {
 		fmt.Fprintf(stderr, "shoal bench: %s/v1/cluster answered %d %v (is --token an admin token?)\n", urls[0], code, err)
 		return 1
 	}
@@ -56,12 +40,10 @@ func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout,
 		nodeURL[m.ID] = u
 	}
 	user := "bench-user-0"
-	var pl struct {
-		Master      string   `json:"master"`
-		Responsible []string `json:"responsible"`
-	}
-	if code, _, err := get(urls[0]+"/v1/users/"+user+"/placement", &pl); err != nil || code != 200 || pl.Master == "" || len(pl.Responsible) < 2 {
-		fmt.Fprintf(stderr, "shoal bench: the placement of %s is not settled (%d %v %+v); wait for the cluster to be ready\n", user, code, err, pl)
+	pl, err := admin.Placement(context.Background(), user)
+	if code, err := answerOf(err); err != nil || code != 200 || pl.Master == "" || len(pl.Responsible) < 2 {
+		fmt.Fprintf(stderr, "shoal bench: the placement of %s is not settled (%d %v {Master:%s Responsible:%v}); wait for the cluster to be ready\n",
+			user, code, err, pl.Master, pl.Responsible)
 		return 1
 	}
 	master, replica := nodeURL[pl.Master], nodeURL[pl.Responsible[1]]
@@ -82,7 +64,7 @@ func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout,
 			req, _ := http.NewRequest("POST", base+"/v1/users/"+user+"/collections/bench/documents", strings.NewReader(`{"payload":"`+payload+`"}`))
 			req.Header.Set("Authorization", "Bearer "+o.token)
 			req.Header.Set("X-Write-Concern", wc)
-			resp, err := client.Do(req)
+			resp, err := hc.Do(req)
 			if err != nil {
 				return err
 			}
@@ -108,7 +90,7 @@ func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout,
 	// the partition. A write's lag is from its acknowledgement to the first
 	// answer of the replica that covers it (0 if the replica had it before
 	// the master's answer arrived).
-	lags, rate, err := measureLag(client, o.token, master, replica, user, lagWrites, lagRate)
+	lags, rate, err := measureLag(hc, o.token, master, replica, user, lagWrites, lagRate)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal bench: %v\n", err)
 		return 1
@@ -125,7 +107,7 @@ func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout,
 	for _, id := range slices.Sorted(maps.Keys(nodeURL)) {
 		nodes = append(nodes, nodeURL[id])
 	}
-	concerns, err := readConcernBench(o, client, master, user, nodes, stdout)
+	concerns, err := readConcernBench(o, hc, master, user, nodes, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal bench: %v\n", err)
 		return 1
@@ -135,6 +117,25 @@ func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout,
 		results = append(results, r.phaseResult)
 	}
 	return exitFor(results...)
+}
+
+// answerOf is the status of an answer of the client's and the error to
+// print with it: 200 and the error for a 200 that did not decode, the
+// status and no error for an answer other than 200, 0 and the error when
+// the node was not reached.
+func answerOf(err error) (int, error) {
+	var he *client.HTTPError
+	var ae *client.AnswerError
+	switch {
+	case err == nil:
+		return http.StatusOK, nil
+	case errors.As(err, &ae):
+		return http.StatusOK, err
+	case errors.As(err, &he):
+		return he.StatusCode, nil
+	default:
+		return 0, err
+	}
 }
 
 // clusterTargets resolves --urls and --token for --cluster, defaulting to a
@@ -181,11 +182,12 @@ func (p position) covers(q position) bool {
 
 // measureLag writes n documents for user to master at rate per second and
 // returns each one's replication lag to replica, and the rate achieved.
-func measureLag(client *http.Client, token, master, replica, user string, n, rate int) ([]time.Duration, float64, error) {
+func measureLag(hc *http.Client, token, master, replica, user string, n, rate int) ([]time.Duration, float64, error) {
 	type write struct {
 		pos   position
 		acked time.Time
 	}
+	replicaAPI := client.New(replica, token, client.WithHTTPClient(hc))
 	var mu sync.Mutex
 	var written []write
 	var failed error
@@ -203,7 +205,7 @@ func measureLag(client *http.Client, token, master, replica, user string, n, rat
 				defer wg.Done()
 				req, _ := http.NewRequest("POST", fmt.Sprintf("%s/v1/users/%s/collections/lag/documents", master, user), strings.NewReader(`{"i":1}`))
 				req.Header.Set("Authorization", "Bearer "+token)
-				resp, err := client.Do(req)
+				resp, err := hc.Do(req)
 				if err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
@@ -239,19 +241,20 @@ func measureLag(client *http.Client, token, master, replica, user string, n, rat
 			finished = true
 		default:
 		}
-		var pl struct {
-			Position position `json:"position"`
-		}
-		req, _ := http.NewRequest("GET", replica+"/v1/users/"+user+"/placement", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := client.Do(req)
-		if err != nil {
+		// An answer other than 200 says nothing of how far the replica
+		// is: it holds nothing as far as the benchmark knows.
+		var held position
+		pl, err := replicaAPI.Placement(context.Background(), user)
+		var he *client.HTTPError
+		var ae *client.AnswerError
+		switch {
+		case err == nil:
+			held = position(pl.Position)
+		case errors.As(err, &ae):
+			return nil, 0, fmt.Errorf("the replica's placement: %w", ae.Err)
+		case errors.As(err, &he):
+		default:
 			return nil, 0, fmt.Errorf("asking the replica how far it is: %w", err)
-		}
-		err = json.NewDecoder(resp.Body).Decode(&pl)
-		resp.Body.Close()
-		if err != nil {
-			return nil, 0, fmt.Errorf("the replica's placement: %w", err)
 		}
 		seen := time.Now()
 		mu.Lock()
@@ -262,11 +265,11 @@ func measureLag(client *http.Client, token, master, replica, user string, n, rat
 		kept := written[:0]
 		for _, w := range written {
 			switch {
-			case pl.Position.covers(w.pos):
+			case held.covers(w.pos):
 				lags = append(lags, max(seen.Sub(w.acked), 0))
 			case seen.Sub(w.acked) > 10*time.Second:
 				mu.Unlock()
-				return nil, 0, fmt.Errorf("a write at %d.%d is not on the replica after 10s (it holds %d.%d)", w.pos.Epoch, w.pos.Seq, pl.Position.Epoch, pl.Position.Seq)
+				return nil, 0, fmt.Errorf("a write at %d.%d is not on the replica after 10s (it holds %d.%d)", w.pos.Epoch, w.pos.Seq, held.Epoch, held.Seq)
 			default:
 				kept = append(kept, w)
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/internal/testnode"
@@ -116,36 +118,20 @@ func startProcClusterWith(t *testing.T, count int, env []string) ([]*procNode, s
 
 // clusterView asks node n for its view; ok is false if it did not answer.
 func clusterView(n *procNode, token string) (cluster.View, bool) {
-	req, _ := http.NewRequest("GET", n.url()+"/v1/cluster", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := client.New(n.url(), token).Cluster(ctx)
 	if err != nil {
 		return cluster.View{}, false
 	}
-	defer resp.Body.Close()
-	var v cluster.View
-	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&v) != nil {
-		return cluster.View{}, false
-	}
-	return v, true
+	return st.View, true
 }
 
-type placementView struct {
-	Master      string   `json:"master"`
-	Epoch       uint64   `json:"epoch"`
-	Responsible []string `json:"responsible"`
-}
-
-func placementOf(n *procNode, token, user string) (placementView, bool) {
-	req, _ := http.NewRequest("GET", n.url()+"/v1/users/"+user+"/placement", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
-	if err != nil {
-		return placementView{}, false
-	}
-	defer resp.Body.Close()
-	var v placementView
-	return v, resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&v) == nil
+func placementOf(n *procNode, token, user string) (api.PlacementView, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, err := client.New(n.url(), token).Placement(ctx, user)
+	return v, err == nil
 }
 
 // putVia writes a document of user through node n; it returns the status and

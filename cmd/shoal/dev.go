@@ -6,13 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/internal/devcluster"
 )
 
@@ -102,13 +103,15 @@ func dev(args []string, stdout, stderr io.Writer) int {
 // devClusterAsker asks a node for GET /v1/cluster the way `shoal status`
 // does, with the admin token, and turns a failure into a few words.
 func devClusterAsker(token string) devcluster.AskCluster {
-	client := &http.Client{Timeout: 2 * time.Second}
-	return func(ctx context.Context, base string) (devcluster.ClusterView, error) {
-		st, err := fetchClusterStatus(ctx, client, base, token)
+	const timeout = 2 * time.Second
+	return func(ctx context.Context, base string) (api.ClusterAnswer, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		st, err := client.New(base, token).Cluster(ctx)
 		if err != nil {
-			return devcluster.ClusterView{}, errors.New(shortFetchError(err, client.Timeout))
+			return api.ClusterAnswer{}, errors.New(shortFetchError(err, timeout))
 		}
-		return devcluster.ClusterView{Node: st.Node, Partitions: st.Partitions, Moves: st.Moves}, nil
+		return st.ClusterAnswer, nil
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/devcluster"
 )
@@ -335,24 +335,22 @@ func (d *devProcess) waitCluster(n int, timeout time.Duration) bool {
 	}
 }
 
-func devGetCluster(base, token string) (clusterStatus, int, error) {
-	req, _ := http.NewRequest(http.MethodGet, base+"/v1/cluster", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		return clusterStatus{}, 0, err
+func devGetCluster(base, token string) (client.ClusterStatus, int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := client.New(base, token).Cluster(ctx)
+	var he *client.HTTPError
+	var ae *client.AnswerError
+	switch {
+	case err == nil:
+		return st, http.StatusOK, nil
+	case errors.As(err, &he):
+		return st, he.StatusCode, nil
+	case errors.As(err, &ae):
+		return st, http.StatusOK, err
+	default:
+		return st, 0, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return clusterStatus{}, resp.StatusCode, err
-	}
-	var st clusterStatus
-	if resp.StatusCode == http.StatusOK {
-		err = json.Unmarshal(body, &st)
-	}
-	return st, resp.StatusCode, err
 }
 
 func devHTTPStatus(url, token string) int {

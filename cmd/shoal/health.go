@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	neturl "net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/shoal-db/shoal/client"
 )
 
 // health asks a node's /readyz and exits 0 when it answers 200, 1 otherwise.
@@ -50,31 +52,33 @@ func health(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// checkReady returns nil when url answers 200 within timeout, else why not.
-func checkReady(url string, timeout time.Duration) error {
+// checkReady returns nil when u answers 200 within timeout, else why not.
+func checkReady(u string, timeout time.Duration) error {
+	if _, err := neturl.Parse(u); err != nil {
+		return fmt.Errorf("bad --url %q: %v", u, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return fmt.Errorf("bad --url %q: %v", url, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%s did not answer within %s", url, timeout)
+	_, err := client.New(u, "", client.ReadyURL(u)).Ready(ctx)
+	var he *client.HTTPError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &he):
+		msg := fmt.Sprintf("%s answered %s", u, he.Status)
+		body := he.Body
+		if len(body) > 512 {
+			body = body[:512]
 		}
-		return fmt.Errorf("%s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode != http.StatusOK {
-		msg := fmt.Sprintf("%s answered %s", url, resp.Status)
 		if b := strings.TrimSpace(string(body)); b != "" {
 			msg += ": " + b
 		}
 		return errors.New(msg)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s did not answer within %s", u, timeout)
+	default:
+		return fmt.Errorf("%s: %v", u, err)
 	}
-	return nil
 }
 
 // defaultHealthURL is /readyz on the port of HTTP_ADDR (default :8080),

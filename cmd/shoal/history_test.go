@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -16,6 +14,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/internal/testnode"
@@ -55,7 +54,7 @@ func TestHistoryUnderMasterFaults(t *testing.T) {
 	// with all three copies: the faults below take its mastership away
 	// and the handoff gives it back.
 	var victim *procNode
-	var pl histPlacement
+	var pl api.PlacementView
 	testnode.Eventually(t, 60*time.Second, "the preferred master masters the partition on every node, with 3 copies", func() (bool, string) {
 		p, why := agreedPlacement(nodes, token, user)
 		if why != "" {
@@ -167,40 +166,26 @@ func TestHistoryUnderMasterFaults(t *testing.T) {
 	t.Logf("whole test: %s", time.Since(began).Round(time.Millisecond))
 }
 
-// histPlacement is what a node's /placement says of the partition.
-type histPlacement struct {
-	Partition       int      `json:"partition"`
-	Master          string   `json:"master"`
-	PreferredMaster string   `json:"preferred_master"`
-	Epoch           uint64   `json:"epoch"`
-	Responsible     []string `json:"responsible"`
-}
-
-func histPlacementOf(n *procNode, token, user string) (histPlacement, bool) {
-	req, _ := http.NewRequest("GET", n.url()+"/v1/users/"+user+"/placement", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
-	if err != nil {
-		return histPlacement{}, false
-	}
-	defer resp.Body.Close()
-	var v histPlacement
-	return v, resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&v) == nil
+func histPlacementOf(n *procNode, token, user string) (api.PlacementView, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, err := client.New(n.url(), token).Placement(ctx, user)
+	return v, err == nil
 }
 
 // agreedPlacement is the placement every one of nodes names, or why there
 // is none.
-func agreedPlacement(nodes []*procNode, token, user string) (histPlacement, string) {
-	var first histPlacement
+func agreedPlacement(nodes []*procNode, token, user string) (api.PlacementView, string) {
+	var first api.PlacementView
 	for i, n := range nodes {
 		p, ok := histPlacementOf(n, token, user)
 		if !ok {
-			return histPlacement{}, n.id + " did not answer"
+			return api.PlacementView{}, n.id + " did not answer"
 		}
 		if i == 0 {
 			first = p
 		} else if p.Master != first.Master || p.Epoch != first.Epoch {
-			return histPlacement{}, fmt.Sprintf("%s names %s at %d, %s names %s at %d", nodes[0].id, first.Master, first.Epoch, n.id, p.Master, p.Epoch)
+			return api.PlacementView{}, fmt.Sprintf("%s names %s at %d, %s names %s at %d", nodes[0].id, first.Master, first.Epoch, n.id, p.Master, p.Epoch)
 		}
 	}
 	return first, ""
@@ -210,7 +195,7 @@ func agreedPlacement(nodes []*procNode, token, user string) (histPlacement, stri
 // than victim at an epoch above epoch, and returns that epoch.
 func waitTakeover(t *testing.T, w *torture.Workload, observers []*procNode, token, user, victim string, epoch uint64) uint64 {
 	t.Helper()
-	var p histPlacement
+	var p api.PlacementView
 	took := testnode.Eventually(t, procLeaseTTL+20*time.Second, "another master takes over from "+victim, func() (bool, string) {
 		var why string
 		p, why = agreedPlacement(observers, token, user)
@@ -227,7 +212,7 @@ func waitTakeover(t *testing.T, w *torture.Workload, observers []*procNode, toke
 // an epoch above epoch, and returns that epoch.
 func waitHandback(t *testing.T, w *torture.Workload, nodes []*procNode, token, user, victim string, epoch uint64) uint64 {
 	t.Helper()
-	var p histPlacement
+	var p api.PlacementView
 	took := testnode.Eventually(t, 60*time.Second, victim+" handed its partition back", func() (bool, string) {
 		var why string
 		p, why = agreedPlacement(nodes, token, user)

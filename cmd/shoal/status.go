@@ -21,59 +21,13 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/client"
+	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/wording"
 )
 
 // defaultNodeURL is where `shoal status` looks when nothing else says where.
 const defaultNodeURL = "http://127.0.0.1:8080"
-
-// clusterStatus is the answer of GET /v1/cluster. Fields the node adds later
-// are ignored.
-type clusterStatus struct {
-	Node       string                `json:"node"`
-	Version    string                `json:"version"`
-	PeerList   peerListStatus        `json:"peer_list"`
-	Members    []clusterMember       `json:"members"`
-	Partitions *api.PartitionSummary `json:"partitions"`
-	Voters     *api.VoterStatus      `json:"voters"`
-	// Moves are the partitions moving from the answering node (it is their
-	// master) to their preferred master.
-	Moves []api.MoveStatus `json:"moves"`
-}
-
-type peerListStatus struct {
-	Source   string           `json:"source"`
-	LoadedAt time.Time        `json:"loaded_at"`
-	Peers    int              `json:"peers"`
-	Refusal  *peerListRefusal `json:"refusal"`
-}
-
-type peerListRefusal struct {
-	At     time.Time `json:"at"`
-	Reason string    `json:"reason"`
-}
-
-type clusterMember struct {
-	ID        string `json:"id"`
-	State     string `json:"state"`
-	Self      bool   `json:"self"`
-	URL       string `json:"url"`
-	PublicURL string `json:"public_url"`
-	Gossip    string `json:"gossip"`
-	Sharding  bool   `json:"sharding"`
-	Replica   bool   `json:"replica"`
-	Voter     bool   `json:"voter"`
-	// InPeerList is nil when the node does not say; only an explicit false
-	// marks a member as out of the peer list.
-	InPeerList     *bool      `json:"in_peer_list"`
-	FreeBytes      *int64     `json:"free_bytes"`
-	Version        string     `json:"version"`
-	Incarnation    uint64     `json:"incarnation"`
-	LastHeard      *time.Time `json:"last_heard"`
-	LastHeardMsAgo *int64     `json:"last_heard_ms_ago"`
-}
-
-func (m clusterMember) unlisted() bool { return m.InPeerList != nil && !*m.InPeerList }
 
 // Where a member stands towards the peer list, for a member out of it.
 const (
@@ -83,12 +37,13 @@ const (
 	outRemoved  = "removed"  // removed from the list and holds nothing: safe to stop
 )
 
-// listing says where m stands towards the peer list, by the partitions
-// the answering node's table gives it (and, for the answering node itself,
-// the writes of its own no later master has checked).
-func (m clusterMember) listing(ps *api.PartitionSummary) string {
+// listing says where m stands towards the peer list of st's node, by the
+// partitions its table gives m (and, for the answering node itself, the
+// writes of its own no later master has checked).
+func listing(st client.ClusterStatus, m cluster.MemberStatus) string {
+	ps := st.Partitions
 	switch {
-	case !m.unlisted():
+	case !st.Unlisted(m):
 		return inList
 	case ps == nil:
 		return outUnknown
@@ -118,7 +73,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 	token, tokenFrom := statusToken(*tok, *dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := fetchClusterStatus(ctx, http.DefaultClient, target.url, token)
+	st, err := client.New(target.url, token).Cluster(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal status: %s\n", explainStatusError(err, target, tokenFrom))
 		return 1
@@ -144,7 +99,7 @@ type memberMoves struct {
 // its url) for its moves: a node lists only the partitions moving from
 // itself. A member that does not answer within timeout is reported, never
 // fatal. The answers come in member order.
-func fetchMoves(ctx context.Context, client *http.Client, st clusterStatus, token string, timeout time.Duration) []memberMoves {
+func fetchMoves(ctx context.Context, hc *http.Client, st client.ClusterStatus, token string, timeout time.Duration) []memberMoves {
 	var out []memberMoves
 	for _, m := range st.Members {
 		if m.Self || m.State != "UP" || m.ID == st.Node {
@@ -167,7 +122,7 @@ func fetchMoves(ctx context.Context, client *http.Client, st clusterStatus, toke
 		wg.Go(func() {
 			actx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			other, err := fetchClusterStatus(actx, client, a.URL, token)
+			other, err := client.New(a.URL, token, client.WithHTTPClient(hc)).Cluster(actx)
 			a.Moves, a.Err = other.Moves, err
 		})
 	}
@@ -177,7 +132,7 @@ func fetchMoves(ctx context.Context, client *http.Client, st clusterStatus, toke
 
 // shortFetchError says in a few words why a member did not answer.
 func shortFetchError(err error, timeout time.Duration) string {
-	var he *statusHTTPError
+	var he *client.HTTPError
 	var netErr net.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -185,7 +140,7 @@ func shortFetchError(err error, timeout time.Duration) string {
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		return fmt.Sprintf("no answer within %s", timeout)
 	case errors.As(err, &he):
-		return "GET /v1/cluster answered " + he.Error()
+		return he.Error()
 	default:
 		return err.Error()
 	}
@@ -271,66 +226,11 @@ func statusToken(flagToken, dir string) (token, from string) {
 	return "", ""
 }
 
-// statusHTTPError is an answer other than 200 from /v1/cluster.
-type statusHTTPError struct {
-	Code   int
-	Detail string
-}
-
-func (e *statusHTTPError) Error() string {
-	if e.Detail == "" {
-		return fmt.Sprintf("status %d", e.Code)
-	}
-	return fmt.Sprintf("status %d: %s", e.Code, e.Detail)
-}
-
-// errNotClusterStatus says the answer was not the cluster status document.
-var errNotClusterStatus = errors.New("the answer is not Shoal's cluster status JSON")
-
-func fetchClusterStatus(ctx context.Context, client *http.Client, base, token string) (clusterStatus, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/cluster", nil)
-	if err != nil {
-		return clusterStatus{}, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return clusterStatus{}, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return clusterStatus{}, fmt.Errorf("reading the answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var p struct {
-			Detail string `json:"detail"`
-			Title  string `json:"title"`
-		}
-		_ = json.Unmarshal(body, &p)
-		detail := p.Detail
-		if detail == "" {
-			detail = p.Title
-		}
-		return clusterStatus{}, &statusHTTPError{Code: resp.StatusCode, Detail: detail}
-	}
-	var st clusterStatus
-	if err := json.Unmarshal(body, &st); err != nil {
-		return clusterStatus{}, fmt.Errorf("%w (%v; content type %q)", errNotClusterStatus, err, resp.Header.Get("Content-Type"))
-	}
-	if st.Node == "" && st.Members == nil {
-		return clusterStatus{}, fmt.Errorf("%w (no \"node\" or \"members\" field)", errNotClusterStatus)
-	}
-	return st, nil
-}
-
 // explainStatusError turns a failure into one line that says what to do.
 func explainStatusError(err error, t statusTarget, tokenFrom string) string {
 	target := t.url
-	var he *statusHTTPError
+	var he *client.HTTPError
+	var ae *client.AnswerError
 	var dnsErr *net.DNSError
 	var netErr net.Error
 	switch {
@@ -343,20 +243,20 @@ func explainStatusError(err error, t statusTarget, tokenFrom string) string {
 			hint = t.note + "; pass --url"
 		}
 		return fmt.Sprintf("no node answers at %s (connection refused): %s", target, hint)
-	case errors.As(err, &he) && he.Code == http.StatusUnauthorized:
+	case errors.As(err, &he) && he.StatusCode == http.StatusUnauthorized:
 		if tokenFrom == "" {
 			return fmt.Sprintf("%s wants a token (401) and none was given: pass --token, set $SHOAL_TOKEN, "+
 				"or use --dir with the directory of `shoal dev` (it writes admin.token); mint one with `shoal token --admin`", target)
 		}
 		return fmt.Sprintf("%s refused the token from %s (401: %s): mint an admin token with the cluster's AUTH_SECRET "+
-			"(`shoal token --admin`), or restart `shoal dev` to refresh its admin.token", target, tokenFrom, he.Detail)
-	case errors.As(err, &he) && he.Code == http.StatusForbidden:
+			"(`shoal token --admin`), or restart `shoal dev` to refresh its admin.token", target, tokenFrom, he.Message())
+	case errors.As(err, &he) && he.StatusCode == http.StatusForbidden:
 		return fmt.Sprintf("%s says the token from %s may not see the cluster (403): it needs an admin token; mint one with `shoal token --admin`", target, tokenFrom)
-	case errors.As(err, &he) && he.Code == http.StatusNotFound:
+	case errors.As(err, &he) && he.StatusCode == http.StatusNotFound:
 		return fmt.Sprintf("%s has no /v1/cluster (404): it is not a Shoal node, or one built before clustering; check --url", target)
 	case errors.As(err, &he):
-		return fmt.Sprintf("%s answered GET /v1/cluster with %v: check the node's log and try again", target, he)
-	case errors.Is(err, errNotClusterStatus):
+		return fmt.Sprintf("%s answered GET /v1/cluster with %s: check the node's log and try again", target, he.Answer())
+	case errors.As(err, &ae):
 		return fmt.Sprintf("%s answered with something that is not Shoal's cluster status (%v): is --url a Shoal node's base URL?", target, err)
 	case errors.As(err, &dnsErr):
 		return fmt.Sprintf("cannot resolve the host of %s (%v): check --url", target, err)
@@ -373,7 +273,7 @@ const statusWidth = 100
 // renderStatus renders the cluster status for a person: a header saying
 // which node answered and about its peer list, one row per member, then
 // the partitions moving, from the answering node's answer and others'.
-func renderStatus(st clusterStatus, others []memberMoves, from string, now time.Time) string {
+func renderStatus(st client.ClusterStatus, others []memberMoves, from string, now time.Time) string {
 	var b strings.Builder
 	version := ""
 	if st.Version != "" {
@@ -382,21 +282,21 @@ func renderStatus(st clusterStatus, others []memberMoves, from string, now time.
 	fmt.Fprintf(&b, "Cluster as %s sees it%s, asked at %s\n", wording.OrDash(st.Node), version, from)
 	pl := st.PeerList
 	loaded := "never loaded"
-	if !pl.LoadedAt.IsZero() {
-		loaded = "loaded " + pl.LoadedAt.UTC().Format(time.RFC3339) + " (" + ago(now.Sub(pl.LoadedAt)) + ")"
+	if pl.LoadedAt != nil && !pl.LoadedAt.IsZero() {
+		loaded = "loaded " + pl.LoadedAt.UTC().Format(time.RFC3339) + " (" + ago(now.Sub(*pl.LoadedAt)) + ")"
 	}
 	fmt.Fprintf(&b, "Peer list: %s, %s, %s\n", wording.OrDash(pl.Source), wording.Plural(pl.Peers, "peer"), loaded)
 	if r := pl.Refusal; r != nil {
 		fmt.Fprintf(&b, "!!! PEER LIST REFUSED at %s (%s): %s\n", r.At.UTC().Format(time.RFC3339), ago(now.Sub(r.At)), r.Reason)
 		fmt.Fprintf(&b, "!!! %s keeps the list it loaded before; fix %s and it is read again at the next refresh\n", wording.OrDash(st.Node), wording.OrDash(pl.Source))
 	}
-	members := append([]clusterMember(nil), st.Members...)
+	members := append([]cluster.MemberStatus(nil), st.Members...)
 	sort.SliceStable(members, func(i, j int) bool { return wording.NaturalLess(members[i].ID, members[j].ID) })
 	counts := map[string]int{}
 	listings := map[string]int{}
 	for _, m := range members {
-		counts[m.State]++
-		listings[m.listing(st.Partitions)]++
+		counts[string(m.State)]++
+		listings[listing(st, m)]++
 	}
 	var states []string
 	for _, s := range []string{"UP", "SUSPECT", "DOWN"} {
@@ -442,7 +342,7 @@ func renderStatus(st clusterStatus, others []memberMoves, from string, now time.
 	}
 	for _, m := range members {
 		ps := st.Partitions
-		switch m.listing(ps) {
+		switch listing(st, m) {
 		case outDraining:
 			unchecked := ""
 			if n := ps.Unreconciled[m.ID]; n > 0 {
@@ -467,7 +367,7 @@ func renderStatus(st clusterStatus, others []memberMoves, from string, now time.
 		if m.Self {
 			id = "* " + m.ID
 		}
-		if l := m.listing(st.Partitions); l != inList {
+		if l := listing(st, m); l != inList {
 			id += " (" + l + ")"
 		}
 		u := m.URL
@@ -480,9 +380,9 @@ func renderStatus(st clusterStatus, others []memberMoves, from string, now time.
 		}
 		free := "-"
 		if m.FreeBytes != nil {
-			free = humanBytes(*m.FreeBytes)
+			free = humanBytes(int64(*m.FreeBytes))
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", id, wording.OrDash(m.State), wording.OrDash(u), free,
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", id, wording.OrDash(string(m.State)), wording.OrDash(u), free,
 			lastHeard(m, now), wording.Roles(m.Sharding, m.Replica, m.Voter))
 		if ps := st.Partitions; ps != nil {
 			row += fmt.Sprintf("\t%d\t%d", ps.Masters[m.ID], ps.Copies[m.ID])
@@ -514,7 +414,7 @@ func renderStatus(st clusterStatus, others []memberMoves, from string, now time.
 
 // renderMoves lists the partitions moving, as the answering node and the
 // other members said, and the members that could not be asked.
-func renderMoves(b *strings.Builder, st clusterStatus, others []memberMoves) {
+func renderMoves(b *strings.Builder, st client.ClusterStatus, others []memberMoves) {
 	moves := slices.Clone(st.Moves)
 	var failed []memberMoves
 	for _, o := range others {
@@ -576,7 +476,7 @@ func wrapItems(items []string, sep string, width int) []string {
 	return lines
 }
 
-func lastHeard(m clusterMember, now time.Time) string {
+func lastHeard(m cluster.MemberStatus, now time.Time) string {
 	switch {
 	case m.LastHeardMsAgo != nil:
 		return ago(time.Duration(*m.LastHeardMsAgo) * time.Millisecond)

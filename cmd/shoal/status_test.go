@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/client"
+	"github.com/shoal-db/shoal/cluster"
 )
 
 // sampleClusterJSON is the /v1/cluster answer of the contract, with one more
@@ -65,9 +67,9 @@ const sampleClusterJSON = `{
   ]
 }`
 
-func statusSample(t *testing.T) clusterStatus {
+func statusSample(t *testing.T) client.ClusterStatus {
 	t.Helper()
-	var st clusterStatus
+	var st client.ClusterStatus
 	if err := json.Unmarshal([]byte(sampleClusterJSON), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -124,50 +126,51 @@ COPIED: documents copied to the new master (of all to copy); BEHIND: changes it 
 func TestRenderStatusVariants(t *testing.T) {
 	now := time.Date(2026, 11, 29, 19, 2, 0, 0, time.UTC)
 	heard := now.Add(-90 * time.Second)
+	loaded := now.Add(-3 * time.Hour)
 	yes, no := true, false
 	for _, tc := range []struct {
 		name    string
-		st      clusterStatus
+		st      client.ClusterStatus
 		others  []memberMoves
 		want    []string
 		notWant []string
 	}{
 		{
 			name:    "healthy list, no refusal",
-			st:      clusterStatus{Node: "a", PeerList: peerListStatus{Source: "/p.json", LoadedAt: now.Add(-3 * time.Hour), Peers: 1}},
+			st:      client.ClusterStatus{ClusterAnswer: api.ClusterAnswer{View: cluster.View{Node: "a", PeerList: cluster.PeerListStatus{Source: "/p.json", LoadedAt: &loaded, Peers: 1}}}},
 			want:    []string{"Cluster as a sees it, asked at u", "1 peer, loaded 2026-11-29T16:02:00Z (3h00m ago)", "0 members\n"},
 			notWant: []string{"REFUSED", "unknown"},
 		},
 		{
 			name: "never loaded",
-			st:   clusterStatus{Node: "a"},
+			st:   client.ClusterStatus{ClusterAnswer: api.ClusterAnswer{View: cluster.View{Node: "a"}}},
 			want: []string{"Peer list: -, 0 peers, never loaded"},
 		},
 		{
 			name: "last_heard without ms_ago; public url differs",
-			st: clusterStatus{Node: "a", Members: []clusterMember{{ID: "b", State: "UP", URL: "http://10.0.0.2:8080",
-				PublicURL: "https://b.example.com", LastHeard: &heard, Voter: true}}},
+			st: client.ClusterStatus{ClusterAnswer: api.ClusterAnswer{View: cluster.View{Node: "a", Members: []cluster.MemberStatus{{ID: "b", State: "UP", URL: "http://10.0.0.2:8080",
+				PublicURL: "https://b.example.com", LastHeard: &heard, Voter: true}}}}, InPeerListUnknown: true},
 			want: []string{"1m30s ago", "http://10.0.0.2:8080 (public https://b.example.com)", "- - V", "1 member: 1 UP\n"},
 		},
 		{
 			name: "in_peer_list absent is not unknown",
-			st:   clusterStatus{Node: "a", Members: []clusterMember{{ID: "b", State: "UP"}}},
+			st:   client.ClusterStatus{ClusterAnswer: api.ClusterAnswer{View: cluster.View{Node: "a", Members: []cluster.MemberStatus{{ID: "b", State: "UP"}}}}, InPeerListUnknown: true},
 			want: []string{"  b  ", "never"}, notWant: []string{"unknown", "draining", "removed", "MASTERS", "COPIES"},
 		},
 		{
 			name:    "out of the list, no partition counts: unknown",
-			st:      clusterStatus{Node: "a", Members: []clusterMember{{ID: "b", State: "UP", InPeerList: &no}}},
+			st:      client.ClusterStatus{ClusterAnswer: api.ClusterAnswer{View: cluster.View{Node: "a", Members: []cluster.MemberStatus{{ID: "b", State: "UP", InPeerList: no}}}}},
 			want:    []string{"  b (unknown)  ", "1 member: 1 UP; 1 unknown (gossiping but not in the peer list)\n", "unknown: gossips with the cluster"},
 			notWant: []string{"draining", "removed", "safe to stop"},
 		},
 		{
 			name: "draining by copies alone; removed self",
-			st: clusterStatus{Node: "d", Partitions: &api.PartitionSummary{Count: 4, Masters: map[string]int{"a": 4}, Copies: map[string]int{"a": 0, "c": 3}},
-				Members: []clusterMember{
-					{ID: "a", State: "UP", InPeerList: &yes},
-					{ID: "c", State: "UP", InPeerList: &no},
-					{ID: "d", State: "UP", InPeerList: &no, Self: true},
-				}},
+			st: client.ClusterStatus{ClusterAnswer: api.ClusterAnswer{Partitions: &api.PartitionSummary{Count: 4, Masters: map[string]int{"a": 4}, Copies: map[string]int{"a": 0, "c": 3}},
+				View: cluster.View{Node: "d", Members: []cluster.MemberStatus{
+					{ID: "a", State: "UP", InPeerList: yes},
+					{ID: "c", State: "UP", InPeerList: no},
+					{ID: "d", State: "UP", InPeerList: no, Self: true},
+				}}}},
 			want: []string{
 				"3 members: 3 UP; 1 draining, 1 removed\n",
 				"c drains (out of the peer list): masters 0 partitions, holds 3 copies; do not stop it yet\n",
@@ -180,28 +183,28 @@ func TestRenderStatusVariants(t *testing.T) {
 		},
 		{
 			name: "draining self by writes no later master checked",
-			st: clusterStatus{Node: "d", Partitions: &api.PartitionSummary{Count: 4, Masters: map[string]int{"a": 4}, Unreconciled: map[string]int{"d": 1}},
-				Members: []clusterMember{{ID: "d", State: "UP", InPeerList: &no, Self: true}}},
+			st: client.ClusterStatus{ClusterAnswer: api.ClusterAnswer{Partitions: &api.PartitionSummary{Count: 4, Masters: map[string]int{"a": 4}, Unreconciled: map[string]int{"d": 1}},
+				View: cluster.View{Node: "d", Members: []cluster.MemberStatus{{ID: "d", State: "UP", InPeerList: no, Self: true}}}}},
 			want: []string{"d drains (out of the peer list): masters 0 partitions, holds 0 copies, holds writes of its own no later master has checked in 1 partition; do not stop it yet\n",
 				"* d (draining)  "},
 			notWant: []string{"safe to stop"},
 		},
 		{
 			name: "one copy",
-			st: clusterStatus{Node: "a", Partitions: &api.PartitionSummary{Count: 1, Masters: map[string]int{"a": 1}, Copies: map[string]int{"b": 1}},
-				Members: []clusterMember{{ID: "b", State: "UP", InPeerList: &no}}},
+			st: client.ClusterStatus{ClusterAnswer: api.ClusterAnswer{Partitions: &api.PartitionSummary{Count: 1, Masters: map[string]int{"a": 1}, Copies: map[string]int{"b": 1}},
+				View: cluster.View{Node: "a", Members: []cluster.MemberStatus{{ID: "b", State: "UP", InPeerList: no}}}}},
 			want: []string{"masters 0 partitions, holds 1 copy;"},
 		},
 		{
 			name:    "a member not asked: no claim that nothing moves",
-			st:      clusterStatus{Node: "a"},
-			others:  []memberMoves{{ID: "b", URL: "http://b:1", Err: &statusHTTPError{Code: 401, Detail: "bad token"}}},
+			st:      client.ClusterStatus{ClusterAnswer: api.ClusterAnswer{View: cluster.View{Node: "a"}}},
+			others:  []memberMoves{{ID: "b", URL: "http://b:1", Err: &client.HTTPError{Method: "GET", Path: "/v1/cluster", StatusCode: 401, Problem: &api.Problem{Detail: "bad token"}}}},
 			want:    []string{"No partition is moving, as far as the members that answered say.\n", "! could not ask b at http://b:1 for its moves: GET /v1/cluster answered status 401: bad token\n"},
 			notWant: []string{"No partition is moving.\n", "Moves in progress"},
 		},
 		{
 			name: "moves only from another member; total unknown",
-			st:   clusterStatus{Node: "a"},
+			st:   client.ClusterStatus{ClusterAnswer: api.ClusterAnswer{View: cluster.View{Node: "a"}}},
 			others: []memberMoves{{ID: "b", URL: "http://b:1", Moves: []api.MoveStatus{
 				{Partition: 9, From: "b", To: "a", Phase: "catching-up", DocumentsCopied: 17, Behind: 250},
 			}}},
@@ -403,7 +406,7 @@ func TestFetchMovesAsksEveryOtherMemberUp(t *testing.T) {
 	t.Cleanup(otherToken.Close)
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
-	st := clusterStatus{Node: "a", Members: []clusterMember{
+	st := client.ClusterStatus{ClusterAnswer: api.ClusterAnswer{View: cluster.View{Node: "a", Members: []cluster.MemberStatus{
 		{ID: "a", State: "UP", Self: true, URL: closed.URL},
 		{ID: "f", State: "UP", URL: otherToken.URL},
 		{ID: "b", State: "UP", URL: closed.URL, PublicURL: answering.URL + "/"}, // the public url wins
@@ -412,7 +415,7 @@ func TestFetchMovesAsksEveryOtherMemberUp(t *testing.T) {
 		{ID: "e", State: "UP"},
 		{ID: "g", State: "DOWN", URL: closed.URL},
 		{ID: "h", State: "UP", URL: closed.URL},
-	}}
+	}}}}
 	got := fetchMoves(context.Background(), http.DefaultClient, st, "tok", 300*time.Millisecond)
 	var ids []string
 	for _, g := range got {

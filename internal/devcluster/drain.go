@@ -14,18 +14,12 @@ import (
 // drainLogEvery is how often the progress of a drain is logged.
 const drainLogEvery = 10 * time.Second
 
-// ClusterView is the part of a node's answer to GET /v1/cluster that tells
-// whether a node has drained.
-type ClusterView struct {
-	Node       string                // the answering node
-	Partitions *api.PartitionSummary // nil when it gave no partition counts
-	Moves      []api.MoveStatus      // partitions moving from the answering node
-}
-
-// AskCluster asks the node at baseURL for its GET /v1/cluster answer. The
-// error's text is logged as it is, so it says in a few words why the node
-// did not answer ("connection refused").
-type AskCluster func(ctx context.Context, baseURL string) (ClusterView, error)
+// AskCluster asks the node at baseURL for its GET /v1/cluster answer
+// (client.Client.Cluster); the drain watch reads the answering node, its
+// partition counts (nil when it gives none) and the partitions moving from
+// it. The error's text is logged as it is, so it says in a few words why
+// the node did not answer ("connection refused").
+type AskCluster func(ctx context.Context, baseURL string) (api.ClusterAnswer, error)
 
 // listedURLs are the urls of the peers in the peer list, in id order.
 func (s *Supervisor) listedURLs() []string {
@@ -92,7 +86,7 @@ func (s *Supervisor) drainState(ctx context.Context, c *child, others []string) 
 // from it either, and no writes of its own wait for a later master's check
 // (api.PartitionSummary.Unreconciled). Otherwise it says what id still
 // holds.
-func drainedIn(st ClusterView, id string) (bool, string) {
+func drainedIn(st api.ClusterAnswer, id string) (bool, string) {
 	ps := st.Partitions
 	if ps == nil {
 		return false, wording.OrDash(st.Node) + " gives no partition counts"

@@ -18,20 +18,20 @@ func TestDrainedIn(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		st   ClusterView
+		st   api.ClusterAnswer
 		done bool
 		want string
 	}{
-		{"its own answer: nothing", ClusterView{Node: "x", Partitions: summary(0, map[string]int{"a": 8}, map[string]int{"a": 0})}, true, "holds nothing"},
-		{"another's answer: nothing", ClusterView{Node: "a", Partitions: summary(0, map[string]int{"a": 8}, nil), Moves: []api.MoveStatus{{Partition: 1}}}, true, "holds nothing"},
-		{"masters some", ClusterView{Node: "x", Partitions: summary(0, map[string]int{"a": 6, "x": 2}, map[string]int{"x": 1})}, false, "masters 2 partitions, holds 1 copy"},
-		{"copies only", ClusterView{Node: "a", Partitions: summary(0, map[string]int{"a": 8}, map[string]int{"x": 3})}, false, "masters 0 partitions, holds 3 copies"},
-		{"moves still listed", ClusterView{Node: "x", Partitions: summary(0, map[string]int{"a": 8}, nil), Moves: []api.MoveStatus{{Partition: 1}}},
+		{"its own answer: nothing", api.ClusterAnswer{View: cluster.View{Node: "x"}, Partitions: summary(0, map[string]int{"a": 8}, map[string]int{"a": 0})}, true, "holds nothing"},
+		{"another's answer: nothing", api.ClusterAnswer{View: cluster.View{Node: "a"}, Partitions: summary(0, map[string]int{"a": 8}, nil), Moves: []api.MoveStatus{{Partition: 1}}}, true, "holds nothing"},
+		{"masters some", api.ClusterAnswer{View: cluster.View{Node: "x"}, Partitions: summary(0, map[string]int{"a": 6, "x": 2}, map[string]int{"x": 1})}, false, "masters 2 partitions, holds 1 copy"},
+		{"copies only", api.ClusterAnswer{View: cluster.View{Node: "a"}, Partitions: summary(0, map[string]int{"a": 8}, map[string]int{"x": 3})}, false, "masters 0 partitions, holds 3 copies"},
+		{"moves still listed", api.ClusterAnswer{View: cluster.View{Node: "x"}, Partitions: summary(0, map[string]int{"a": 8}, nil), Moves: []api.MoveStatus{{Partition: 1}}},
 			false, "masters 0 partitions, holds 0 copies, 1 partition moving from it"},
-		{"partitions without a master", ClusterView{Node: "x", Partitions: summary(8, nil, nil)}, false, "(8 partitions without a master in x's table)"},
-		{"writes no later master checked", ClusterView{Node: "x", Partitions: &api.PartitionSummary{Count: 8, Masters: map[string]int{"a": 8},
+		{"partitions without a master", api.ClusterAnswer{View: cluster.View{Node: "x"}, Partitions: summary(8, nil, nil)}, false, "(8 partitions without a master in x's table)"},
+		{"writes no later master checked", api.ClusterAnswer{View: cluster.View{Node: "x"}, Partitions: &api.PartitionSummary{Count: 8, Masters: map[string]int{"a": 8},
 			Unreconciled: map[string]int{"x": 1}}}, false, "masters 0 partitions, holds 0 copies, holds writes of its own no later master has checked in 1 partition"},
-		{"no partition counts", ClusterView{Node: "x"}, false, "x gives no partition counts"},
+		{"no partition counts", api.ClusterAnswer{View: cluster.View{Node: "x"}}, false, "x gives no partition counts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			done, got := drainedIn(tc.st, "x")
@@ -46,11 +46,11 @@ func TestDrainedIn(t *testing.T) {
 // again and again), counting the questions.
 type drainAnswers struct {
 	mu      sync.Mutex
-	answers []ClusterView
+	answers []api.ClusterAnswer
 	asked   int
 }
 
-func (d *drainAnswers) next() ClusterView {
+func (d *drainAnswers) next() api.ClusterAnswer {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := d.answers[min(d.asked, len(d.answers)-1)]
@@ -67,10 +67,10 @@ func (d *drainAnswers) count() int {
 // askNodes is an AskCluster over the nodes at the urls in nodes; any other
 // url does not answer, the way cmd/shoal's asker words a refused connection.
 func askNodes(nodes map[string]*drainAnswers) AskCluster {
-	return func(ctx context.Context, base string) (ClusterView, error) {
+	return func(ctx context.Context, base string) (api.ClusterAnswer, error) {
 		d, ok := nodes[base]
 		if !ok {
-			return ClusterView{}, errors.New("connection refused")
+			return api.ClusterAnswer{}, errors.New("connection refused")
 		}
 		return d.next(), nil
 	}
@@ -81,9 +81,9 @@ func TestWatchDrain(t *testing.T) {
 		return &api.PartitionSummary{Count: 4, Masters: masters, Copies: copies}
 	}
 	var (
-		holding = ClusterView{Node: "x", Partitions: partitions(map[string]int{"a": 3, "x": 1}, map[string]int{"x": 2})}
-		empty   = ClusterView{Node: "x", Partitions: partitions(map[string]int{"a": 4}, nil)}
-		other   = ClusterView{Node: "a", Partitions: partitions(map[string]int{"a": 4}, nil)}
+		holding = api.ClusterAnswer{View: cluster.View{Node: "x"}, Partitions: partitions(map[string]int{"a": 3, "x": 1}, map[string]int{"x": 2})}
+		empty   = api.ClusterAnswer{View: cluster.View{Node: "x"}, Partitions: partitions(map[string]int{"a": 4}, nil)}
+		other   = api.ClusterAnswer{View: cluster.View{Node: "a"}, Partitions: partitions(map[string]int{"a": 4}, nil)}
 	)
 	newSup := func(nodes map[string]*drainAnswers) (*Supervisor, *watchedOutput) {
 		out := newWatchedOutput()
@@ -107,7 +107,7 @@ func TestWatchDrain(t *testing.T) {
 	}
 
 	t.Run("its own answer", func(t *testing.T) {
-		answers := &drainAnswers{answers: []ClusterView{holding, holding, holding, empty}}
+		answers := &drainAnswers{answers: []api.ClusterAnswer{holding, holding, holding, empty}}
 		s, out := newSup(map[string]*drainAnswers{"http://x": answers})
 		c := &child{Node: Node{Peer: cluster.Peer{ID: "x", URL: "http://x"}}, done: make(chan struct{})}
 		watch(t, s, c, nil)
@@ -120,9 +120,9 @@ func TestWatchDrain(t *testing.T) {
 	})
 
 	t.Run("another node's answer when it does not answer", func(t *testing.T) {
-		answers := &drainAnswers{answers: []ClusterView{{Node: "a", Partitions: partitions(map[string]int{"a": 4}, map[string]int{"x": 1})}, other}}
+		answers := &drainAnswers{answers: []api.ClusterAnswer{{View: cluster.View{Node: "a"}, Partitions: partitions(map[string]int{"a": 4}, map[string]int{"x": 1})}, other}}
 		s, out := newSup(map[string]*drainAnswers{
-			"http://stale": {answers: []ClusterView{holding}}, // says x still holds copies
+			"http://stale": {answers: []api.ClusterAnswer{holding}}, // says x still holds copies
 			"http://a":     answers,
 		})
 		c := &child{Node: Node{Peer: cluster.Peer{ID: "x", URL: "http://closed"}}, done: make(chan struct{})}
@@ -136,7 +136,7 @@ func TestWatchDrain(t *testing.T) {
 	})
 
 	t.Run("ends when the node exits", func(t *testing.T) {
-		s, _ := newSup(map[string]*drainAnswers{"http://x": {answers: []ClusterView{holding}}})
+		s, _ := newSup(map[string]*drainAnswers{"http://x": {answers: []api.ClusterAnswer{holding}}})
 		c := &child{Node: Node{Peer: cluster.Peer{ID: "x", URL: "http://x"}}, done: make(chan struct{})}
 		ended := make(chan struct{})
 		go func() { s.watchDrain(context.Background(), c, nil); close(ended) }()

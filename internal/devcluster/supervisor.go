@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/wording"
 )
@@ -67,8 +68,8 @@ type Supervisor struct {
 	starter  Starter
 	ask      AskCluster
 	out      *lineOut
-	client   *http.Client
-	width    int // of the prefix's id column; fixed, so every goroutine may read it
+	client   *http.Client // asks /readyz, each answer within 2 s
+	width    int          // of the prefix's id column; fixed, so every goroutine may read it
 	exits    chan *child
 	drained  chan *child       // a node out of the peer list that holds nothing
 	children map[string]*child // the latest process of each node id; touched only by Run's goroutine
@@ -296,17 +297,8 @@ func (s *Supervisor) waitReady(ctx context.Context, children []*child) error {
 }
 
 func (s *Supervisor) ready(ctx context.Context, c *child) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+"/readyz", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return false
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	_, err := client.New(c.URL, "", client.WithHTTPClient(s.client)).Ready(ctx)
+	return err == nil
 }
 
 func (s *Supervisor) reportNotReady(err error) {

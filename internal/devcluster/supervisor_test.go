@@ -252,18 +252,18 @@ type askedNodes struct {
 	answers map[string]*drainAnswers
 }
 
-func (a *askedNodes) set(url string, answers ...ClusterView) {
+func (a *askedNodes) set(url string, answers ...api.ClusterAnswer) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.answers[url] = &drainAnswers{answers: answers}
 }
 
-func (a *askedNodes) ask(ctx context.Context, base string) (ClusterView, error) {
+func (a *askedNodes) ask(ctx context.Context, base string) (api.ClusterAnswer, error) {
 	a.mu.Lock()
 	d := a.answers[base]
 	a.mu.Unlock()
 	if d == nil {
-		return ClusterView{}, errors.New("connection refused")
+		return api.ClusterAnswer{}, errors.New("connection refused")
 	}
 	return d.next(), nil
 }
@@ -575,8 +575,8 @@ func TestSupervisorFollowsThePeerList(t *testing.T) {
 	r.out.waitFor(t, "changed but is not a valid peer list")
 
 	// A removed node keeps running until it holds nothing, then is stopped.
-	holding := ClusterView{Node: "node2", Partitions: &api.PartitionSummary{Count: 4, Masters: map[string]int{"node1": 3, "node2": 1}}}
-	empty := ClusterView{Node: "node2", Partitions: &api.PartitionSummary{Count: 4, Masters: map[string]int{"node1": 4}}}
+	holding := api.ClusterAnswer{View: cluster.View{Node: "node2"}, Partitions: &api.PartitionSummary{Count: 4, Masters: map[string]int{"node1": 3, "node2": 1}}}
+	empty := api.ClusterAnswer{View: cluster.View{Node: "node2"}, Partitions: &api.PartitionSummary{Count: 4, Masters: map[string]int{"node1": 4}}}
 	r.asked.set(node2.URL, holding, holding, empty)
 	write(cluster.PeerList{Peers: []cluster.Peer{changed, node3, far}})
 	r.out.waitFor(t, "node2 left the peer list: it keeps running while it hands its partitions and copies over, and is stopped once it holds nothing")

@@ -1,13 +1,12 @@
 package testcluster_test
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/internal/testcluster"
 	"github.com/shoal-db/shoal/internal/testnode"
 	"github.com/shoal-db/shoal/shard"
@@ -43,15 +42,8 @@ func TestACutOffMasterDrainedKeepsItsW1Writes(t *testing.T) {
 	c.Faults.HealAll()
 
 	testnode.Eventually(t, 20*time.Second, "node4 holds nothing by its own answer", func() (bool, string) {
-		r, err := old.TryDo("GET", "/v1/cluster", nil)
-		if err != nil || r.Status != 200 {
-			return false, fmt.Sprint(err)
-		}
-		var st struct {
-			Partitions *api.PartitionSummary `json:"partitions"`
-			Moves      []api.MoveStatus      `json:"moves"`
-		}
-		if err := json.Unmarshal(r.Body, &st); err != nil {
+		st, err := old.API().Cluster(context.Background())
+		if err != nil {
 			return false, err.Error()
 		}
 		return st.Partitions.HoldsNothing("node4", len(st.Moves))
@@ -143,15 +135,8 @@ func TestAReplacedFormerMasterKeepsItsW1Writes(t *testing.T) {
 			len(lost), len(acked), master, lost, c.Node(master).Placement(p).Responsible)
 	})
 	drained := testnode.Eventually(t, 20*time.Second, "node4 holds nothing by its own answer", func() (bool, string) {
-		r, err := cl.TryDo("GET", "/v1/cluster", nil)
-		if err != nil || r.Status != 200 {
-			return false, fmt.Sprint(err)
-		}
-		var st struct {
-			Partitions *api.PartitionSummary `json:"partitions"`
-			Moves      []api.MoveStatus      `json:"moves"`
-		}
-		if err := json.Unmarshal(r.Body, &st); err != nil {
+		st, err := cl.API().Cluster(context.Background())
+		if err != nil {
 			return false, err.Error()
 		}
 		return st.Partitions.HoldsNothing("node4", len(st.Moves))

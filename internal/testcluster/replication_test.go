@@ -1,6 +1,7 @@
 package testcluster_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -166,15 +167,10 @@ func TestMajorityWritesWaitForAReplica(t *testing.T) {
 		t.Fatalf("majority write with its replica cut off: %d %s", r.Status, r.Body)
 	}
 	// The master shows the replica behind, in changes and in time.
-	var view struct {
-		Replication []struct {
-			Replica   string `json:"replica"`
-			Partition int    `json:"partition"`
-			Behind    uint64 `json:"behind"`
-			LagMs     int64  `json:"lag_ms"`
-		} `json:"replication"`
+	view, err := cl.API().Cluster(context.Background())
+	if err != nil {
+		t.Fatalf("GET /v1/cluster: %v", err)
 	}
-	json.Unmarshal(cl.Do("GET", "/v1/cluster", nil).Body, &view)
 	shown := false
 	for _, l := range view.Replication {
 		if l.Replica == replica && l.Partition == p && l.Behind > 0 && l.LagMs >= 500 {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/internal/node"
 )
@@ -145,6 +146,14 @@ func (n *Node) Client(token string) *Client { return NewClient(n.t, n.URL(), tok
 // NewClient returns a client of the node at base using token.
 func NewClient(t testing.TB, base, token string) *Client {
 	return &Client{t: t, Base: base, Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// API is the typed client of the node's admin and health routes
+// (client.Client), through c's HTTP client and token: tests ask
+// GET /v1/cluster, placements and rollback lists with it, and keep Do for
+// documents and for answers they check byte by byte.
+func (c *Client) API() *client.Client {
+	return client.New(c.Base, c.Token, client.WithHTTPClient(c.HTTP))
 }
 
 // Response is an answer, read whole.

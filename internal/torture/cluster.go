@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	shoalclient "github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
 )
@@ -459,12 +460,11 @@ func startHere(cmd *exec.Cmd, wait func()) error {
 
 // View is node n's view of the cluster.
 func (n *Node) View(ctx context.Context, token string) (cluster.View, error) {
-	var v cluster.View
-	code, err := getJSON(ctx, n.hc, n.URL()+"/v1/cluster", token, nil, &v)
-	if err == nil && code != 200 {
+	st, err := shoalclient.New(n.URL(), token, shoalclient.WithHTTPClient(n.hc)).Cluster(ctx)
+	if code, ok := answered(err); ok {
 		err = fmt.Errorf("%s answered /v1/cluster with %d", n.ID, code)
 	}
-	return v, err
+	return st.View, err
 }
 
 // Placement is node n's placement of user.
@@ -475,15 +475,24 @@ func (n *Node) Placement(ctx context.Context, token, user string) (api.Placement
 // PlacementOf is node n's placement of user, asked through hc (nil: a
 // client with a 2 s timeout) with token.
 func PlacementOf(ctx context.Context, hc *http.Client, n Target, token, user string) (api.PlacementView, error) {
-	var v api.PlacementView
 	if hc == nil {
 		hc = defaultHTTP
 	}
-	code, err := getJSON(ctx, hc, n.URL+"/v1/users/"+user+"/placement", token, nil, &v)
-	if err == nil && code != 200 {
+	v, err := shoalclient.New(n.URL, token, shoalclient.WithHTTPClient(hc)).Placement(ctx, user)
+	if code, ok := answered(err); ok {
 		err = fmt.Errorf("%s answered the placement of %s with %d", n.ID, user, code)
 	}
 	return v, err
+}
+
+// answered is the status of err when it is a node's answer other than
+// 200.
+func answered(err error) (int, bool) {
+	var he *shoalclient.HTTPError
+	if errors.As(err, &he) {
+		return he.StatusCode, true
+	}
+	return 0, false
 }
 
 // defaultHTTP is the client of checks given none: loopback nodes.

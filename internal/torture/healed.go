@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	shoalclient "github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/store"
 )
 
@@ -372,14 +373,11 @@ func (c Healed) rollbacks(ctx context.Context) (map[string]bool, int, error) {
 
 // nodeRollbacks is node's rollback collection.
 func nodeRollbacks(ctx context.Context, hc *http.Client, token string, node Target) ([]store.RolledBack, error) {
-	var v struct {
-		RolledBack []store.RolledBack `json:"rolled_back"`
-	}
-	code, err := getJSON(ctx, hc, node.URL+"/v1/admin/rollback?limit=10000", token, nil, &v)
-	if err == nil && code != 200 {
+	l, err := shoalclient.New(node.URL, token, shoalclient.WithHTTPClient(hc)).Rollbacks(ctx, 10000)
+	if code, ok := answered(err); ok {
 		err = fmt.Errorf("%s answered %d", node.ID, code)
 	}
-	return v.RolledBack, err
+	return l.RolledBack, err
 }
 
 // finalReads reads every register with X-Read-Concern: linearizable.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	shoalclient "github.com/shoal-db/shoal/client"
 )
 
 // agreedPlacement is the registers' placement every live node in the peer
@@ -350,12 +351,12 @@ func (r *runner) retire(ctx context.Context, n *Node) error {
 		}
 	}
 	took, err := await(ctx, drainWait, n.ID+" drained out of the cluster", func() (bool, string) {
-		var st struct {
-			Partitions *api.PartitionSummary `json:"partitions"`
-			Moves      []api.MoveStatus      `json:"moves"`
-		}
-		code, err := getJSON(ctx, r.c.HTTP, n.URL()+"/v1/cluster", r.c.Token, nil, &st)
-		if err != nil || code != 200 {
+		st, err := shoalclient.New(n.URL(), r.c.Token, shoalclient.WithHTTPClient(r.c.HTTP)).Cluster(ctx)
+		if err != nil {
+			code, ok := answered(err)
+			if ok {
+				err = nil
+			}
 			return false, fmt.Sprintf("%s answered /v1/cluster with %d (%v)", n.ID, code, err)
 		}
 		return st.Partitions.HoldsNothing(n.ID, len(st.Moves))
