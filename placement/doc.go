@@ -14,5 +14,5 @@
 // records, acknowledged positions) and acts on the answers, so the rules
 // are table-tested on their own. Dependencies point one way: placement
 // imports only the standard library, shard and record, never the store and
-// its driver (TestDependencies checks).
+// its driver (internal/purity.TestDependencyRules checks).
 package placement
