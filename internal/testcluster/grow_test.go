@@ -1,7 +1,7 @@
 package testcluster_test
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -180,20 +180,10 @@ func rolledBackOn(t *testing.T, c *testcluster.Cluster, token string) map[string
 // rollbackKeys is every document ("user/id") in the rollback collection of
 // the node cl asks.
 func rollbackKeys(cl *testnode.Client) (map[string]bool, error) {
-	r, err := cl.TryDo("GET", "/v1/admin/rollback", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kept, err := cl.API().Rollbacks(ctx, 0)
 	if err != nil {
-		return nil, err
-	}
-	if r.Status != 200 {
-		return nil, fmt.Errorf("%d %s", r.Status, r.Body)
-	}
-	var kept struct {
-		RolledBack []struct {
-			User string `json:"user"`
-			ID   string `json:"id"`
-		} `json:"rolled_back"`
-	}
-	if err := json.Unmarshal(r.Body, &kept); err != nil {
 		return nil, err
 	}
 	keys := map[string]bool{}

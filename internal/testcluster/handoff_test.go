@@ -1,7 +1,6 @@
 package testcluster_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -124,13 +123,10 @@ func TestHandoffBackToThePreferredMasterLosesNothing(t *testing.T) {
 		}
 	}
 	for _, n := range c.Nodes {
-		var kept struct {
-			RolledBack []json.RawMessage `json:"rolled_back"`
-		}
-		r := n.Client(token).Do("GET", "/v1/admin/rollback", nil)
-		if err := json.Unmarshal(r.Body, &kept); err != nil || len(kept.RolledBack) > 0 {
+		kept, err := n.Client(token).API().Rollbacks(t.Context(), 0)
+		if err != nil || len(kept.RolledBack) > 0 {
 			rolledBack += max(len(kept.RolledBack), 1)
-			t.Errorf("%s rolled back changes during an orderly handoff: %s", n.ID, r.Body)
+			t.Errorf("%s rolled back changes during an orderly handoff: %+v (%v)", n.ID, kept.RolledBack, err)
 		}
 	}
 	if o := c.History.Overlaps(); len(o) > 0 {

@@ -2,7 +2,6 @@ package testcluster_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -342,15 +341,9 @@ func TestUnreplicatedWritesOfAnOldMasterAreRolledBackNotLost(t *testing.T) {
 	c.WaitForReplicas(30 * time.Second)
 	waitConverged(t, c, 30*time.Second)
 
-	var kept struct {
-		RolledBack []struct {
-			ID      string `json:"id"`
-			Version int64  `json:"version"`
-		} `json:"rolled_back"`
-	}
-	r := old.Do("GET", "/v1/admin/rollback", nil)
-	if err := json.Unmarshal(r.Body, &kept); err != nil || r.Status != 200 {
-		t.Fatalf("rollback list: %d %s", r.Status, r.Body)
+	kept, err := old.API().Rollbacks(t.Context(), 0)
+	if err != nil {
+		t.Fatalf("rollback list: %v", err)
 	}
 	inRollback := map[string]bool{}
 	for _, k := range kept.RolledBack {

@@ -70,8 +70,8 @@ func TestAFullRestartAfterAFailoverLosesNoMajorityWrite(t *testing.T) {
 	}
 	if lost > 0 {
 		for _, n := range c.Nodes {
-			r := n.Client(token).Do("GET", "/v1/admin/rollback", nil)
-			t.Logf("%s: placement %+v; rolled back: %.600s", n.ID, n.Placement(p), r.Body)
+			kept, err := n.Client(token).API().Rollbacks(t.Context(), 0)
+			t.Logf("%s: placement %+v; rolled back: %.600s (%v)", n.ID, n.Placement(p), fmt.Sprint(kept.RolledBack), err)
 		}
 	}
 	t.Logf("stand-in %s acknowledged %d majority writes; after the restart %s masters the partition; %d lost", standIn, len(acked), master, lost)

@@ -54,9 +54,9 @@ func TestWritesSentToAnyNodeLandOnTheMaster(t *testing.T) {
 		}
 		// Placement agrees everywhere.
 		for _, n := range c.Nodes {
-			r := n.Client(token).Do("GET", "/v1/users/"+user+"/placement", nil)
-			if got := r.JSON(t)["master"]; got != master {
-				t.Fatalf("%s says %s is mastered by %v, want %s", n.ID, user, got, master)
+			pl, err := n.Client(token).API().Placement(t.Context(), user)
+			if err != nil || pl.Master != master {
+				t.Fatalf("%s says %s is mastered by %q (%v), want %s", n.ID, user, pl.Master, err, master)
 			}
 		}
 	}
