@@ -97,10 +97,10 @@ func TestBenchReadConcernShowsRefusals(t *testing.T) {
 		case "local":
 			fmt.Fprint(w, `{"_id":"d1"}`)
 		case "majority":
-			http.Error(w, "refused", 400)
+			http.Error(w, "refused", http.StatusBadRequest)
 		default:
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, "no master", 503)
+			http.Error(w, "no master", http.StatusServiceUnavailable)
 		}
 	}))
 	defer srv.Close()
