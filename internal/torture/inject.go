@@ -3,10 +3,12 @@ package torture
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shoal-db/shoal/api"
 	shoalclient "github.com/shoal-db/shoal/client"
+	"github.com/shoal-db/shoal/shard"
 )
 
 // agreedPlacement is the registers' placement every live node in the peer
@@ -362,6 +364,12 @@ func (r *runner) retire(ctx context.Context, n *Node) error {
 		return st.Partitions.HoldsNothing(n.ID, len(st.Moves))
 	})
 	if err != nil {
+		// Say which tables still name it, and where: a master that keeps
+		// it in a list, or a table (its own) that did not learn of the
+		// list without it (seed 9724 gave only a count).
+		for _, line := range r.listsNaming(ctx, n.ID) {
+			r.logf("  %s", line)
+		}
 		return err
 	}
 	rolled, err := nodeRollbacks(ctx, r.c.HTTP, r.c.Token, Target{ID: n.ID, URL: n.URL()})
@@ -395,4 +403,45 @@ func (r *runner) awaitWhole(ctx context.Context) error {
 		return n >= 20 && reg >= 5, fmt.Sprintf("%d of 20 writes acknowledged, %d of 5 of them register writes", n, reg)
 	})
 	return err
+}
+
+// listsNaming asks every running node, for each partition, which master
+// and responsible list its table gives, and returns the entries that name
+// id among the copies.
+func (r *runner) listsNaming(ctx context.Context, id string) []string {
+	users := usersOfEachPartition(partitions)
+	var out []string
+	for _, o := range r.c.Nodes {
+		if !o.Running() {
+			continue
+		}
+		cl := shoalclient.New(o.URL(), r.c.Token, shoalclient.WithHTTPClient(r.c.HTTP))
+		for p := 0; p < partitions; p++ {
+			pl, err := cl.Placement(ctx, users[p])
+			switch {
+			case err != nil:
+				out = append(out, fmt.Sprintf("%s's table, partition %d: %v", o.ID, p, err))
+			case slices.Contains(pl.Responsible, id) && pl.Master != id:
+				out = append(out, fmt.Sprintf("%s's table names %s in partition %d: master %s at epoch %d, responsible %v", o.ID, id, p, pl.Master, pl.Epoch, pl.Responsible))
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, "no node's table names "+id+" as a copy now")
+	}
+	return out
+}
+
+// usersOfEachPartition names one user whose documents are in each of
+// count partitions: asking a node for that user's placement reads its
+// table's entry of the partition.
+func usersOfEachPartition(count int) map[int]string {
+	users := map[int]string{}
+	for i := 0; len(users) < count; i++ {
+		u := fmt.Sprintf("probe%d", i)
+		if p := shard.PartitionOf(u, count); users[p] == "" {
+			users[p] = u
+		}
+	}
+	return users
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/shoal-db/shoal/shard"
 )
 
 // A fault aimed at a replica waits for a placement that names a live one:
@@ -31,6 +33,17 @@ func TestAReplicaFaultWaitsForALiveReplicaNamed(t *testing.T) {
 		}
 		if why != "" && !strings.Contains(why, "no live replica") {
 			t.Errorf("%s: %q does not say what is missing", c.name, why)
+		}
+	}
+}
+
+func TestUsersOfEachPartition(t *testing.T) {
+	for _, count := range []int{1, 8, 64} {
+		users := usersOfEachPartition(count)
+		for p := 0; p < count; p++ {
+			if u, ok := users[p]; !ok || shard.PartitionOf(u, count) != p {
+				t.Errorf("%d partitions: partition %d has user %q (of partition %d)", count, p, u, shard.PartitionOf(u, count))
+			}
 		}
 	}
 }

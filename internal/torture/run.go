@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,10 @@ type Config struct {
 }
 
 func (c Config) registerUser() string { return "registers" }
+
+// partitions is the clusters' PARTITION_COUNT: few, so that faults aimed
+// at one partition's master touch a good share of the data.
+const partitions = 8
 
 // keepRun says whether a run keeps its nodes' logs and data: when asked
 // to, when it failed or could not finish, or when a write outage lasted
@@ -110,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	r.logf("network: %s", netWhy)
 	r.logf("seed %d: %d faults planned for %s:\n%s", cfg.Seed, len(steps), cfg.Duration, FormatSchedule(steps))
 	c, err := StartCluster(ctx, ClusterOptions{Binary: cfg.Binary, Env: cfg.Env, Nodes: cfg.Nodes, Spares: 1, Dir: cfg.Dir, Netns: network == NetNetns,
-		Settings: []string{"REPLICATION_FACTOR=3", "PARTITION_COUNT=8", "STORE_SYNC=normal", "LEASE_TTL=" + leaseTTL.String()}})
+		Settings: []string{"REPLICATION_FACTOR=3", "PARTITION_COUNT=" + strconv.Itoa(partitions), "STORE_SYNC=normal", "LEASE_TTL=" + leaseTTL.String()}})
 	if err != nil {
 		return nil, err
 	}
