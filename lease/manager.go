@@ -263,6 +263,18 @@ func (m *Manager) RecordEpoch(partition int) uint64 {
 	return m.seenRecord(partition).Epoch
 }
 
+// RecordStale reports whether this voter's record of partition was loaded
+// at start and not decided since (a grant made before a restart): it says
+// nothing of whether that lease is over (Record.Ended), so the node asks
+// the other voters instead.
+func (m *Manager) RecordStale(partition int) bool {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return false
+	}
+	rec := m.seenRecord(partition)
+	return rec.Holder != "" && rec.Until.IsZero()
+}
+
 // seenRecord is this voter's record of partition as last decided, read
 // without waiting for a decision in progress.
 func (m *Manager) seenRecord(partition int) Record {

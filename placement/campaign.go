@@ -169,9 +169,11 @@ func (l Lapse) Over(id string, a shard.Assignment) bool {
 // AsksVoters says whether node self asks the voters about a partition
 // (whether its lease is over, and who held it: the heard side of
 // KnownLapse): a is its table's entry, holding whether it holds the lease,
-// voter whether it is a voter and recordEpoch the epoch of its own voter
-// record of the partition.
-func AsksVoters(self string, a shard.Assignment, holding, voter bool, recordEpoch uint64, copies int) bool {
+// voter whether it is a voter, recordEpoch the epoch of its own voter
+// record of the partition and recordStale whether that record was loaded
+// at start (granted before a restart: it says nothing of whether its
+// lease is over, lease.Record.Ended).
+func AsksVoters(self string, a shard.Assignment, holding, voter bool, recordEpoch uint64, recordStale bool, copies int) bool {
 	switch {
 	case holding || a.Master == self:
 		return false
@@ -185,10 +187,17 @@ func AsksVoters(self string, a shard.Assignment, holding, voter bool, recordEpoc
 		// that one, which waits for the last holder, nobody campaigned
 		// (the fault suite's seed 9106).
 		return true
-	case voter && recordEpoch >= a.Epoch:
+	case voter && recordEpoch >= a.Epoch && !recordStale:
 		// A voter knows from its own record, unless the table names a
 		// later tenure than it recorded (it missed that grant: see
-		// KnownLapse).
+		// KnownLapse), or its record was loaded at start: then it never
+		// sees that lease end (nobody renews it here), and a record
+		// newer than the table's master is not a sign that master is
+		// gone (the grant may not have reached a majority). It asks, as
+		// if it were not a voter (the fault suite's seed 9728: a voter
+		// restarted with its own grant of a later epoch than the
+		// table's master took that master, whose lease was over, for
+		// alive, while the others waited for it).
 		return false
 	}
 	return slices.Contains(shard.WriteQuorum(copies).Regular(a.Responsible), self)

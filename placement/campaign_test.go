@@ -132,23 +132,31 @@ func TestAsksVoters(t *testing.T) {
 		a      shard.Assignment
 		voter  bool
 		record uint64
+		stale  bool // the record was loaded at start
 		want   bool
 	}{
-		{"no master known, nothing learned", shard.Assignment{}, true, 0, true},
+		{"no master known, nothing learned", shard.Assignment{}, true, 0, false, true},
 		// seed 9106: node3 was handed the partition at epoch 3, its own
 		// record said node1 at 2; it waited for node1, node1 for it.
-		{"no master known, a holder in this voter's own record: asked all the same", shard.Assignment{}, true, 2, true},
-		{"own tenure", shard.Assignment{Master: "x", Epoch: 3}, true, 3, false},
-		{"a voter whose record is as new as the table", shard.Assignment{Master: "m", Epoch: 3, Responsible: []string{"m", "x"}}, true, 3, false},
-		{"a voter that missed the table's grant, a regular copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "x"}}, true, 3, true},
-		{"not a voter, a regular copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "x"}}, false, 0, true},
-		{"not a voter, no copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "r"}}, false, 0, false},
+		{"no master known, a holder in this voter's own record: asked all the same", shard.Assignment{}, true, 2, false, true},
+		{"own tenure", shard.Assignment{Master: "x", Epoch: 3}, true, 3, false, false},
+		{"a voter whose record is as new as the table", shard.Assignment{Master: "m", Epoch: 3, Responsible: []string{"m", "x"}}, true, 3, false, false},
+		{"a voter that missed the table's grant, a regular copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "x"}}, true, 3, false, true},
+		// seed 9728: node1 won epoch 8 while the master, node3 at 7, was
+		// paused, and was killed before it wrote; restarted, its own
+		// record (node1@8, loaded at start) says nothing of whether that
+		// lease is over, so it took node3 for a live master and waited,
+		// while node3 and node2 waited for node1 (as current, lower id).
+		{"a restarted voter whose record, loaded at start, is newer than the table", shard.Assignment{Master: "m", Epoch: 7, Responsible: []string{"m", "x"}}, true, 8, true, true},
+		{"a restarted voter whose record is newer than the table, no copy", shard.Assignment{Master: "m", Epoch: 7, Responsible: []string{"m", "r"}}, true, 8, true, false},
+		{"not a voter, a regular copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "x"}}, false, 0, false, true},
+		{"not a voter, no copy", shard.Assignment{Master: "m", Epoch: 4, Responsible: []string{"m", "r"}}, false, 0, false, false},
 	} {
-		if got := AsksVoters("x", c.a, false, c.voter, c.record, 2); got != c.want {
+		if got := AsksVoters("x", c.a, false, c.voter, c.record, c.stale, 2); got != c.want {
 			t.Errorf("%s: asks %v, want %v", c.name, got, c.want)
 		}
 	}
-	if AsksVoters("x", shard.Assignment{}, true, true, 0, 2) {
+	if AsksVoters("x", shard.Assignment{}, true, true, 0, false, 2) {
 		t.Error("a holder asks the voters about its own partition")
 	}
 }

@@ -195,7 +195,7 @@ func (pr *promotion) queryVoters(ctx context.Context) {
 	for p := 0; p < n.cfg.PartitionCount; p++ {
 		a := n.table.Get(p)
 		_, holding := n.leases.Holds(p)
-		if placement.AsksVoters(n.cfg.NodeID, a, holding, voter, n.leases.RecordEpoch(p), copies) {
+		if placement.AsksVoters(n.cfg.NodeID, a, holding, voter, n.leases.RecordEpoch(p), n.leases.RecordStale(p), copies) {
 			ps = append(ps, p)
 		}
 	}
