@@ -9,18 +9,21 @@ import (
 
 // Stage is where one replica's copy of one partition stands, as its master
 // sees it. It decides what the sender does for it next, in the manner of
-// the progress tracker of etcd's raft (probe, replicate, snapshot):
+// the progress tracker of etcd's raft (probe, replicate, snapshot). A new
+// copy starts in probe; then:
 //
-//	Probe ──answer──▶ Stream ──the queue falls short──▶ CatchUp ──turn, rest over──▶ Copying
-//	  ▲                 ▲                                  ▲                            │
-//	  │                 └────────── the copy ends ─────────┼────────────────────────────┤
-//	  │                                                    └─ the copy failed or was ───┘
-//	  └─ (new progress)                                       cut short
+//   - probe -> stream: the replica applied a batch (a probe is an empty
+//     batch, sent when its turn comes);
+//   - probe or stream -> catch-up: the queue falls short (it overflowed, a
+//     send was lost, or the replica found a gap, diverged, asked for a
+//     full copy, refused or failed a batch);
+//   - catch-up -> copying: its turn came and its rest after failures is
+//     over;
+//   - copying -> stream when the copy reached its target, -> catch-up when
+//     it failed or was cut short.
 //
-// The queue falls short when it overflowed, when a send was lost, or when
-// the replica found a gap, diverged, asked for a full copy, refused or
-// failed a batch. All transitions are the methods below; the Shipper calls
-// them with its lock held.
+// All transitions are the methods below; the Shipper calls them with its
+// lock held.
 type Stage int
 
 const (
