@@ -248,6 +248,9 @@ type dest struct {
 	// catch-up is looked for, in the ring of partitions (read and written
 	// by the sender only).
 	liveFrom, catchUpFrom int
+	// lastError is why the last request to the replica failed ("" once
+	// one succeeded), for logs that explain a wait (Shipper.Copy).
+	lastError string
 }
 
 func (d *dest) poke() {

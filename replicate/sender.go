@@ -335,6 +335,7 @@ func (s *Shipper) send(d *dest, req Request) error {
 	}
 	s.mu.Lock()
 	if err != nil {
+		d.lastError = logsafe.ClipTo(err.Error(), 300)
 		// What was in flight is unknown: catch those partitions up.
 		for _, b := range req.Batches {
 			if pr := d.parts[b.Partition]; pr != nil {
@@ -391,6 +392,10 @@ func (s *Shipper) send(d *dest, req Request) error {
 				}
 			}
 		}
+	}
+	d.lastError = ""
+	if refused != nil {
+		d.lastError = refused.Error()
 	}
 	s.changed.Broadcast()
 	s.mu.Unlock()

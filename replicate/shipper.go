@@ -257,6 +257,38 @@ func (s *Shipper) Heard(replica string, partition int, epoch uint64) bool {
 	return false
 }
 
+// CopyView is what this node, as master, knows of one replica's copy of
+// one partition: for logs that explain why a move or drain waits.
+type CopyView struct {
+	Stage Stage
+	Acked store.Position
+	Known bool // Acked was learned from the replica
+	// Heard is the newest epoch of a batch of this node's the replica
+	// answered (see Heard).
+	Heard   uint64
+	Queued  int  // documents queued for it
+	Running bool // its sender goroutine runs
+	// LastError is why the last request to the replica failed ("" when
+	// the last one succeeded).
+	LastError string
+}
+
+// Copy describes replica's copy of partition as this node knows it (the
+// zero CopyView with Stage probe when it knows nothing of it).
+func (s *Shipper) Copy(replica string, partition int) CopyView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.dests[replica]
+	if d == nil {
+		return CopyView{}
+	}
+	v := CopyView{Running: d.running, LastError: d.lastError}
+	if pr := d.parts[partition]; pr != nil {
+		v.Stage, v.Acked, v.Known, v.Heard, v.Queued = pr.stage(), pr.acked, pr.known, pr.heard, pr.queued
+	}
+	return v
+}
+
 // wakeWhenDone wakes every wait on s.changed when ctx ends, so that a
 // waiter sees ctx's end; call the result to stop.
 func (s *Shipper) wakeWhenDone(ctx context.Context) func() bool {

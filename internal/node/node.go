@@ -58,6 +58,8 @@ type Node struct {
 	// runs.
 	tenureLists     map[int]store.TenureList
 	listsSaveLogged time.Time
+	// drainWaits: since when draining copies are kept (chooseReplicas).
+	drainWaits drainWaits
 }
 
 // Options are the parts tests replace; production uses the zero value.
@@ -567,6 +569,8 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		owner    string // the preferred master, to add as an incoming copy
 	}
 	var choices []choice
+	keptDraining := map[drainWait]bool{}
+	defer n.drainWaits.forgetAllBut(keptDraining)
 	moving := 0
 	copies := n.copies()
 	for p := 0; p < n.cfg.PartitionCount; p++ {
@@ -607,8 +611,19 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		// rollback collection (the fault suite's seed 6009: dropped at
 		// once, it reported holding nothing and was stopped with them).
 		for _, r := range current {
-			if draining[r] && !slices.Contains(ch.replicas, r) && (!n.caughtUp(p, ch.replicas) || !n.shipper.Heard(r, p, epoch)) {
-				ch.replicas = append(ch.replicas, r)
+			if !draining[r] || slices.Contains(ch.replicas, r) {
+				continue
+			}
+			caughtUp, heard := n.caughtUp(p, ch.replicas), n.shipper.Heard(r, p, epoch)
+			if caughtUp && heard {
+				continue
+			}
+			ch.replicas = append(ch.replicas, r)
+			keptDraining[drainWait{p, r}] = true
+			if kept, log := n.drainWaits.kept(p, r, now); log {
+				n.log.Info("a draining node's copy is still kept in a partition's list", "partition", p, "epoch", epoch,
+					"draining", r, "kept_for", kept.Round(time.Second), "replicas_caught_up", caughtUp, "draining_copy_checked", heard,
+					"position", n.writer.Position(p), "copies", describeCopies(n.shipper, p, ch.replicas))
 			}
 		}
 		// A node that asked to have its copy checked (a former master
