@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -27,7 +28,7 @@ const (
 // released on the voters, and the receiver campaigns at once (epoch + 1).
 // Requests for a partition being handed off wait (see api.Handoffs).
 type handoffs struct {
-	n *Node
+	*handoffDeps
 
 	mu       sync.Mutex
 	active   map[int]chan struct{}  // closed when the handoff of the partition ends
@@ -36,8 +37,53 @@ type handoffs struct {
 	retryAt  map[int]time.Time      // an abandoned handoff is not tried again before
 }
 
-func newHandoffs(n *Node) *handoffs {
-	return &handoffs{n: n, active: map[int]chan struct{}{}, incoming: map[int]int{}, handed: map[int]store.Position{}, retryAt: map[int]time.Time{}}
+// handoffDeps is what handoffs uses of its node (built by StartWith).
+type handoffDeps struct {
+	self       string        // NODE_ID
+	partitions int           // PARTITION_COUNT
+	leaseTTL   time.Duration // LEASE_TTL
+	maxMoves   int           // MAX_CONCURRENT_MOVES
+	log        *slog.Logger
+
+	leases  handoffLeases
+	writer  handoffWriter
+	shipper handoffShipper
+	table   *shard.Table
+	peers   peers
+	ring    func() *shard.Ring // the ring in force (peerRing.Ring)
+	// observe counts a handoff done or abandoned, and how long writes
+	// paused (api.Metrics.ObserveHandoff).
+	observe func(paused time.Duration, done bool)
+
+	// The node's own rules (Node.writable, Node.caughtUp,
+	// Node.masterChanged).
+	writable      func(p int) (epoch uint64, ok bool)
+	caughtUp      func(p int, replicas []string) bool
+	masterChanged func(p int, holder string, epoch uint64)
+}
+
+// handoffLeases is the lease manager as handoffs uses it (lease.Manager).
+type handoffLeases interface {
+	Holds(p int) (uint64, bool)
+	Release(ctx context.Context, p int) bool
+	Acquire(ctx context.Context, p int) (uint64, error)
+}
+
+// handoffWriter is the partition writer as handoffs uses it (store.Writer).
+type handoffWriter interface {
+	Applied(p int) store.Position
+	Position(p int) store.Position
+	Pause(ctx context.Context, p int) (resume func(), err error)
+}
+
+// handoffShipper is the shipper as handoffs uses it (replicate.Shipper).
+type handoffShipper interface {
+	WaitReplicated(ctx context.Context, p int, pos store.Position, replicas func() []string, need int) (int, error)
+	Lags() []replicate.Lag
+}
+
+func newHandoffs(deps *handoffDeps) *handoffs {
+	return &handoffs{handoffDeps: deps, active: map[int]chan struct{}{}, incoming: map[int]int{}, handed: map[int]store.Position{}, retryAt: map[int]time.Time{}}
 }
 
 // receiving reports whether a handoff of p to this node is in progress.
@@ -72,7 +118,7 @@ func (h *handoffs) Wait(ctx context.Context, p int) {
 func (h *handoffs) start(p int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.active[p] != nil || len(h.active) >= h.n.cfg.MaxConcurrentMoves || time.Now().Before(h.retryAt[p]) {
+	if h.active[p] != nil || len(h.active) >= h.maxMoves || time.Now().Before(h.retryAt[p]) {
 		return false
 	}
 	h.active[p] = make(chan struct{})
@@ -92,22 +138,21 @@ func (h *handoffs) finish(p int) {
 // preferred master is another node, UP, in the responsible list (it holds
 // a copy) and at most placement.MaxBehind changes behind.
 func (h *handoffs) due() map[int]string {
-	n := h.n
-	ring := n.place.Ring()
+	ring := h.ring()
 	if ring == nil {
 		return nil
 	}
-	states := n.cluster.States()
+	states := h.peers.States()
 	out := map[int]string{}
-	for p := 0; p < n.cfg.PartitionCount; p++ {
-		if _, ok := n.writable(p); !ok {
+	for p := 0; p < h.partitions; p++ {
+		if _, ok := h.writable(p); !ok {
 			continue
 		}
 		owner := ring.Owner(p)
-		if owner == n.cfg.NodeID || states[owner] != cluster.Up || !slices.Contains(n.table.Get(p).Responsible, owner) {
+		if owner == h.self || states[owner] != cluster.Up || !slices.Contains(h.table.Get(p).Responsible, owner) {
 			continue
 		}
-		if !n.caughtUp(p, []string{owner}) {
+		if !h.caughtUp(p, []string{owner}) {
 			continue
 		}
 		out[p] = owner
@@ -117,7 +162,7 @@ func (h *handoffs) due() map[int]string {
 
 // run starts the handoffs that are due, every tick, until ctx ends.
 func (h *handoffs) run(ctx context.Context) {
-	tick := time.NewTicker(max(h.n.cfg.LeaseTTL/6, 50*time.Millisecond))
+	tick := time.NewTicker(max(h.leaseTTL/6, 50*time.Millisecond))
 	defer tick.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -140,10 +185,10 @@ func (h *handoffs) run(ctx context.Context) {
 					// receiver failed leaves it without a master for a
 					// while): back off.
 					h.mu.Lock()
-					h.retryAt[p] = time.Now().Add(2 * h.n.cfg.LeaseTTL)
+					h.retryAt[p] = time.Now().Add(2 * h.leaseTTL)
 					h.mu.Unlock()
-					h.n.metrics.ObserveHandoff(0, false)
-					h.n.log.Warn("handoff abandoned; writes resume here and it is tried again", "partition", p, "to", to, "err", err)
+					h.observe(0, false)
+					h.log.Warn("handoff abandoned; writes resume here and it is tried again", "partition", p, "to", to, "err", err)
 				}
 			}()
 		}
@@ -152,26 +197,25 @@ func (h *handoffs) run(ctx context.Context) {
 
 // handOff moves partition p's lease to node to.
 func (h *handoffs) handOff(ctx context.Context, p int, to string) error {
-	n := h.n
 	began := time.Now()
-	pauseCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
-	resume, err := n.writer.Pause(pauseCtx, p)
+	pauseCtx, cancel := context.WithTimeout(ctx, h.leaseTTL)
+	resume, err := h.writer.Pause(pauseCtx, p)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("pausing writes: %w", err)
 	}
 	defer resume()
-	if _, ok := n.leases.Holds(p); !ok {
+	if _, ok := h.leases.Holds(p); !ok {
 		return nil // the lease ran out meanwhile: nothing to hand over
 	}
-	last := n.writer.Position(p)
+	last := h.writer.Position(p)
 	shipCtx, cancel := context.WithTimeout(ctx, handoffShipTimeout)
-	_, err = n.shipper.WaitReplicated(shipCtx, p, last, func() []string { return []string{to} }, 1)
+	_, err = h.shipper.WaitReplicated(shipCtx, p, last, func() []string { return []string{to} }, 1)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("%s did not acknowledge the last changes (up to %s): %w", to, last, err)
 	}
-	if !n.leases.Release(ctx, p) {
+	if !h.leases.Release(ctx, p) {
 		return nil
 	}
 	h.mu.Lock()
@@ -187,26 +231,25 @@ func (h *handoffs) handOff(ctx context.Context, p int, to string) error {
 		// most current copy (this node or a caught-up replica) campaign.
 		return fmt.Errorf("%s did not confirm it took the lease (if it did not, the most current copy campaigns after LEASE_TTL): %w", to, err)
 	}
-	n.metrics.ObserveHandoff(paused, true)
-	n.table.Merge(a)
-	n.log.Info("handed partition over", "partition", p, "to", to, "epoch", a.Epoch, "writes_paused", paused)
+	h.observe(paused, true)
+	h.table.Merge(a)
+	h.log.Info("handed partition over", "partition", p, "to", to, "epoch", a.Epoch, "writes_paused", paused)
 	return nil
 }
 
 // requestTakeOver asks to to take p's lease now.
 func (h *handoffs) requestTakeOver(ctx context.Context, to string, p int, from store.Position) (shard.Assignment, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.n.cfg.LeaseTTL)
+	ctx, cancel := context.WithTimeout(ctx, h.leaseTTL)
 	defer cancel()
 	var a shard.Assignment
-	err := callPeer(ctx, h.n.cluster, "node", to, "/internal/v1/takeover", api.TakeOverRequest{Partition: p, From: from}, &a)
+	err := callPeer(ctx, h.peers, "node", to, "/internal/v1/takeover", api.TakeOverRequest{Partition: p, From: from}, &a)
 	return a, err
 }
 
 // TakeOver is the receiving side of a handoff: campaign for p now.
 func (h *handoffs) TakeOver(ctx context.Context, p int, from store.Position) (shard.Assignment, error) {
-	n := h.n
-	if have := n.writer.Applied(p); have.Compare(from) < 0 {
-		return shard.Assignment{}, fmt.Errorf("node %s holds partition %d up to %s, not %s", n.cfg.NodeID, p, have, from)
+	if have := h.writer.Applied(p); have.Compare(from) < 0 {
+		return shard.Assignment{}, fmt.Errorf("node %s holds partition %d up to %s, not %s", h.self, p, have, from)
 	}
 	h.mu.Lock()
 	h.incoming[p]++
@@ -218,14 +261,14 @@ func (h *handoffs) TakeOver(ctx context.Context, p int, from store.Position) (sh
 			delete(h.incoming, p)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
+	ctx, cancel := context.WithTimeout(ctx, h.leaseTTL)
 	defer cancel()
-	epoch, err := n.leases.Acquire(ctx, p)
+	epoch, err := h.leases.Acquire(ctx, p)
 	if err != nil {
 		return shard.Assignment{}, err
 	}
-	n.masterChanged(p, n.cfg.NodeID, epoch)
-	return n.table.Get(p), nil
+	h.masterChanged(p, h.self, epoch)
+	return h.table.Get(p), nil
 }
 
 // HandedOver reports whether this node's last tenure of p ended with a
@@ -243,7 +286,7 @@ func (h *handoffs) HandedOver(p int, pos store.Position) bool {
 func (h *handoffs) Positions(ps []int) map[int]store.Position {
 	out := make(map[int]store.Position, len(ps))
 	for _, p := range ps {
-		out[p] = h.n.writer.Applied(p)
+		out[p] = h.writer.Applied(p)
 	}
 	return out
 }
@@ -252,8 +295,7 @@ func (h *handoffs) Positions(ps []int) map[int]store.Position {
 // preferred master is another node that is in the responsible list (being
 // copied the partition, catching up, or being handed it).
 func (h *handoffs) Moves() []api.MoveStatus {
-	n := h.n
-	ring := n.place.Ring()
+	ring := h.ring()
 	if ring == nil {
 		return nil
 	}
@@ -262,26 +304,26 @@ func (h *handoffs) Moves() []api.MoveStatus {
 		partition int
 	}
 	lags := map[key]replicate.Lag{}
-	for _, l := range n.shipper.Lags() {
+	for _, l := range h.shipper.Lags() {
 		lags[key{l.Replica, l.Partition}] = l
 	}
 	var out []api.MoveStatus
-	for p := 0; p < n.cfg.PartitionCount; p++ {
-		if _, ok := n.leases.Holds(p); !ok {
+	for p := 0; p < h.partitions; p++ {
+		if _, ok := h.leases.Holds(p); !ok {
 			continue
 		}
 		owner := ring.Owner(p)
-		if owner == n.cfg.NodeID || !slices.Contains(n.table.Get(p).Responsible, owner) {
+		if owner == h.self || !slices.Contains(h.table.Get(p).Responsible, owner) {
 			continue
 		}
-		m := api.MoveStatus{Partition: p, From: n.cfg.NodeID, To: owner, Phase: "catching-up"}
+		m := api.MoveStatus{Partition: p, From: h.self, To: owner, Phase: "catching-up"}
 		l, known := lags[key{owner, p}]
 		switch {
 		case h.inProgress(p):
 			m.Phase = "handing-over"
 		case !known || l.Copying || l.CatchUp:
 			m.Phase = "copying"
-		case n.caughtUp(p, []string{owner}):
+		case h.caughtUp(p, []string{owner}):
 			m.Phase = "ready" // waits for a free handoff slot (MAX_CONCURRENT_MOVES)
 		}
 		m.DocumentsCopied, m.DocumentsTotal, m.Behind = l.Copied, l.ToCopy, l.Behind

@@ -42,11 +42,10 @@ type Node struct {
 
 	table    *shard.Table
 	place    *peerRing
-	stop     context.CancelFunc
 	running  sync.WaitGroup
-	server   *http.Server
 	listener net.Listener
-	served   chan error
+	// closers close what StartWith opened, last first (Close).
+	closers closers
 
 	// tenureWake wakes startTenures: a tenure may have become writable.
 	tenureWake chan struct{}
@@ -102,15 +101,31 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	if err != nil {
 		return nil, err
 	}
-	if err := st.CheckPartitionCount(ctx, cfg.NodeID, cfg.PartitionCount); err != nil {
-		st.Close(ctx)
+	// Each part opened from here pushes what closes it: a start that fails
+	// closes what it opened, last first, and returns the error that
+	// stopped it; Close closes the rest the same way.
+	var cs closers
+	cs.push(func(ctx context.Context) error {
+		if err := st.Close(ctx); err != nil {
+			return fmt.Errorf("closing the store: %w", err)
+		}
+		return nil
+	})
+	fail := func(err error) (*Node, error) {
+		cs.close(ctx)
 		return nil, err
+	}
+	if err := st.CheckPartitionCount(ctx, cfg.NodeID, cfg.PartitionCount); err != nil {
+		return fail(err)
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		st.Close(ctx)
-		return nil, fmt.Errorf("listening on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+		return fail(fmt.Errorf("listening on HTTP_ADDR %s: %w", cfg.HTTPAddr, err))
 	}
+	cs.push(func(context.Context) error {
+		ln.Close() // once served, the HTTP server's shutdown closed it already
+		return nil
+	})
 	pub := cfg.PublicURL
 	if pub == "" && cfg.PeersEndpoint == "" {
 		pub = listenURL(ln)
@@ -121,21 +136,20 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		Secret: []byte(cfg.ClusterSecret), GossipInterval: cfg.GossipInterval, SuspectTimeout: cfg.GossipSuspectTimeout,
 		Version: Version, Logger: log, Gossiper: tableGossip{table: table, log: log}, Faults: opts.Faults})
 	if err != nil {
-		ln.Close()
-		st.Close(ctx)
-		return nil, err
+		return fail(err)
 	}
+	cs.push(func(context.Context) error {
+		if err := cl.Close(); err != nil {
+			return fmt.Errorf("leaving the cluster: %w", err)
+		}
+		return nil
+	})
 	place := &peerRing{partitions: cfg.PartitionCount, cluster: cl, log: log}
 	if place.Ring() == nil {
-		cl.Close()
-		ln.Close()
-		st.Close(ctx)
-		return nil, fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err)
+		return fail(fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err))
 	}
-	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln, served: make(chan error, 1),
+	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln,
 		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1)}
-	n.handoff = newHandoffs(n)
-	n.promote = newPromotion(n)
 	solo := cfg.PeersEndpoint == ""
 	var initialVoters []string
 	if stored, _, err := st.VoterSet(ctx); err == nil && len(stored) == 0 && !solo {
@@ -145,10 +159,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		Store: st, Transport: leaseTransport{cl}, Plan: n.leasePlan, WaitAtStart: !solo, OnChange: n.masterChanged, Logger: log,
 		InitialVoters: initialVoters})
 	if err != nil {
-		cl.Close()
-		ln.Close()
-		st.Close(ctx)
-		return nil, err
+		return fail(err)
 	}
 	n.shipper = replicate.New(replicate.Config{Logger: log, MaxQueued: opts.ReplicationQueue, MaxBatchDocs: opts.ReplicationBatchDocs,
 		Mastership: shipperMastership{n}, Source: shipperSource{n}, Transport: replicaTransport{cl},
@@ -157,11 +168,18 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes, OnCommitted: n.shipper.Committed,
 		ObserveBatch: metrics.ObserveCommit, Logger: log, Lease: n.writable, OnCommit: opts.OnCommit,
 		OnStaleEpoch: n.leases.Fence})
+	// Handoffs and promotion get the parts they use, and the node's rules
+	// as functions. Nothing calls them before the node runs (the lease
+	// manager reads only the plan's voters while it is made).
+	n.handoff = newHandoffs(&handoffDeps{self: cfg.NodeID, partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
+		maxMoves: cfg.MaxConcurrentMoves, log: log, leases: n.leases, writer: n.writer, shipper: n.shipper, table: table,
+		peers: cl, ring: place.Ring, observe: metrics.ObserveHandoff,
+		writable: n.writable, caughtUp: n.caughtUp, masterChanged: n.masterChanged})
+	n.promote = newPromotion(&promotionDeps{self: cfg.NodeID, partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
+		log: log, leases: n.leases, writer: n.writer, table: table, peers: cl, voters: place.Voters,
+		copies: n.copies, lapseOf: n.lapseOf, wakeTenures: n.wakeTenures})
 	if err := n.writer.LoadAll(ctx); err != nil {
-		cl.Close()
-		ln.Close()
-		st.Close(ctx)
-		return nil, fmt.Errorf("reading partition positions: %w", err)
+		return fail(fmt.Errorf("reading partition positions: %w", err))
 	}
 	// What this node knows of each partition's masters survives a restart
 	// through its own tenures: a node that mastered a partition names
@@ -174,10 +192,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	// after a full restart the master chose two other replicas at once,
 	// and one of them, without the last writes, was promoted).
 	if n.tenureLists, err = st.TenureReplicas(ctx); err != nil {
-		cl.Close()
-		ln.Close()
-		st.Close(ctx)
-		return nil, err
+		return fail(err)
 	}
 	for p := 0; p < cfg.PartitionCount; p++ {
 		// Epochs this node's store has seen are never proposed again, even
@@ -190,14 +205,33 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	var acks api.Acknowledger
 	if cfg.CommitLog != "" {
 		if n.commits, err = openCommitLog(cfg.CommitLog, cfg.NodeID, log); err != nil {
-			cl.Close()
-			ln.Close()
-			st.Close(ctx)
-			return nil, err
+			return fail(err)
 		}
+		cs.push(func(context.Context) error {
+			if err := n.commits.Close(); err != nil {
+				return fmt.Errorf("closing COMMIT_LOG: %w", err)
+			}
+			return nil
+		})
 		acks = n.commits
 		log.Warn("COMMIT_LOG is set: every acknowledged write is recorded (fault testing)", "path", cfg.CommitLog)
 	}
+	// Nothing fails from here. The writer and the shipper run nothing
+	// before the node does, so a failed start has left them alone; their
+	// closers go here, where they close after the background loops: the
+	// shipper stops, then the writer commits what is still queued.
+	// SHUTDOWN_GRACE bounds the server's shutdown and those last commits
+	// together, from the start of the first.
+	graceEnd := sync.OnceValue(func() time.Time { return time.Now().Add(cfg.ShutdownGrace) })
+	cs.push(func(ctx context.Context) error {
+		graceCtx, cancel := context.WithDeadline(ctx, graceEnd())
+		defer cancel()
+		return n.writer.Close(graceCtx)
+	})
+	cs.push(func(context.Context) error {
+		n.shipper.Close()
+		return nil
+	})
 	n.api = api.New(api.Config{NodeID: cfg.NodeID, PartitionCount: cfg.PartitionCount, MaxBodyBytes: cfg.MaxBodyBytes,
 		MaxDocumentBytes: cfg.MaxDocumentBytes, MaxDocumentFields: cfg.MaxDocumentFields,
 		BodyReadTimeout: cfg.BodyReadTimeout, WriteTimeout: cfg.WriteTimeout,
@@ -206,15 +240,38 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
 		Replication: n.shipper, Copies: n.copies, Committed: n.Committed, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
 		Moves: n.handoff.Moves, Unreconciled: n.unreconciled, CheckCopy: n.checkCopy, Acknowledgements: acks}, st, n.writer)
+	// The background loops stop after the server: requests in flight
+	// finish while they still run.
+	runCtx, stop := context.WithCancel(context.Background())
+	cs.push(func(context.Context) error {
+		stop()
+		n.running.Wait()
+		return nil
+	})
 	// ReadTimeout and WriteTimeout bound what the server reads and writes
 	// outside the API's own per-request deadlines (see api deadlines):
 	// headers, the body a handler left unread, the server's own answers.
-	n.server = &http.Server{Handler: n.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	server := &http.Server{Handler: n.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ReadTimeout: cfg.BodyReadTimeout, WriteTimeout: cfg.WriteTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go func() { n.served <- n.server.Serve(ln) }()
-	runCtx, stop := context.WithCancel(context.Background())
-	n.stop = stop
+	served := make(chan error, 1)
+	go func() { served <- server.Serve(ln) }()
+	// Close first stops taking requests and lets those in flight finish.
+	cs.push(func(ctx context.Context) error {
+		n.api.SetReady(false)
+		graceCtx, cancel := context.WithDeadline(ctx, graceEnd())
+		defer cancel()
+		var errs []error
+		if err := server.Shutdown(graceCtx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			server.Close()
+		}
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	})
+	n.closers = cs
 	if solo {
 		// A cluster of one is its own only voter: take every lease before
 		// taking traffic.
@@ -803,38 +860,12 @@ var Version = "dev"
 func (n *Node) Store() *store.Store { return n.store }
 
 // Close stops taking requests, lets in-flight ones finish (up to
-// SHUTDOWN_GRACE), commits every queued change, and closes the store.
+// SHUTDOWN_GRACE), stops the node's loops, commits every queued change,
+// and closes the store: what StartWith opened, last first.
 func (n *Node) Close(ctx context.Context) error {
-	n.api.SetReady(false)
-	graceCtx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownGrace)
-	defer cancel()
-	var errs []error
-	if err := n.server.Shutdown(graceCtx); err != nil {
-		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-		n.server.Close()
-	}
-	if err := <-n.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		errs = append(errs, err)
-	}
-	n.stop()
-	n.running.Wait()
-	n.shipper.Close()
-	if err := n.cluster.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("leaving the cluster: %w", err))
-	}
-	if err := n.writer.Close(graceCtx); err != nil {
-		errs = append(errs, err)
-	}
-	if err := n.store.Close(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("closing the store: %w", err))
-	}
-	if n.commits != nil {
-		if err := n.commits.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("closing COMMIT_LOG: %w", err))
-		}
-	}
+	err := n.closers.close(ctx)
 	n.log.Info("node stopped")
-	return errors.Join(errs...)
+	return err
 }
 
 // Moves lists the partitions moving from this node to their preferred

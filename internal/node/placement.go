@@ -68,6 +68,12 @@ func (pl *peerRing) Ring() *shard.Ring {
 	return r
 }
 
+// Voters are the lease voters of the peer list in force.
+func (pl *peerRing) Voters() []string {
+	_, v := pl.current()
+	return v
+}
+
 // tableGossip spreads the partition table: the whole table in every
 // push-pull, single changes as broadcasts.
 type tableGossip struct {
@@ -83,9 +89,21 @@ func (g tableGossip) Merge(data []byte) {
 	}
 }
 
+// peerSender sends a request to a peer (cluster.Cluster.Send).
+type peerSender interface {
+	Send(peer string, req *http.Request, sign bool) (*http.Response, error)
+}
+
+// peers is the cluster as handoffs and promotion use it: the member states
+// gossip sees, and signed calls to peers (callPeer).
+type peers interface {
+	peerSender
+	States() map[string]cluster.State
+}
+
 // callPeer posts in as JSON to a signed internal endpoint of peer and
 // decodes the answer into out. role names the peer in errors.
-func callPeer(ctx context.Context, c *cluster.Cluster, role, peer, path string, in, out any) error {
+func callPeer(ctx context.Context, c peerSender, role, peer, path string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return err

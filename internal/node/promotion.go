@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -19,7 +20,7 @@ import (
 // position (lease.MayCampaign). Want must not block, so it only reads
 // positions heard from the other members; a goroutine asks them.
 type promotion struct {
-	n    *Node
+	*promotionDeps
 	wake chan struct{}
 
 	mu   sync.Mutex
@@ -70,8 +71,43 @@ type heardPosition struct {
 	at  time.Time // when the question was sent
 }
 
-func newPromotion(n *Node) *promotion {
-	return &promotion{n: n, wake: make(chan struct{}, 1), asks: map[int]*positionAsk{},
+// promotionDeps is what promotion uses of its node (built by StartWith).
+type promotionDeps struct {
+	self       string        // NODE_ID
+	partitions int           // PARTITION_COUNT
+	leaseTTL   time.Duration // LEASE_TTL
+	log        *slog.Logger
+
+	leases promotionLeases
+	writer promotionWriter
+	table  *shard.Table
+	peers  peers
+	voters func() []string // the lease voters in force (peerRing.Voters)
+
+	// The node's own rules (Node.copies, Node.lapseOf, Node.wakeTenures).
+	copies      func() int
+	lapseOf     func(p int) placement.Lapse
+	wakeTenures func()
+}
+
+// promotionLeases is the lease manager as promotion uses it
+// (lease.Manager).
+type promotionLeases interface {
+	Holds(p int) (uint64, bool)
+	RecordEpoch(p int) uint64
+	RecordStale(p int) bool
+	Ended(ctx context.Context, ps []int) []lease.EndedLease
+	Yield(ctx context.Context, p int) bool
+}
+
+// promotionWriter is the partition writer as promotion uses it
+// (store.Writer).
+type promotionWriter interface {
+	Applied(p int) store.Position
+}
+
+func newPromotion(deps *promotionDeps) *promotion {
+	return &promotion{promotionDeps: deps, wake: make(chan struct{}, 1), asks: map[int]*positionAsk{},
 		campaigned: map[int]time.Time{}, unconfirmed: map[int]tenureCheck{}, votersSaid: map[int]heardLapse{}, yielded: map[int]uint64{}}
 }
 
@@ -89,14 +125,14 @@ func newPromotion(n *Node) *promotion {
 // the up copies suffice, a copy whose lease is over is left out: it may be
 // cut from the voters and unable to win, and nobody should wait for it.)
 func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(string) bool) bool {
-	self := pr.n.cfg.NodeID
+	self := pr.self
 	var others []string
 	for _, id := range regular {
 		if id != self && up(id) {
 			others = append(others, id)
 		}
 	}
-	copies := pr.n.copies()
+	copies := pr.copies()
 	if need := copies - copies/2; len(others)+1 < need {
 		for _, id := range regular {
 			if id != self && !up(id) && reachable(id) {
@@ -104,7 +140,7 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 			}
 		}
 	}
-	positions := map[string]store.Position{self: pr.n.writer.Applied(p)}
+	positions := map[string]store.Position{self: pr.writer.Applied(p)}
 	if len(others) > 0 {
 		pr.mu.Lock()
 		a := pr.askLocked(p, others, time.Now())
@@ -121,7 +157,7 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 	}
 	ok, why := lease.MayCampaign(self, positions, copies)
 	if !ok {
-		pr.n.log.Debug("not campaigning for a partition whose master is gone", "partition", p, "why", why)
+		pr.log.Debug("not campaigning for a partition whose master is gone", "partition", p, "why", why)
 		return false
 	}
 	pr.mu.Lock()
@@ -136,7 +172,7 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 // with pr.mu held.
 func (pr *promotion) askLocked(p int, members []string, now time.Time) *positionAsk {
 	a := pr.asks[p]
-	if a == nil || now.Sub(a.lastAsked) > pr.n.cfg.LeaseTTL {
+	if a == nil || now.Sub(a.lastAsked) > pr.leaseTTL {
 		a = &positionAsk{since: now, heard: map[string]heardPosition{}}
 		pr.asks[p] = a
 	}
@@ -164,8 +200,8 @@ func (pr *promotion) mayTakeOver(p int, master string) bool {
 		}
 		return false
 	}
-	if own := pr.n.writer.Applied(p); own.Compare(h.pos) < 0 {
-		pr.n.log.Debug("not taking over a partition whose only copy is ahead", "partition", p, "master", master, "at", h.pos, "own", own)
+	if own := pr.writer.Applied(p); own.Compare(h.pos) < 0 {
+		pr.log.Debug("not taking over a partition whose only copy is ahead", "partition", p, "master", master, "at", h.pos, "own", own)
 		return false
 	}
 	pr.mu.Lock()
@@ -183,26 +219,25 @@ func (pr *promotion) mayTakeOver(p int, master string) bool {
 // cut off when that lease was granted). Any node asks who last held a
 // partition whose master nobody has named to it.
 func (pr *promotion) queryVoters(ctx context.Context) {
-	n := pr.n
-	if time.Since(pr.lastQueried) < n.cfg.LeaseTTL/3 {
+	if time.Since(pr.lastQueried) < pr.leaseTTL/3 {
 		return
 	}
 	pr.lastQueried = time.Now()
-	_, voters := n.place.current()
-	voter := slices.Contains(voters, n.cfg.NodeID)
-	copies := n.copies()
+	voters := pr.voters()
+	voter := slices.Contains(voters, pr.self)
+	copies := pr.copies()
 	var ps []int
-	for p := 0; p < n.cfg.PartitionCount; p++ {
-		a := n.table.Get(p)
-		_, holding := n.leases.Holds(p)
-		if placement.AsksVoters(n.cfg.NodeID, a, holding, voter, n.leases.RecordEpoch(p), n.leases.RecordStale(p), copies) {
+	for p := 0; p < pr.partitions; p++ {
+		a := pr.table.Get(p)
+		_, holding := pr.leases.Holds(p)
+		if placement.AsksVoters(pr.self, a, holding, voter, pr.leases.RecordEpoch(p), pr.leases.RecordStale(p), copies) {
 			ps = append(ps, p)
 		}
 	}
 	if len(ps) == 0 {
 		return
 	}
-	said := n.leases.Ended(ctx, ps)
+	said := pr.leases.Ended(ctx, ps)
 	now := time.Now()
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -221,7 +256,7 @@ func (pr *promotion) lapseHeard(p int) placement.Lapse {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	h, ok := pr.votersSaid[p]
-	if !ok || time.Since(h.at) > pr.n.cfg.LeaseTTL {
+	if !ok || time.Since(h.at) > pr.leaseTTL {
 		return placement.Lapse{}
 	}
 	return h.l
@@ -263,7 +298,7 @@ func (pr *promotion) won(p int, epoch uint64, previous string) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	at, ok := pr.campaigned[p]
-	if !ok || time.Since(at) > 2*pr.n.cfg.LeaseTTL {
+	if !ok || time.Since(at) > 2*pr.leaseTTL {
 		return
 	}
 	delete(pr.campaigned, p)
@@ -286,13 +321,12 @@ func (pr *promotion) confirmed(p int, epoch uint64) bool {
 	// Won by the promotion rule but not yet told (won runs after the
 	// round that won it): not before the check is registered.
 	at, ok := pr.campaigned[p]
-	return !ok || time.Since(at) > 2*pr.n.cfg.LeaseTTL
+	return !ok || time.Since(at) > 2*pr.leaseTTL
 }
 
 // confirm asks the regular copies of each unconfirmed tenure again and
 // confirms it, or steps down when a copy is ahead.
 func (pr *promotion) confirm(ctx context.Context) {
-	n := pr.n
 	pr.mu.Lock()
 	checks := make(map[int]tenureCheck, len(pr.unconfirmed))
 	for p, c := range pr.unconfirmed {
@@ -302,17 +336,17 @@ func (pr *promotion) confirm(ctx context.Context) {
 	if len(checks) == 0 {
 		return
 	}
-	states := n.cluster.States()
+	states := pr.peers.States()
 	byMember := map[string][]int{}
 	for p, c := range checks {
-		if e, ok := n.leases.Holds(p); !ok || e != c.epoch {
+		if e, ok := pr.leases.Holds(p); !ok || e != c.epoch {
 			pr.mu.Lock()
 			delete(pr.unconfirmed, p) // the tenure is over anyway
 			pr.mu.Unlock()
 			continue
 		}
-		for _, id := range shard.WriteQuorum(n.copies()).Regular(n.table.Get(p).Responsible) {
-			if id != n.cfg.NodeID && states[id] == cluster.Up {
+		for _, id := range shard.WriteQuorum(pr.copies()).Regular(pr.table.Get(p).Responsible) {
+			if id != pr.self && states[id] == cluster.Up {
 				byMember[id] = append(byMember[id], p)
 			}
 		}
@@ -321,7 +355,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 	for p := range checks {
 		heard[p] = map[string]store.Position{}
 	}
-	askCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL/3)
+	askCtx, cancel := context.WithTimeout(ctx, pr.leaseTTL/3)
 	defer cancel()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -348,7 +382,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 		// node's voter record or the voters' answers) may be unable to
 		// campaign (cut off from the voters): they never make this node
 		// step down.
-		l, a := n.lapseOf(p), n.table.Get(p)
+		l, a := pr.lapseOf(p), pr.table.Get(p)
 		up, over := map[string]store.Position{}, map[string]store.Position{}
 		for id, pos := range heard[p] {
 			if id == c.previous || l.Over(id, a) {
@@ -357,19 +391,19 @@ func (pr *promotion) confirm(ctx context.Context) {
 				up[id] = pos
 			}
 		}
-		ok, stepDown, why := lease.ConfirmTenure(n.cfg.NodeID, n.writer.Applied(p), up, over, n.copies())
+		ok, stepDown, why := lease.ConfirmTenure(pr.self, pr.writer.Applied(p), up, over, pr.copies())
 		switch {
 		case ok:
 			pr.mu.Lock()
 			delete(pr.unconfirmed, p)
 			pr.mu.Unlock()
-			n.wakeTenures() // writable now
+			pr.wakeTenures() // writable now
 		case stepDown:
 			// No write was taken in this tenure (it was not confirmed),
 			// so releasing the lease at once is safe.
-			n.log.Warn("won a partition by the promotion rule, but a copy is ahead; stepping down so that it campaigns",
+			pr.log.Warn("won a partition by the promotion rule, but a copy is ahead; stepping down so that it campaigns",
 				"partition", p, "epoch", c.epoch, "why", why)
-			n.leases.Yield(ctx, p)
+			pr.leases.Yield(ctx, p)
 			pr.mu.Lock()
 			delete(pr.unconfirmed, p)
 			delete(pr.asks, p) // answers heard before are stale: ask again
@@ -382,7 +416,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 // run asks the other members for their positions of the partitions Want
 // is deciding, until ctx ends.
 func (pr *promotion) run(ctx context.Context) {
-	tick := time.NewTicker(max(pr.n.cfg.LeaseTTL/12, 20*time.Millisecond))
+	tick := time.NewTicker(max(pr.leaseTTL/12, 20*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
@@ -403,7 +437,7 @@ func (pr *promotion) ask(ctx context.Context) {
 	byMember := map[string][]int{}
 	pr.mu.Lock()
 	for p, a := range pr.asks {
-		if now.Sub(a.lastAsked) > 2*pr.n.cfg.LeaseTTL {
+		if now.Sub(a.lastAsked) > 2*pr.leaseTTL {
 			delete(pr.asks, p) // the spell is over: a master is known again
 			continue
 		}
@@ -415,7 +449,7 @@ func (pr *promotion) ask(ctx context.Context) {
 	if len(byMember) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, pr.n.cfg.LeaseTTL/3)
+	ctx, cancel := context.WithTimeout(ctx, pr.leaseTTL/3)
 	defer cancel()
 	var wg sync.WaitGroup
 	for m, ps := range byMember {
@@ -425,7 +459,7 @@ func (pr *promotion) ask(ctx context.Context) {
 			sent := time.Now()
 			got, err := pr.positionsOf(ctx, m, ps)
 			if err != nil {
-				pr.n.log.Debug("could not learn a member's positions", "member", m, "err", err)
+				pr.log.Debug("could not learn a member's positions", "member", m, "err", err)
 				return
 			}
 			pr.mu.Lock()
@@ -443,6 +477,6 @@ func (pr *promotion) ask(ctx context.Context) {
 // positionsOf asks member how far it holds partitions ps.
 func (pr *promotion) positionsOf(ctx context.Context, member string, ps []int) (map[int]store.Position, error) {
 	var out map[int]store.Position
-	err := callPeer(ctx, pr.n.cluster, "member", member, "/internal/v1/positions", api.PositionsRequest{Partitions: ps}, &out)
+	err := callPeer(ctx, pr.peers, "member", member, "/internal/v1/positions", api.PositionsRequest{Partitions: ps}, &out)
 	return out, err
 }
