@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoal-db/shoal/api"
@@ -49,6 +50,12 @@ type Node struct {
 
 	// tenureWake wakes startTenures: a tenure may have become writable.
 	tenureWake chan struct{}
+	// replicasWake wakes chooseReplicasLoop: a tenure began, whose
+	// replica list must be recorded before it takes writes.
+	replicasWake chan struct{}
+	// listRecorded: per partition, the epoch of the replica list last
+	// recorded in this node's store (see writable).
+	listRecorded []atomic.Uint64
 	// checks are the nodes that asked this node, as a partition's master,
 	// to check their copy (see askForChecks).
 	checks copyChecks
@@ -149,7 +156,8 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		return fail(fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err))
 	}
 	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln,
-		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1)}
+		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1),
+		listRecorded: make([]atomic.Uint64, cfg.PartitionCount)}
 	solo := cfg.PeersEndpoint == ""
 	var initialVoters []string
 	if stored, _, err := st.VoterSet(ctx); err == nil && len(stored) == 0 && !solo {
@@ -193,6 +201,11 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	// and one of them, without the last writes, was promoted).
 	if n.tenureLists, err = st.TenureReplicas(ctx); err != nil {
 		return fail(err)
+	}
+	for p, l := range n.tenureLists {
+		if p >= 0 && p < cfg.PartitionCount {
+			n.listRecorded[p].Store(l.Epoch)
+		}
 	}
 	for p := 0; p < cfg.PartitionCount; p++ {
 		// Epochs this node's store has seen are never proposed again, even
@@ -407,11 +420,17 @@ func (n *Node) lapseOf(p int) placement.Lapse {
 }
 
 // writable reports whether this node may change partition p now, and at
-// which epoch: it holds the lease, and a tenure won by the promotion rule
-// has been confirmed (until then it neither writes nor ships).
+// which epoch: it holds the lease, a tenure won by the promotion rule has
+// been confirmed (until then it neither writes nor ships), and the list
+// of the tenure's regular copies is recorded in this node's store. A
+// master restarted with no list of its tenure names itself alone (see
+// placement.TenureAssignment), and the replicas it chooses then count at
+// once: had the tenure written before its list was recorded, its majority
+// writes could be on copies that list no longer names, and one of the new
+// replicas, without them, could be promoted.
 func (n *Node) writable(p int) (uint64, bool) {
 	e, ok := n.leases.Holds(p)
-	if !ok || !n.promote.confirmed(p, e) {
+	if !ok || !n.promote.confirmed(p, e) || n.listRecorded[p].Load() < e {
 		return 0, false
 	}
 	return e, true
@@ -435,6 +454,7 @@ func (n *Node) masterChanged(partition int, holder string, epoch uint64) {
 	if holder == n.cfg.NodeID {
 		n.promote.won(partition, epoch, n.table.Get(partition).Master)
 		n.wakeTenures()
+		n.wakeReplicas()
 	}
 	if n.table.Merge(a) && holder == n.cfg.NodeID {
 		n.log.Info("master of partition", "partition", partition, "epoch", epoch)
@@ -455,6 +475,7 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-n.replicasWake:
 		}
 		if due := placement.SwapsDue(n.chooseReplicas(ctx), retryAt, time.Now()); len(due) > 0 {
 			// One paused swap per tick, the partitions taking turns.
@@ -732,6 +753,7 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		cancel()
 		if err == nil {
 			n.tenureLists = lists
+			n.listsRecorded(lists)
 		} else if time.Since(n.listsSaveLogged) > time.Minute {
 			n.listsSaveLogged = time.Now()
 			n.log.Warn("could not record the regular copies of this node's partitions; tried again every round (logged once a minute)", "err", err)
@@ -760,6 +782,30 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		changed = changed[k:]
 	}
 	return due
+}
+
+// listsRecorded notes the epochs of the replica lists just recorded, and
+// has startTenures look for tenures they made writable.
+func (n *Node) listsRecorded(lists map[int]store.TenureList) {
+	newer := false
+	for p, l := range lists {
+		if p >= 0 && p < len(n.listRecorded) && l.Epoch > n.listRecorded[p].Load() {
+			n.listRecorded[p].Store(l.Epoch)
+			newer = true
+		}
+	}
+	if newer {
+		n.wakeTenures()
+	}
+}
+
+// wakeReplicas has chooseReplicasLoop choose and record the replica lists
+// at once (a tenure began). It never blocks.
+func (n *Node) wakeReplicas() {
+	select {
+	case n.replicasWake <- struct{}{}:
+	default:
+	}
 }
 
 // replacement is what the master does this round about the newcomers

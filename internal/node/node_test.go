@@ -98,3 +98,41 @@ func TestANodeAloneKnowsItsWritesCommitted(t *testing.T) {
 		t.Fatalf("partition %d: committed %s, want the write's position %s", p, got, at)
 	}
 }
+
+// A tenure takes writes only once the list of its regular copies is
+// recorded in the node's store: a master restarted before that would name
+// itself alone, and the replicas it then chose would count at once,
+// although the tenure's majority writes were counted on others
+// (docs/reliability.md, "What next" of the fourth session). The first
+// write of a fresh node is the first of its tenure: its epoch's list must
+// be recorded when it is acknowledged, whatever happens after.
+func TestATenureTakesWritesOnlyOnceItsReplicaListIsRecorded(t *testing.T) {
+	cfg := testnode.Config(t.TempDir())
+	n := testnode.Start(t, cfg)
+	c := n.Client(testnode.Token(t, "ida"))
+	r := c.Do("PUT", "/v1/users/ida/collections/c/documents/a", `{"v":1}`)
+	if r.Status != 201 {
+		t.Fatalf("PUT: %d %s", r.Status, r.Body)
+	}
+	token := r.Header.Get("X-Consistency-Token")
+	var p int
+	var at store.Position
+	if _, err := fmt.Sscanf(token, "%d:%d.%d", &p, &at.Epoch, &at.Seq); err != nil {
+		t.Fatalf("token %q: %v", token, err)
+	}
+	n.Stop()
+
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{URI: cfg.MongoURI, Database: cfg.MongoDB, DataDir: cfg.DataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(ctx)
+	lists, err := st.TenureReplicas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := lists[p]; !ok || l.Epoch < at.Epoch {
+		t.Fatalf("partition %d: a write was acknowledged at %s, and the replica list recorded for it is %+v (recorded: %v)", p, at, l, ok)
+	}
+}
