@@ -112,3 +112,31 @@ func TestTenureAssignment(t *testing.T) {
 		}
 	}
 }
+
+// A change of a partition's regular copies takes effect only once it is
+// recorded in the master's store; extra copies change unrecorded (a
+// review of the fourth session: a change applied while the store refused
+// its record let writes count on a copy that no recorded list named).
+func TestAChangeOfRegularCopiesWaitsForItsRecord(t *testing.T) {
+	current := []string{"b", "c"}
+	for _, c := range []struct {
+		name          string
+		chosen        []string
+		recordedEpoch uint64
+		recorded      []string
+		recordedNow   bool
+		want          []string
+	}{
+		{"recorded: applied", []string{"b", "d"}, 5, []string{"b", "d"}, true, []string{"b", "d"}},
+		{"not recorded, regular copies changed: held", []string{"b", "d"}, 5, []string{"b", "c"}, false, []string{"b", "c"}},
+		{"not recorded, an extra copy added: applied", []string{"b", "c", "e"}, 5, []string{"b", "c"}, false, []string{"b", "c", "e"}},
+		{"not recorded, an extra copy dropped: applied", []string{"b"}, 5, []string{"b"}, false, []string{"b"}},
+		{"not recorded, regular copies reordered: held", []string{"c", "b"}, 5, []string{"b", "c"}, false, []string{"b", "c"}},
+		{"a new tenure not recorded yet: held", []string{"b", "d"}, 4, []string{"b", "c"}, false, []string{"b", "c"}},
+	} {
+		got := ListToApply(current, c.chosen, 5, c.recordedEpoch, c.recorded, 3, c.recordedNow)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -735,12 +735,14 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 	// extra copies (a move's incoming master, a draining or checked copy)
 	// come and go with every move and count for nothing. A list stays
 	// until this node records a newer one for its partition: the later
-	// master that superseded it may have recorded none yet. A change is
-	// not held back while the store refuses the record (a loaded store
-	// refused it for seconds, and every move, drain and replacement
-	// stalled behind it): it is recorded at a later round, and a restart
-	// in between names the list recorded before.
+	// master that superseded it may have recorded none yet. While the
+	// store refuses the record, a change of regular copies waits for it
+	// (placement.ListToApply), and a new tenure takes no writes (see
+	// writable); extra copies still come and go (a loaded store refused
+	// records for seconds, and every move and drain stalled behind it
+	// when all changes waited).
 	q := shard.WriteQuorum(copies)
+	recordedNow := true // no change to record, or recorded
 	lists := maps.Clone(n.tenureLists)
 	for _, ch := range choices {
 		lists[ch.a.Partition] = store.TenureList{Epoch: ch.a.Epoch, Replicas: slices.Clone(q.Replicas(ch.replicas))}
@@ -751,6 +753,7 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		saveCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
 		err := n.store.SaveTenureReplicas(saveCtx, lists)
 		cancel()
+		recordedNow = err == nil
 		if err == nil {
 			n.tenureLists = lists
 			n.listsRecorded(lists)
@@ -766,10 +769,12 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		if len(a.Responsible) > 1 {
 			current = a.Responsible[1:]
 		}
-		if slices.Equal(ch.replicas, current) {
+		recorded := n.tenureLists[a.Partition]
+		replicas := placement.ListToApply(current, ch.replicas, a.Epoch, recorded.Epoch, recorded.Replicas, copies, recordedNow)
+		if slices.Equal(replicas, current) {
 			continue
 		}
-		a.Responsible = append([]string{n.cfg.NodeID}, ch.replicas...)
+		a.Responsible = append([]string{n.cfg.NodeID}, replicas...)
 		a.Revision++
 		if n.table.Merge(a) {
 			changed = append(changed, a)
