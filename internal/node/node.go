@@ -641,15 +641,11 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 			draining[m.ID] = true
 		}
 	}
-	type choice struct {
-		a        shard.Assignment
-		replicas []string
-		owner    string // the preferred master, to add as an incoming copy
-	}
-	var choices []choice
+	// The partitions this node masters, and the plan of each.
+	var masters []shard.Assignment
+	var plans []placement.ReplicaPlan
 	keptDraining := map[drainWait]bool{}
 	defer n.drainWaits.forgetAllBut(keptDraining)
-	moving := 0
 	copies := n.copies()
 	for p := 0; p < n.cfg.PartitionCount; p++ {
 		epoch, ok := n.leases.Holds(p)
@@ -664,71 +660,35 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		if len(a.Responsible) > 1 {
 			current = a.Responsible[1:]
 		}
-		chosen := shard.ChooseReplicas(n.cfg.NodeID, current, placement.TieBreak(cands, p), n.cfg.ReplicationFactor)
-		// A replica replacing a regular copy counts (for write concerns and
-		// promotion) only once it holds what that copy held.
-		chosen = placement.KeepReplacedCopies(current, chosen, copies, func(newcomers, replaced []string) bool {
-			switch n.replacement(p, epoch, newcomers, replaced) {
-			case placement.ReplaceNow:
-				return true
-			case placement.ReplacePaused:
-				due = append(due, placement.PausedSwap{Partition: p, Newcomers: newcomers})
-			}
-			return false
-		})
-		ch := choice{a: a, replicas: chosen}
-		// A partition whose preferred master is another node moves there:
-		// that node first becomes an extra copy (copied, then caught up),
-		// then the handoff gives it the lease. At most MAX_CONCURRENT_MOVES
-		// such copies are made at once.
-		// A replica removed from the peer list (draining) stays until the
-		// replicas chosen instead have caught up, and until it has answered
-		// a batch of this tenure: a former master cut off before this
-		// tenure began may hold w=1 writes it acknowledged that this
-		// tenure never had, and only that answer moves them to its
-		// rollback collection (the fault suite's seed 6009: dropped at
-		// once, it reported holding nothing and was stopped with them).
-		for _, r := range current {
-			if !draining[r] || slices.Contains(ch.replicas, r) {
-				continue
-			}
-			caughtUp, heard := n.caughtUp(p, ch.replicas), n.shipper.Heard(r, p, epoch)
-			if caughtUp && heard {
-				continue
-			}
-			ch.replicas = append(ch.replicas, r)
-			keptDraining[drainWait{p, r}] = true
-			if kept, log := n.drainWaits.kept(p, r, now); log {
+		owner := ring.Owner(p)
+		plan := placement.PlanReplicas(placement.ReplicaFacts{Partition: p, Self: n.cfg.NodeID, Current: current,
+			Candidates: cands, ReplicationFactor: n.cfg.ReplicationFactor, Copies: copies, Draining: draining,
+			Asking: n.checks.asking(p, now, checkAskedFor*n.cfg.LeaseTTL), Owner: owner, OwnerUpListed: upListed[owner]},
+			placement.ReplicaProgress{
+				Replacement: func(newcomers, replaced []string) placement.ReplaceStep {
+					return n.replacement(p, epoch, newcomers, replaced)
+				},
+				CaughtUp: func(replicas []string) bool { return n.caughtUp(p, replicas) },
+				Heard:    func(r string) bool { return n.shipper.Heard(r, p, epoch) },
+			})
+		if plan.Paused != nil {
+			due = append(due, placement.PausedSwap{Partition: p, Newcomers: plan.Paused})
+		}
+		n.checks.done(p, plan.Checked)
+		for _, k := range plan.KeptDraining {
+			keptDraining[drainWait{p, k.Replica}] = true
+			if kept, log := n.drainWaits.kept(p, k.Replica, now); log {
 				n.log.Info("a draining node's copy is still kept in a partition's list", "partition", p, "epoch", epoch,
-					"draining", r, "kept_for", kept.Round(time.Second), "replicas_caught_up", caughtUp, "draining_copy_checked", heard,
-					"position", n.writer.Position(p), "copies", describeCopies(n.shipper, p, ch.replicas))
+					"draining", k.Replica, "kept_for", kept.Round(time.Second), "replicas_caught_up", k.CaughtUp,
+					"draining_copy_checked", k.Heard, "position", n.writer.Position(p),
+					"copies", describeCopies(n.shipper, p, plan.Replicas))
 			}
 		}
-		// A node that asked to have its copy checked (a former master
-		// replaced while it was down: it is in no responsible list, and its
-		// copy may hold w=1 writes of its last tenure that this one never
-		// had) is an extra copy until it has answered a batch of this
-		// tenure, which moves them to its rollback collection.
-		var checked []string
-		ch.replicas, checked = placement.WithCopiesToCheck(ch.replicas, n.checks.asking(p, now, checkAskedFor*n.cfg.LeaseTTL), copies,
-			func(r string) bool { return n.shipper.Heard(r, p, epoch) })
-		n.checks.done(p, checked)
-		if owner := ring.Owner(p); owner != n.cfg.NodeID && upListed[owner] && !slices.Contains(ch.replicas, owner) {
-			if slices.Contains(current, owner) {
-				ch.replicas = append(ch.replicas, owner)
-				moving++
-			} else {
-				ch.owner = owner
-			}
-		}
-		choices = append(choices, ch)
+		masters = append(masters, a)
+		plans = append(plans, plan)
 	}
-	for i := range choices {
-		if ch := &choices[i]; ch.owner != "" && moving < n.cfg.MaxConcurrentMoves {
-			ch.replicas = append(ch.replicas, ch.owner)
-			moving++
-			n.log.Info("copying a partition to its preferred master before handing it over", "partition", ch.a.Partition, "to", ch.owner)
-		}
+	for _, i := range placement.AdmitMoves(plans, n.cfg.MaxConcurrentMoves) {
+		n.log.Info("copying a partition to its preferred master before handing it over", "partition", masters[i].Partition, "to", plans[i].Incoming)
 	}
 	// The regular copies of each list are recorded, so that a restart
 	// names every copy a write may have been counted on. Only they are:
@@ -744,8 +704,8 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 	q := shard.WriteQuorum(copies)
 	recordedNow := true // no change to record, or recorded
 	lists := maps.Clone(n.tenureLists)
-	for _, ch := range choices {
-		lists[ch.a.Partition] = store.TenureList{Epoch: ch.a.Epoch, Replicas: slices.Clone(q.Replicas(ch.replicas))}
+	for i, a := range masters {
+		lists[a.Partition] = store.TenureList{Epoch: a.Epoch, Replicas: slices.Clone(q.Replicas(plans[i].Replicas))}
 	}
 	if !maps.EqualFunc(lists, n.tenureLists, func(a, b store.TenureList) bool {
 		return a.Epoch == b.Epoch && slices.Equal(a.Replicas, b.Replicas)
@@ -763,14 +723,13 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		}
 	}
 	var changed []shard.Assignment
-	for _, ch := range choices {
-		a := ch.a
+	for i, a := range masters {
 		var current []string
 		if len(a.Responsible) > 1 {
 			current = a.Responsible[1:]
 		}
 		recorded := n.tenureLists[a.Partition]
-		replicas := placement.ListToApply(current, ch.replicas, a.Epoch, recorded.Epoch, recorded.Replicas, copies, recordedNow)
+		replicas := placement.ListToApply(current, plans[i].Replicas, a.Epoch, recorded.Epoch, recorded.Replicas, copies, recordedNow)
 		if slices.Equal(replicas, current) {
 			continue
 		}

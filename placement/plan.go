@@ -1,0 +1,148 @@
+package placement
+
+import (
+	"slices"
+
+	"github.com/shoal-db/shoal/shard"
+)
+
+// ReplicaFacts is what the master of a partition knows of it when it
+// chooses the partition's replicas: the input of PlanReplicas.
+type ReplicaFacts struct {
+	Partition int
+	Self      string   // the master
+	Current   []string // the replicas of the list now, regular copies first
+	// Candidates are the peer list's nodes (PlanReplicas orders those
+	// with about equal disks for this partition, see TieBreak).
+	Candidates        []shard.Candidate
+	ReplicationFactor int
+	Copies            int             // copies write concerns count (shard.WriteQuorum)
+	Draining          map[string]bool // nodes out of the peer list and UP: they drain
+	Asking            []string        // nodes that asked to have their copy checked
+	Owner             string          // the partition's preferred master
+	OwnerUpListed     bool            // the owner is UP and in the peer list
+}
+
+// ReplicaProgress is what the master's shipper knows of the copies'
+// progress, asked by PlanReplicas.
+type ReplicaProgress struct {
+	// Replacement decides whether newcomers take the regular slots of the
+	// copies they replace (DecideReplacement over their acknowledgements).
+	Replacement func(newcomers, replaced []string) ReplaceStep
+	// CaughtUp: every one of replicas is nearly caught up (NearlyCaughtUp).
+	CaughtUp func(replicas []string) bool
+	// Heard: the replica answered a batch of this tenure (see
+	// replicate.Shipper.Heard).
+	Heard func(replica string) bool
+}
+
+// ReplicaPlan is what PlanReplicas decided for one partition.
+type ReplicaPlan struct {
+	// Replicas is the new list after the master, regular copies first,
+	// without Incoming.
+	Replicas []string
+	// Paused names the newcomers of a swap that waits for the partition's
+	// writes to pause (ReplacePaused; nil: none).
+	Paused []string
+	// KeptDraining are the draining copies kept as extra copies, and why.
+	KeptDraining []KeptDrain
+	// Checked are the nodes whose copy check is over (WithCopiesToCheck).
+	Checked []string
+	// Incoming is the preferred master to add as an incoming copy if the
+	// move budget allows (AdmitMoves); "" when none is to be added.
+	Incoming string
+	// Moving: the preferred master is an incoming copy already (it counts
+	// against the move budget).
+	Moving bool
+}
+
+// KeptDrain is a draining copy kept in a partition's list: the replicas
+// chosen instead have not all caught up, or the copy has not answered a
+// batch of this tenure.
+type KeptDrain struct {
+	Replica  string
+	CaughtUp bool // the replicas chosen instead are caught up
+	Heard    bool // the draining copy answered a batch of this tenure
+}
+
+// PlanReplicas chooses the replicas of one partition its master keeps
+// (f.Self), from what it knows (f) and asks of the copies' progress (pr):
+//
+//   - the replicas by most free disk among UP peers that hold replicas,
+//     sticky once chosen (shard.ChooseReplicas);
+//   - a replica replacing a regular copy takes its slot only once it holds
+//     what that copy held (KeepReplacedCopies); when it nearly does, the
+//     swap waits for a pause of the partition's writes (Paused);
+//   - a copy on a node removed from the peer list (draining) stays, after
+//     the others, until the replicas chosen instead have caught up and it
+//     has answered a batch of this tenure: a former master cut off before
+//     this tenure began may hold w=1 writes it acknowledged that this
+//     tenure never had, and only that answer moves them to its rollback
+//     collection (the fault suite's seed 6009: dropped at once, it
+//     reported holding nothing and was stopped with them);
+//   - a node that asked to have its copy checked is an extra copy until it
+//     has answered a batch of this tenure (WithCopiesToCheck);
+//   - a partition whose preferred master is another node moves there: that
+//     node first becomes an extra copy (copied, then caught up), then a
+//     handoff gives it the lease; AdmitMoves bounds how many are copied
+//     at once.
+func PlanReplicas(f ReplicaFacts, pr ReplicaProgress) ReplicaPlan {
+	var plan ReplicaPlan
+	chosen := shard.ChooseReplicas(f.Self, f.Current, TieBreak(f.Candidates, f.Partition), f.ReplicationFactor)
+	chosen = KeepReplacedCopies(f.Current, chosen, f.Copies, func(newcomers, replaced []string) bool {
+		switch pr.Replacement(newcomers, replaced) {
+		case ReplaceNow:
+			return true
+		case ReplacePaused:
+			plan.Paused = newcomers
+		}
+		return false
+	})
+	replicas := chosen
+	for _, r := range f.Current {
+		if !f.Draining[r] || slices.Contains(replicas, r) {
+			continue
+		}
+		// Checked against the list so far: drained copies kept before it
+		// count too, as they have since this rule was written.
+		caughtUp, heard := pr.CaughtUp(replicas), pr.Heard(r)
+		if caughtUp && heard {
+			continue
+		}
+		replicas = append(slices.Clip(replicas), r)
+		plan.KeptDraining = append(plan.KeptDraining, KeptDrain{Replica: r, CaughtUp: caughtUp, Heard: heard})
+	}
+	replicas, plan.Checked = WithCopiesToCheck(replicas, f.Asking, f.Copies, pr.Heard)
+	if o := f.Owner; o != f.Self && f.OwnerUpListed && !slices.Contains(replicas, o) {
+		if slices.Contains(f.Current, o) {
+			replicas = append(slices.Clip(replicas), o)
+			plan.Moving = true
+		} else {
+			plan.Incoming = o
+		}
+	}
+	plan.Replicas = replicas
+	return plan
+}
+
+// AdmitMoves adds to plans, in order, the incoming preferred masters the
+// move budget allows: at most max partitions copied to their preferred
+// master at once, counting those already moving. It returns the indexes
+// of the plans it added one to.
+func AdmitMoves(plans []ReplicaPlan, max int) []int {
+	moving := 0
+	for _, p := range plans {
+		if p.Moving {
+			moving++
+		}
+	}
+	var admitted []int
+	for i := range plans {
+		if p := &plans[i]; p.Incoming != "" && moving < max {
+			p.Replicas = append(slices.Clip(p.Replicas), p.Incoming)
+			moving++
+			admitted = append(admitted, i)
+		}
+	}
+	return admitted
+}

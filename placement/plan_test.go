@@ -1,0 +1,105 @@
+package placement
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/shoal-db/shoal/shard"
+)
+
+// progress answers PlanReplicas' questions from fixed sets.
+type progress struct {
+	step     ReplaceStep
+	caughtUp bool
+	heard    map[string]bool
+}
+
+func (p progress) probes() ReplicaProgress {
+	return ReplicaProgress{
+		Replacement: func(newcomers, replaced []string) ReplaceStep { return p.step },
+		CaughtUp:    func([]string) bool { return p.caughtUp },
+		Heard:       func(r string) bool { return p.heard[r] },
+	}
+}
+
+func candidates(ids ...string) []shard.Candidate {
+	var out []shard.Candidate
+	for _, id := range ids {
+		out = append(out, shard.Candidate{ID: id, Replica: true, Up: true, Listed: true, FreeBytes: 1 << 30})
+	}
+	return out
+}
+
+func TestPlanReplicas(t *testing.T) {
+	base := ReplicaFacts{Partition: 7, Self: "a", ReplicationFactor: 3, Copies: 3}
+	sharder := shard.Candidate{ID: "e", Up: true, Listed: true} // holds no replicas
+	down := shard.Candidate{ID: "d", Replica: true, Listed: true, DownTooLong: true}
+	for _, c := range []struct {
+		name  string
+		facts func(f *ReplicaFacts)
+		pr    progress
+		want  ReplicaPlan
+	}{
+		{"the list stays", func(f *ReplicaFacts) {
+			f.Current, f.Candidates = []string{"b", "c"}, candidates("a", "b", "c", "d")
+		}, progress{}, ReplicaPlan{Replicas: []string{"b", "c"}}},
+		{"a draining copy stays while the others catch up", func(f *ReplicaFacts) {
+			f.Current, f.Candidates, f.Draining = []string{"b", "c", "d"}, candidates("a", "b", "c"), map[string]bool{"d": true}
+		}, progress{heard: map[string]bool{"d": true}}, ReplicaPlan{Replicas: []string{"b", "c", "d"},
+			KeptDraining: []KeptDrain{{Replica: "d", CaughtUp: false, Heard: true}}}},
+		{"a draining copy stays until it answered this tenure", func(f *ReplicaFacts) {
+			f.Current, f.Candidates, f.Draining = []string{"b", "c", "d"}, candidates("a", "b", "c"), map[string]bool{"d": true}
+		}, progress{caughtUp: true}, ReplicaPlan{Replicas: []string{"b", "c", "d"},
+			KeptDraining: []KeptDrain{{Replica: "d", CaughtUp: true, Heard: false}}}},
+		{"a draining copy goes once both hold", func(f *ReplicaFacts) {
+			f.Current, f.Candidates, f.Draining = []string{"b", "c", "d"}, candidates("a", "b", "c"), map[string]bool{"d": true}
+		}, progress{caughtUp: true, heard: map[string]bool{"d": true}}, ReplicaPlan{Replicas: []string{"b", "c"}}},
+		{"a copy to check follows the regular copies", func(f *ReplicaFacts) {
+			f.Current, f.Candidates, f.Asking = []string{"b", "c"}, candidates("a", "b", "c", "d"), []string{"d"}
+		}, progress{}, ReplicaPlan{Replicas: []string{"b", "c", "d"}}},
+		{"a checked copy's check is over", func(f *ReplicaFacts) {
+			f.Current, f.Candidates, f.Asking = []string{"b", "c", "d"}, candidates("a", "b", "c"), []string{"d"}
+		}, progress{heard: map[string]bool{"d": true}}, ReplicaPlan{Replicas: []string{"b", "c"}, Checked: []string{"d"}}},
+		{"the preferred master becomes an incoming copy", func(f *ReplicaFacts) {
+			f.Current, f.Candidates = []string{"b", "c"}, append(candidates("a", "b", "c"), sharder)
+			f.Owner, f.OwnerUpListed = "e", true
+		}, progress{}, ReplicaPlan{Replicas: []string{"b", "c"}, Incoming: "e"}},
+		{"the preferred master already being copied stays", func(f *ReplicaFacts) {
+			f.Current, f.Candidates = []string{"b", "c", "e"}, append(candidates("a", "b", "c"), sharder)
+			f.Owner, f.OwnerUpListed = "e", true
+		}, progress{}, ReplicaPlan{Replicas: []string{"b", "c", "e"}, Moving: true}},
+		{"a preferred master down is not copied to", func(f *ReplicaFacts) {
+			f.Current, f.Candidates = []string{"b", "c"}, append(candidates("a", "b", "c"), sharder)
+			f.Owner = "e"
+		}, progress{}, ReplicaPlan{Replicas: []string{"b", "c"}}},
+		{"a replacement nearly caught up waits for a pause", func(f *ReplicaFacts) {
+			f.Current, f.Candidates = []string{"b", "d"}, append(candidates("a", "b", "c"), down)
+		}, progress{step: ReplacePaused}, ReplicaPlan{Replicas: []string{"b", "d", "c"}, Paused: []string{"c"}}},
+		{"a replacement that holds it all takes the slot", func(f *ReplicaFacts) {
+			f.Current, f.Candidates = []string{"b", "d"}, append(candidates("a", "b", "c"), down)
+		}, progress{step: ReplaceNow}, ReplicaPlan{Replicas: []string{"b", "c"}}},
+	} {
+		f := base
+		c.facts(&f)
+		got := PlanReplicas(f, c.pr.probes())
+		if !slices.Equal(got.Replicas, c.want.Replicas) || !slices.Equal(got.Paused, c.want.Paused) ||
+			!slices.Equal(got.KeptDraining, c.want.KeptDraining) || !slices.Equal(got.Checked, c.want.Checked) ||
+			got.Incoming != c.want.Incoming || got.Moving != c.want.Moving {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestAdmitMovesKeepsToTheBudget(t *testing.T) {
+	plans := []ReplicaPlan{
+		{Replicas: []string{"b"}, Incoming: "x"},
+		{Replicas: []string{"b", "y"}, Moving: true},
+		{Replicas: []string{"c"}, Incoming: "z"},
+	}
+	if got := AdmitMoves(plans, 2); !slices.Equal(got, []int{0}) {
+		t.Fatalf("admitted %v, want [0]: one move under way, a budget of two", got)
+	}
+	if !slices.Equal(plans[0].Replicas, []string{"b", "x"}) || !slices.Equal(plans[2].Replicas, []string{"c"}) {
+		t.Fatalf("plans after: %+v", plans)
+	}
+}
