@@ -95,8 +95,9 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		return nil
 	}
 	target := s.cfg.Source.Last(p)
+	horizon := s.horizon(p)
 	s.mu.Lock()
-	full := pr.needsFullCopy(s.horizon(p))
+	full := pr.needsFullCopy(horizon)
 	s.mu.Unlock()
 	var toCopy int64
 	if acked.Compare(target) < 0 {

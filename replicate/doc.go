@@ -14,6 +14,9 @@
 //   - apply.go: the replica's side, Apply, over the store's partition writer.
 //   - shipper.go: the master's side as its callers see it (Config, Shipper):
 //     committed runs in, acknowledgements and majority-held positions out.
+//   - view.go: what the shipper reads through Config's interfaces, always
+//     with its lock free, to decide from under the lock, and why that is
+//     as safe as reading under it.
 //   - progress.go: what the master knows of one replica's copy of one
 //     partition: its stage (probe, stream, catch-up, copying) and every
 //     transition between them, tested without I/O.

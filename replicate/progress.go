@@ -62,6 +62,9 @@ func (st Stage) String() string {
 type progress struct {
 	acked store.Position // the replica holds the history up to here
 	known bool           // acked has been learned from the replica
+	// ackedAt numbers the answer that last set acked (Shipper.seq): a
+	// count from what was read before it leaves it out (view.go).
+	ackedAt uint64
 	// heard is the newest epoch of a batch of this node's the replica
 	// answered after checking it (see Heard).
 	heard uint64
@@ -251,6 +254,18 @@ type dest struct {
 	// lastError is why the last request to the replica failed ("" once
 	// one succeeded), for logs that explain a wait (Shipper.Copy).
 	lastError string
+}
+
+// busyLocked lists the partitions d replicates, and says whether any of
+// them has something queued or a copy streaming; call with s.mu held.
+func (d *dest) busyLocked() (parts []int, busy bool) {
+	for p, pr := range d.parts {
+		if pr.stage() == StageCopying || len(pr.queue) > 0 {
+			return nil, true
+		}
+		parts = append(parts, p)
+	}
+	return parts, false
 }
 
 func (d *dest) poke() {

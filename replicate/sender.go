@@ -58,16 +58,30 @@ func (s *Shipper) run(d *dest) {
 // holds what the replica held (placement.DecideReplacement).
 func (s *Shipper) retireIfIdle(d *dest) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for p, pr := range d.parts {
-		if pr.stage() == StageCopying || len(pr.queue) > 0 {
-			return false
-		}
-		if _, master := s.cfg.Mastership.Epoch(p); master && slices.Contains(s.cfg.Mastership.Replicas(p), d.id) {
-			return false
-		}
+	parts, busy := d.busyLocked()
+	s.mu.Unlock()
+	if busy || s.read(reads{parts: parts}).replicates(d.id, parts) {
+		return false
+	}
+	s.mu.Lock()
+	if now, busy := d.busyLocked(); busy || len(now) != len(parts) {
+		s.mu.Unlock()
+		return false // something queued, or a partition new to it, since
 	}
 	d.running = false
+	s.mu.Unlock()
+	// What was read may have changed before the lock: if the node lists
+	// the replica again now, the sender goes on, unless a Committed or
+	// Ensure has started another meanwhile (it saw this one stopped).
+	if s.read(reads{parts: parts}).replicates(d.id, parts) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !d.running {
+			d.running = true
+			return false
+		}
+		return true
+	}
 	s.log.Debug("replica sender stopped: it replicates nothing this node masters", "replica", d.id)
 	return true
 }
@@ -106,7 +120,13 @@ func (s *Shipper) flushLive(d *dest) error {
 // partition with a long queue nor one whose catch-up keeps failing holds
 // up the others.
 func (s *Shipper) live(d *dest) (Request, int) {
+	snap := s.read(reads{})
 	s.mu.Lock()
+	for r := s.liveReadsLocked(d, snap); !r.empty(); r = s.liveReadsLocked(d, snap) {
+		s.mu.Unlock()
+		s.readMore(snap, r)
+		s.mu.Lock()
+	}
 	defer s.mu.Unlock()
 	var req Request
 	rm := newRoom(s.cfg.MaxBatchDocs, s.cfg.MaxBatchBytes)
@@ -124,7 +144,8 @@ func (s *Shipper) live(d *dest) (Request, int) {
 		if pr.stage() == StageCopying {
 			continue // its catch-up is streaming; what queues meanwhile follows it
 		}
-		epoch, master := s.cfg.Mastership.Epoch(p)
+		v := snap.parts[p]
+		epoch, master := v.epoch, v.master
 		if !master {
 			// No longer master (a handoff, or the lease ran out): what was
 			// committed while it was still goes out, the tail of its tenure,
@@ -133,7 +154,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 				pr.dropQueue()
 				continue
 			}
-		} else if !slices.Contains(s.cfg.Mastership.Replicas(p), d.id) {
+		} else if !slices.Contains(v.replicas, d.id) {
 			pr.dropQueue()
 			continue
 		}
@@ -144,7 +165,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			// (and used positions) that were never queued, and the writer
 			// publishes a commit's position only after queuing it, so a
 			// position beyond the last queued one means exactly that.
-			last := maxPosition(s.committed[p], s.cfg.Source.Last(p))
+			last := maxPosition(s.committed[p], v.last)
 			if len(pr.queue) == 0 && pr.acked.Compare(last) < 0 {
 				pr.queueFallsShort()
 			} else if len(pr.queue) > 0 && pr.queue[0].From.Compare(pr.acked) > 0 {
@@ -158,7 +179,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			continue
 		}
 		if len(pr.queue) == 0 {
-			if master && (pr.heard < epoch || s.noticeLocked(pr, p, epoch)) {
+			if master && s.noticeDueLocked(pr, p, epoch) {
 				// Nothing new to send, but the committed position moved
 				// on (acknowledgements came in), or the replica has not
 				// answered a batch of this tenure yet (it may hold changes
@@ -170,7 +191,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 					}
 					continue
 				}
-				req.Batches = append(req.Batches, ToWire(s.notice(pr, p, epoch)))
+				req.Batches = append(req.Batches, ToWire(s.notice(pr, p, epoch, snap)))
 			}
 			continue
 		}
@@ -181,7 +202,10 @@ func (s *Shipper) live(d *dest) (Request, int) {
 			continue
 		}
 		batches, all := s.takeRuns(pr, p, &rm)
-		req.Batches = append(req.Batches, batches...)
+		for _, b := range batches {
+			s.stampLocked(&b, snap) // the epoch it was committed at
+			req.Batches = append(req.Batches, ToWire(b))
+		}
 		if !all && cut < 0 {
 			cut = i
 		}
@@ -201,6 +225,50 @@ func (s *Shipper) live(d *dest) (Request, int) {
 	return req, fromRing(catchUp, d.catchUpFrom)[0]
 }
 
+// liveReadsLocked is what live decides from and snap lacks: the view of
+// every partition it goes through, the tenure of every run queued and of
+// every notice due, and the copies, which every batch's
+// majority-committed position is counted against. Call with s.mu held;
+// read it with s.mu free, then call again: what is queued, or the
+// notices due, may have changed meanwhile.
+func (s *Shipper) liveReadsLocked(d *dest, snap *snapshot) reads {
+	r := reads{copies: snap.lacksCopies()}
+	need := func(p int, epoch uint64) {
+		k := tenureOf{p, epoch}
+		if _, ok := snap.tenures[k]; !ok && !slices.Contains(r.tenures, k) {
+			r.tenures = append(r.tenures, k)
+		}
+	}
+	for p, pr := range d.parts {
+		if pr.stage() == StageCopying {
+			continue // live skips it
+		}
+		v, ok := snap.parts[p]
+		if !ok {
+			r.parts = append(r.parts, p)
+			r.copies = true
+		} else if (!v.master && pr.waiting()) || (v.master && !slices.Contains(v.replicas, d.id)) {
+			continue // live drops its queue
+		}
+		for _, q := range pr.queue {
+			need(p, q.Epoch)
+		}
+		if ok && v.master && len(pr.queue) == 0 && s.noticeDueLocked(pr, p, v.epoch) {
+			need(p, v.epoch)
+		}
+	}
+	return r
+}
+
+// noticeDueLocked says whether a notice may be due to a replica with
+// nothing queued of partition p, mastered at epoch: it has not answered
+// a batch of this tenure yet (it may hold changes of an earlier one that
+// this tenure never had: its answer to the first batch keeps them, see
+// Heard), or the majority-committed position moved on (noticeLocked).
+func (s *Shipper) noticeDueLocked(pr *progress, p int, epoch uint64) bool {
+	return pr.heard < epoch || s.noticeLocked(pr, p, epoch)
+}
+
 // noticeLocked says whether the replica, up to date with the queue, is to
 // be told the partition's majority-committed position alone, this node
 // mastering it at epoch: it moved on since the replica last took one. The
@@ -217,9 +285,9 @@ func (s *Shipper) noticeLocked(pr *progress, p int, epoch uint64) bool {
 // majority-committed position alone: no documents, from and up to the
 // replica's acknowledged position (it changes nothing the replica holds).
 // Call with s.mu held.
-func (s *Shipper) notice(pr *progress, p int, epoch uint64) store.Batch {
+func (s *Shipper) notice(pr *progress, p int, epoch uint64, snap *snapshot) store.Batch {
 	b := store.Batch{Partition: p, Epoch: epoch, From: pr.acked, UpTo: pr.acked}
-	s.stampLocked(&b)
+	s.stampLocked(&b, snap)
 	return b
 }
 
@@ -235,8 +303,9 @@ func fromRing(sorted []int, start int) []int {
 // that do, in position order, as a batch that leaves the replica's
 // position where the run starts (only the run's last documents move it,
 // as in a catch-up); the rest stays queued. all says whether the queue
-// was emptied.
-func (s *Shipper) takeRuns(pr *progress, p int, rm *room) (out []WireBatch, all bool) {
+// was emptied. The batches are not stamped yet (stampLocked). Call with
+// s.mu held.
+func (s *Shipper) takeRuns(pr *progress, p int, rm *room) (out []store.Batch, all bool) {
 	var cur *queuedRun
 	for len(pr.queue) > 0 {
 		q := pr.queue[0]
@@ -266,9 +335,8 @@ func (s *Shipper) takeRuns(pr *progress, p int, rm *room) (out []WireBatch, all 
 			*cur = mergeRuns(*cur, piece)
 		} else {
 			if cur != nil {
-				out = append(out, ToWire(cur.Batch))
+				out = append(out, cur.Batch)
 			}
-			s.stampLocked(&piece.Batch) // the epoch it was committed at
 			cur = &piece
 		}
 		if n < len(q.Docs) {
@@ -276,7 +344,7 @@ func (s *Shipper) takeRuns(pr *progress, p int, rm *room) (out []WireBatch, all 
 		}
 	}
 	if cur != nil {
-		out = append(out, ToWire(cur.Batch))
+		out = append(out, cur.Batch)
 	}
 	return out, len(pr.queue) == 0
 }
@@ -319,6 +387,17 @@ func maxPosition(a, b store.Position) store.Position {
 
 // send delivers a request and records what the replica answered.
 func (s *Shipper) send(d *dest, req Request) error {
+	var parts []int // the partitions sent, each once
+	for _, b := range req.Batches {
+		if !slices.Contains(parts, b.Partition) {
+			parts = append(parts, b.Partition)
+		}
+	}
+	// What each partition's majority-committed position is counted from
+	// before the answers are taken in (read before the request goes, so
+	// that they are taken in as soon as they come), and after (read again
+	// then: the answers came in after what was read before).
+	before := s.read(reads{parts: parts, copies: true})
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
 	resp, err := s.cfg.Transport.Send(ctx, d.id, req)
@@ -347,12 +426,11 @@ func (s *Shipper) send(d *dest, req Request) error {
 	}
 	var diverged []Result
 	var refused error
-	before := map[int]store.Position{} // each partition's majority-committed position before these answers
-	for _, r := range resp.Results {
-		if _, ok := before[r.Partition]; !ok {
-			before[r.Partition] = s.majorityLocked(r.Partition)
-		}
+	was := map[int]store.Position{} // each partition's majority-committed position before these answers
+	for _, p := range parts {
+		was[p], _ = s.majorityLocked(p, before)
 	}
+	seq := s.seq.Add(1) // these answers' number (see view.go)
 	for i, r := range resp.Results {
 		pr := d.parts[r.Partition]
 		if pr == nil {
@@ -361,6 +439,7 @@ func (s *Shipper) send(d *dest, req Request) error {
 		switch r.Code {
 		case "ok", "gap", "full-copy", "diverged":
 			pr.answered(req.Batches[i].Epoch)
+			pr.ackedAt = seq // each of these sets acked
 		}
 		switch r.Code {
 		case "ok":
@@ -382,8 +461,16 @@ func (s *Shipper) send(d *dest, req Request) error {
 			refused = fmt.Errorf("replica %s could not apply partition %d: %s", d.id, r.Partition, logsafe.ClipTo(r.Error, 300))
 		}
 	}
-	for p, was := range before {
-		if s.majorityLocked(p).Compare(was) > 0 {
+	d.lastError = ""
+	if refused != nil {
+		d.lastError = refused.Error()
+	}
+	s.changed.Broadcast()
+	s.mu.Unlock()
+	after := s.read(reads{parts: parts, copies: true})
+	s.mu.Lock()
+	for _, p := range parts {
+		if now, _ := s.majorityLocked(p, after); now.Compare(was[p]) > 0 {
 			// The other replicas are told too (this one is, by the
 			// round that follows its answer).
 			for _, o := range s.dests {
@@ -393,11 +480,6 @@ func (s *Shipper) send(d *dest, req Request) error {
 			}
 		}
 	}
-	d.lastError = ""
-	if refused != nil {
-		d.lastError = refused.Error()
-	}
-	s.changed.Broadcast()
 	s.mu.Unlock()
 	if refused != nil {
 		// Back off rather than retry at once.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoal-db/shoal/shard"
@@ -76,7 +77,9 @@ type Observer interface {
 	Copied(replica string, partition int, docs int, bytes int64)
 }
 
-// Config wires a Shipper to its node.
+// Config wires a Shipper to its node. The shipper never calls its
+// interfaces with its own lock held (see view.go), so they may take the
+// node's locks.
 type Config struct {
 	Mastership Mastership
 	Source     Source
@@ -112,9 +115,13 @@ type Shipper struct {
 	dests     map[string]*dest
 	committed map[int]store.Position // newest position handed to Committed, per partition
 	majority  map[int]heldAt         // the majority-committed position found, per partition
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	// seq numbers the answers taken in (progress.ackedAt) and the
+	// majority-committed positions kept (heldAt.at); it moves under mu
+	// and is read without it, before a snapshot is read (view.go).
+	seq    atomic.Uint64
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // heldAt is a majority-committed position found in a tenure: it stays
@@ -123,6 +130,7 @@ type Shipper struct {
 type heldAt struct {
 	epoch uint64
 	pos   store.Position
+	at    uint64 // Shipper.seq when it was kept
 }
 
 // New creates a shipper.
@@ -206,21 +214,26 @@ func (s *Shipper) Committed(b store.Batch) {
 // every replica hears of a new tenure, even when no write arrives. Call it
 // periodically.
 func (s *Shipper) Ensure(partitions int) {
+	all := make([]int, partitions)
+	for p := range all {
+		all[p] = p
+	}
+	snap := s.read(reads{parts: all})
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for p := 0; p < partitions; p++ {
-		epoch, ok := s.cfg.Mastership.Epoch(p)
-		if !ok {
+	for _, p := range all {
+		v := snap.parts[p]
+		if !v.master {
 			continue
 		}
-		for _, r := range s.cfg.Mastership.Replicas(p) {
+		for _, r := range v.replicas {
 			d := s.destLocked(r)
 			pr := d.parts[p]
 			if pr == nil {
 				pr = &progress{}
 				d.parts[p] = pr
 			}
-			if !pr.known || pr.acked.Compare(s.cfg.Source.Last(p)) < 0 || pr.heard < epoch {
+			if !pr.known || pr.acked.Compare(v.last) < 0 || pr.heard < v.epoch {
 				d.poke()
 			}
 		}
@@ -300,30 +313,43 @@ func (s *Shipper) wakeWhenDone(ctx context.Context) func() bool {
 }
 
 // WaitReplicated waits until need of replicas hold partition's history up
-// to pos, or ctx ends; it returns how many do.
+// to pos, or ctx ends; it returns how many do. It calls replicas before
+// each count, without its lock held, and counts only the
+// acknowledgements that came in before that call (see view.go).
 func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.Position, replicas func() []string, need int) (int, error) {
 	defer s.wakeWhenDone(ctx)()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for {
-		have := 0
-		for _, r := range replicas() {
+		seq := s.seq.Load()
+		listed := replicas()
+		s.mu.Lock()
+		have, fresh := 0, true
+		for _, r := range listed {
 			if d := s.dests[r]; d != nil {
-				if pr := d.parts[partition]; pr != nil && pr.known && pr.acked.Compare(pos) >= 0 {
-					have++
+				if pr := d.parts[partition]; pr != nil && pr.known {
+					if pr.ackedAt > seq {
+						fresh = false // came in after listed was read: read it again
+					} else if pr.acked.Compare(pos) >= 0 {
+						have++
+					}
 				}
 			}
 		}
 		if have >= need {
+			s.mu.Unlock()
 			return have, nil
 		}
 		if err := ctx.Err(); err != nil {
+			s.mu.Unlock()
 			return have, err
 		}
 		if s.ctx.Err() != nil {
+			s.mu.Unlock()
 			return have, errors.New("shutting down")
 		}
-		s.changed.Wait()
+		if fresh {
+			s.changed.Wait()
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -348,43 +374,70 @@ func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.P
 // The position never moves back within a tenure and is never past the
 // master's last committed position.
 func (s *Shipper) MajorityHeld(partition int) store.Position {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.majorityLocked(partition)
+	for {
+		held, fresh := s.countMajority(partition)
+		s.mu.Unlock()
+		if fresh {
+			return held
+		}
+	}
 }
 
-// majorityLocked is MajorityHeld; call with s.mu held.
-func (s *Shipper) majorityLocked(p int) store.Position {
-	epoch, master := s.cfg.Mastership.Epoch(p)
-	if !master {
-		return store.Position{}
+// countMajority reads what partition p's majority-committed position is
+// counted from, then counts it under s.mu, which it returns holding.
+func (s *Shipper) countMajority(p int) (store.Position, bool) {
+	snap := s.read(reads{parts: []int{p}, copies: true})
+	s.mu.Lock()
+	return s.majorityLocked(p, snap)
+}
+
+// majorityLocked is MajorityHeld counted from snap, read before the lock
+// was taken (view.go says why that is as safe as reading under it);
+// call with s.mu held. fresh is false when the count may fall short of
+// what is known by now: an acknowledgement of a counted replica came in
+// after snap was read (the count leaves it out), or a position of a later
+// tenure than snap's was kept after snap was read (snap is of a tenure
+// this node left: the position is then zero, and nothing is kept).
+func (s *Shipper) majorityLocked(p int, snap *snapshot) (pos store.Position, fresh bool) {
+	v := snap.parts[p]
+	if !v.master {
+		return store.Position{}, true
 	}
-	replicas := s.cfg.Mastership.Replicas(p)
-	total := 1 + len(replicas)
-	if c := s.cfg.Mastership.Copies(); c > 0 {
-		total = c
+	h := s.majority[p]
+	if h.epoch > v.epoch && h.at > snap.seq {
+		return store.Position{}, false
+	}
+	total := 1 + len(v.replicas)
+	if snap.copies > 0 {
+		total = snap.copies
 	}
 	q := shard.WriteQuorum(total)
-	held := majority(s.cfg.Source.Last(p), epoch, s.ackedLocked(p, q.Replicas(replicas)), q.MajorityReplicas())
-	if h := s.majority[p]; h.epoch == epoch && h.pos.Compare(held) > 0 {
-		return h.pos
+	acked, fresh := s.ackedLocked(p, q.Replicas(v.replicas), snap.seq)
+	held := majority(v.last, v.epoch, acked, q.MajorityReplicas())
+	if h.epoch == v.epoch && h.pos.Compare(held) >= 0 {
+		return h.pos, fresh
 	}
-	s.majority[p] = heldAt{epoch: epoch, pos: held}
-	return held
+	s.majority[p] = heldAt{epoch: v.epoch, pos: held, at: s.seq.Add(1)}
+	return held, fresh
 }
 
 // ackedLocked lists the positions the replicas have acknowledged of
-// partition p (those not heard from yet are left out).
-func (s *Shipper) ackedLocked(p int, replicas []string) []store.Position {
-	var acked []store.Position
+// partition p by seq (those not heard from yet are left out, and so are
+// the answers taken in after seq: all false when there were any).
+func (s *Shipper) ackedLocked(p int, replicas []string, seq uint64) (acked []store.Position, all bool) {
+	all = true
 	for _, r := range replicas {
 		if d := s.dests[r]; d != nil {
 			if pr := d.parts[p]; pr != nil && pr.known {
+				if pr.ackedAt > seq {
+					all = false
+					continue
+				}
 				acked = append(acked, pr.acked)
 			}
 		}
 	}
-	return acked
+	return acked, all
 }
 
 // majority is the newest position a master at epoch, whose history ends
@@ -414,20 +467,24 @@ func majority(last store.Position, epoch uint64, acked []store.Position, need in
 // (MajorityHeld) reaches pos, or ctx ends; it returns the position.
 func (s *Shipper) WaitMajorityHeld(ctx context.Context, partition int, pos store.Position) (store.Position, error) {
 	defer s.wakeWhenDone(ctx)()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for {
-		held := s.majorityLocked(partition)
+		held, fresh := s.countMajority(partition)
 		if held.Compare(pos) >= 0 {
+			s.mu.Unlock()
 			return held, nil
 		}
 		if err := ctx.Err(); err != nil {
+			s.mu.Unlock()
 			return held, err
 		}
 		if s.ctx.Err() != nil {
+			s.mu.Unlock()
 			return held, errors.New("shutting down")
 		}
-		s.changed.Wait()
+		if fresh {
+			s.changed.Wait()
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -451,25 +508,33 @@ type Lag struct {
 
 // Lags lists the progress of every replica.
 func (s *Shipper) Lags() []Lag {
+	var all []Lag
+	var parts []int
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []Lag
 	for _, d := range s.dests {
 		for p, pr := range d.parts {
-			if _, ok := s.cfg.Mastership.Epoch(p); !ok || !slices.Contains(s.cfg.Mastership.Replicas(p), d.id) {
-				continue // not master, or no longer a replica there
-			}
-			last := s.cfg.Source.Last(p)
 			l := Lag{Replica: d.id, Partition: p, Acked: pr.acked, CatchUp: pr.stage() != StageStream,
 				Copying: pr.stage() == StageCopying, Copied: pr.copied, ToCopy: pr.toCopy}
 			if !pr.behindSince.IsZero() {
 				l.LagMs = time.Since(pr.behindSince).Milliseconds()
 			}
-			if last.Seq > pr.acked.Seq {
-				l.Behind = last.Seq - pr.acked.Seq
-			}
-			out = append(out, l)
+			all = append(all, l)
+			parts = append(parts, p)
 		}
+	}
+	s.mu.Unlock()
+	slices.Sort(parts)
+	snap := s.read(reads{parts: slices.Compact(parts)})
+	var out []Lag
+	for _, l := range all {
+		v := snap.parts[l.Partition]
+		if !v.master || !slices.Contains(v.replicas, l.Replica) {
+			continue // not master, or no longer a replica there
+		}
+		if v.last.Seq > l.Acked.Seq {
+			l.Behind = v.last.Seq - l.Acked.Seq
+		}
+		out = append(out, l)
 	}
 	slices.SortFunc(out, func(a, b Lag) int {
 		if a.Partition != b.Partition {
@@ -486,26 +551,35 @@ func (s *Shipper) Lags() []Lag {
 // stamp sets a batch's epoch start and chain, those of its epoch on this
 // node, and the majority-committed position it carries.
 func (s *Shipper) stamp(b *store.Batch) {
+	snap := s.read(stampReads(b))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stampLocked(b)
+	s.stampLocked(b, snap)
 }
 
-// stampLocked is stamp; call with s.mu held.
-func (s *Shipper) stampLocked(b *store.Batch) {
-	b.EpochStart = s.cfg.Source.EpochStart(b.Partition, b.Epoch)
-	if epochs := s.cfg.Source.Epochs(b.Partition, b.Epoch); epochs != nil {
-		b.Epochs = epochs
+// stampReads is what stamping b needs read.
+func stampReads(b *store.Batch) reads {
+	return reads{parts: []int{b.Partition}, tenures: []tenureOf{{b.Partition, b.Epoch}}, copies: true}
+}
+
+// stampLocked is stamp from snap, which holds b's partition and tenure;
+// call with s.mu held.
+func (s *Shipper) stampLocked(b *store.Batch, snap *snapshot) {
+	t := snap.tenures[tenureOf{b.Partition, b.Epoch}]
+	b.EpochStart = t.start
+	if t.epochs != nil {
+		b.Epochs = t.epochs
 	}
-	b.Committed = s.committedLocked(b)
+	b.Committed = s.committedLocked(b, snap)
 }
 
 // committedLocked is the majority-committed position a batch carries: the
 // partition's, if the batch is of the tenure it was found in (a run left
 // from an earlier tenure carries none: its history need not be this
-// tenure's).
-func (s *Shipper) committedLocked(b *store.Batch) store.Position {
-	held := s.majorityLocked(b.Partition)
+// tenure's). A count that fell short (majorityLocked's fresh) carries
+// less than it could, never more than is held.
+func (s *Shipper) committedLocked(b *store.Batch, snap *snapshot) store.Position {
+	held, _ := s.majorityLocked(b.Partition, snap)
 	if s.majority[b.Partition].epoch != b.Epoch {
 		return store.Position{}
 	}
