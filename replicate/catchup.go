@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"context"
 	"errors"
 
 	"github.com/shoal-db/shoal/store"
@@ -81,11 +82,17 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	}
 	s.mu.Lock()
 	pr := d.parts[p]
-	known, acked := pr.known, pr.acked
+	known, acked, heard := pr.known, pr.acked, pr.heard
 	s.mu.Unlock()
-	if !known {
+	if !known || heard < epoch {
 		// Probe: an empty batch from the zero position learns where the
 		// replica is (it answers "gap" with its applied position, or ok).
+		// A replica known from an earlier tenure is asked again before
+		// anything is copied to it: it may hold more than it last
+		// acknowledged here (it mastered the partition in between), and
+		// a catch-up from there would send it all of that again, each
+		// document a lookup on its side (seeds 9724 and 9814: chunks of
+		// them timed out under load for minutes).
 		probe := store.Batch{Partition: p, Epoch: epoch}
 		s.stamp(&probe)
 		if err := s.send(d, Request{Batches: []WireBatch{ToWire(probe)}}); err != nil {
@@ -201,7 +208,11 @@ func (s *Shipper) horizon(p int) store.Position {
 // it failed or the replica refused it (the next round starts over).
 func (s *Shipper) sendChunk(d *dest, pr *progress, b store.Batch) (ok bool, err error) {
 	if err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}}); err != nil {
-		s.catchUpFailed(pr)
+		if errors.Is(err, context.DeadlineExceeded) && len(b.Docs) > 1 {
+			s.chunkTooSlow(pr, len(b.Docs))
+		} else {
+			s.catchUpFailed(pr)
+		}
 		return false, err
 	}
 	var bytes int64

@@ -56,7 +56,10 @@ type trio struct {
 	mu       sync.Mutex
 	sent     map[string][]WireBatch // every batch each replica answered
 	tried    map[string]int         // requests sent to each replica, answered or not
-	failed   map[string]int         // requests that got no answer
+	// slowOver: a request carrying more documents than this (0: no
+	// bound) times out, as to a replica too loaded to take it in time.
+	slowOver atomic.Int32
+	failed   map[string]int // requests that got no answer
 	// The master's tenure: its epoch (1 unless a test moves it on) and
 	// where it started (nil: the zero position).
 	epoch atomic.Uint64
@@ -156,6 +159,16 @@ func (tr *trio) send(ctx context.Context, replica string, req Request) (Response
 	tr.mu.Lock()
 	tr.tried[replica]++
 	tr.mu.Unlock()
+	docs := 0
+	for _, b := range req.Batches {
+		docs += len(b.Docs)
+	}
+	if n := int(tr.slowOver.Load()); n > 0 && docs > n {
+		tr.mu.Lock()
+		tr.failed[replica]++
+		tr.mu.Unlock()
+		return Response{}, fmt.Errorf("posting %d documents: %w", docs, context.DeadlineExceeded)
+	}
 	resp, err := tr.post(ctx, tr.replicas[replica].srv.URL+"/internal/v1/replicate", req)
 	tr.mu.Lock()
 	if err != nil {

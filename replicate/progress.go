@@ -85,6 +85,10 @@ type progress struct {
 	// scanLimit is how many documents the next scan of a catch-up or full
 	// copy asks for (0: the partition's sizes are not known yet).
 	scanLimit int
+	// chunkCeiling: after a chunk the replica did not take in time, the
+	// most documents a chunk asks for until a catch-up completes (0: no
+	// ceiling but MaxBatchDocs).
+	chunkCeiling int
 	// failures counts the catch-ups of this partition that failed in a
 	// row; until restUntil it is not picked for another, so that the
 	// replica's other partitions proceed meanwhile.
@@ -224,6 +228,7 @@ func (pr *progress) caughtUp(full bool) {
 		pr.forceFull = false
 	}
 	pr.failures, pr.restUntil = 0, time.Time{}
+	pr.chunkCeiling = 0
 }
 
 // needsFullCopy says whether the next copy must be a full one, given the
@@ -279,10 +284,14 @@ func (d *dest) poke() {
 func (s *Shipper) scanLimit(pr *progress) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if pr.scanLimit <= 0 {
-		return min(firstScan, s.cfg.MaxBatchDocs)
+	limit := pr.scanLimit
+	if limit <= 0 {
+		limit = firstScan
 	}
-	return min(pr.scanLimit, s.cfg.MaxBatchDocs)
+	if pr.chunkCeiling > 0 {
+		limit = min(limit, pr.chunkCeiling)
+	}
+	return min(limit, s.cfg.MaxBatchDocs)
 }
 
 // scanned learns from a scan that asked for limit documents what the next
@@ -300,6 +309,20 @@ func (s *Shipper) scanned(pr *progress, limit int, docs []*store.Doc) []int {
 func (s *Shipper) scanFailed(pr *progress, limit int) {
 	s.mu.Lock()
 	pr.scanLimit = max(1, limit/2)
+	s.mu.Unlock()
+	s.catchUpFailed(pr)
+}
+
+// chunkTooSlow: the replica did not take a chunk of docs documents in
+// time. The catch-up starts over, after a rest, with chunks of at most
+// half as many, which do not grow past that until a catch-up completes: it
+// restarts from the replica's position, and a chunk size that grew back
+// would meet the same wall every time (a loaded embedded store looks each
+// document it already holds up with a scan).
+func (s *Shipper) chunkTooSlow(pr *progress, docs int) {
+	s.mu.Lock()
+	pr.chunkCeiling = max(1, docs/2)
+	pr.scanLimit = pr.chunkCeiling
 	s.mu.Unlock()
 	s.catchUpFailed(pr)
 }
