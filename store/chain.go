@@ -1,6 +1,10 @@
 package store
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/shoal-db/shoal/record"
+)
 
 // A partition's epoch chain lists the starts of the recent tenures of its
 // history, oldest first: every position after an entry's start, up to the
@@ -17,12 +21,8 @@ import "slices"
 // not in its history. Only the start of e+1, the tenure that followed e,
 // tells them apart.
 
-// EpochStart is one tenure in a partition's history: its epoch, and the
-// position the history was complete up to when it began.
-type EpochStart struct {
-	Epoch uint64   `bson:"e" json:"e"`
-	Start Position `bson:"s" json:"s"`
-}
+// EpochStart is one tenure in a partition's history (record.EpochStart).
+type EpochStart = record.EpochStart
 
 // chainLength bounds a chain: the newest entries are kept. A held change
 // older than every entry is judged by the oldest one (see diverged), so a

@@ -19,19 +19,9 @@ import (
 // building the store; this alias keeps store.Position for every caller.
 type Position = record.Position
 
-// Doc is one stored document version, or the tombstone of a deleted one.
-type Doc struct {
-	Key     string // _id in the store: user/collection/id
-	User    string
-	Coll    string
-	ID      string
-	Version int64
-	Pos     Position
-	Deleted bool
-	Updated time.Time
-	Body    map[string]any // nil for tombstones; never mutated once stored
-	Size    int            // approximate bytes, for the cache budget
-}
+// Doc is one stored document version, or the tombstone of a deleted one
+// (record.Doc: the leaf package holds it, as it does Position).
+type Doc = record.Doc
 
 // The tenure marker is the document a new master writes in a partition
 // before a majority or linearizable read when it has written nothing in
@@ -69,7 +59,8 @@ const (
 	fBody    = "b"
 )
 
-func (d *Doc) toBSON() bson.D {
+// docToBSON is d as the store keeps it.
+func docToBSON(d *Doc) bson.D {
 	out := bson.D{
 		{Key: "_id", Value: d.Key},
 		{Key: fUser, Value: d.User},
@@ -379,7 +370,7 @@ func (s *Store) commit(ctx context.Context, partition int, writes []write) error
 	for attempt := 0; ; attempt++ {
 		models := make([]mongo.WriteModel, len(writes))
 		for i, w := range writes {
-			rec := w.doc.toBSON()
+			rec := docToBSON(w.doc)
 			if w.insert && attempt == 0 {
 				models[i] = mongo.NewInsertOneModel().SetDocument(rec)
 			} else {

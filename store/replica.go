@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/shoal-db/shoal/record"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -132,41 +133,9 @@ func (s *Store) ScanAfter(ctx context.Context, partition int, after Position, li
 	return docs, nil
 }
 
-// Batch is a run of a partition's history shipped from its master: the
-// latest state of every document changed in (From, UpTo], in position order.
-type Batch struct {
-	Partition int
-	Epoch     uint64 // the master's epoch
-	// EpochStart is the position the master's epoch started from: anything
-	// a replica holds after it from an older epoch, the master never had.
-	EpochStart Position
-	// Epochs is the master's epoch chain (see chain.go), its own tenure
-	// last: what a replica holds of an older epoch after the start of the
-	// tenure that followed that epoch, the master never had either.
-	Epochs []EpochStart
-	From   Position
-	UpTo   Position
-	Docs   []*Doc
-	// Restore replaces the replica's states of Docs and removes Absent
-	// (keys the master has no record of), whatever their positions: the
-	// repair after a rollback.
-	Restore bool
-	Absent  []string
-	// Full makes the batch one chunk of a full copy, for a replica behind
-	// the master's tombstone horizon: Docs are every document and tombstone
-	// the master holds with a key in (KeyFrom, KeyTo] ("" = from the start,
-	// to the end); the replica removes what it holds in that range and
-	// Docs lack, and adopts Horizon, the master's horizon. From is zero,
-	// and UpTo moves only with the final chunk.
-	Full    bool
-	KeyFrom string
-	KeyTo   string
-	Horizon Position
-	// Committed is the master's majority-committed position of the
-	// partition when it sent the batch: a majority of the partition's
-	// copies held its history up to there (see Writer.Committed).
-	Committed Position
-}
+// Batch is a run of a partition's history shipped from its master
+// (record.Batch).
+type Batch = record.Batch
 
 // Errors of Apply.
 var (
@@ -657,7 +626,7 @@ func (s *Store) insertNew(ctx context.Context, partition int, docs []*Doc) (map[
 	defer s.releaseWrite()
 	recs := make([]any, len(docs))
 	for i, d := range docs {
-		recs[i] = d.toBSON()
+		recs[i] = docToBSON(d)
 	}
 	dups := map[string]bool{}
 	err := s.timed("insert_new", func() error {
