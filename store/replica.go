@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/shoal-db/shoal/record"
+	"github.com/shoal-db/shoal/replicate/applyrule"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -246,27 +247,21 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	// batches follow on without a catch-up.
 	applied, last := p.held(), p.last
 	p.mu.Unlock()
-	// Everything stored here, including this node's own writes from when it
-	// was master: what a new master's epoch start is compared with.
-	held := applied
-	if last.Compare(held) > 0 {
-		held = last
-	}
-	newest := max(applied.Epoch, last.Epoch, p.epochSeen)
-	res := func(err error) ApplyResult { return ApplyResult{Applied: applied, Epoch: newest, Err: err} }
+	// What the rules of replicate/applyrule decide from.
+	held := applyrule.Held{Applied: applied, Last: last, EpochSeen: p.epochSeen, Restoring: p.restoring, Recopy: p.recopy}
 	if w.opts.Lease != nil {
-		if _, ok := w.opts.Lease(p.id); ok {
-			return res(ErrIsMaster)
-		}
+		_, held.Master = w.opts.Lease(p.id)
 	}
-	if b.Epoch < newest {
+	header := applyrule.HeaderOf(b)
+	newest := held.Newest()
+	res := func(err error) ApplyResult { return ApplyResult{Applied: applied, Epoch: newest, Err: err} }
+	step := applyrule.First(held, header)
+	switch step {
+	case applyrule.RefuseIsMaster:
+		return res(ErrIsMaster)
+	case applyrule.RefuseStale:
 		return res(ErrStaleEpoch)
-	}
-	if b.Restore && p.restoring != b.Epoch {
-		// A restore answers this node's rollback for the master of that
-		// epoch, and only while it is under way: one arriving after it
-		// (a request held up by a pause or the network) would write older
-		// states over newer ones and move the partition back.
+	case applyrule.RefuseLateRestore:
 		return res(ErrGap)
 	}
 	// Whatever this batch stores (a run, a restore, a chunk of a full
@@ -276,7 +271,7 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 		staged = maxPosition(staged, d.Pos)
 	}
 	p.stage(staged)
-	if b.Restore {
+	if step == applyrule.Restore {
 		return w.restore(p, b)
 	}
 	// From here the batch's master is the newest this node has heard of:
@@ -298,17 +293,23 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	// master's chain tells, see diverged), and so is every batch of a
 	// master whose restore of them is not finished.
 	chain := batchChain(b)
-	restoring := p.restoring != 0 && p.restoring == b.Epoch
-	if (restoring || b.Epoch > newest && held.Epoch < b.Epoch) && !p.recopy {
+	if step == applyrule.CheckDivergence {
+		restoring := p.restoring != 0 && p.restoring == b.Epoch
 		agreed := agreement(p.chain, applied, chain)
 		_, purged := diverged(chain, p.horizon)
 		r := w.rollBack(p, b, chain, agreed, newest)
-		if purged && (r.Err == nil || errors.Is(r.Err, ErrDiverged) || errors.Is(r.Err, errNothingDiverged)) {
-			p.restoring = 0 // the full copy replaces every document
-			return w.startRecopy(p, b, minPosition(p.horizon, agreed))
-		}
+		found := applyrule.CheckFailed
 		switch {
 		case errors.Is(r.Err, ErrDiverged):
+			found = applyrule.FoundDiverged
+		case errors.Is(r.Err, errNothingDiverged):
+			found = applyrule.FoundNothing
+		}
+		switch applyrule.AfterCheck(found, purged, restoring) {
+		case applyrule.StartRecopy:
+			p.restoring = 0 // the full copy replaces every document
+			return w.startRecopy(p, b, minPosition(p.horizon, agreed))
+		case applyrule.KeepDivergence:
 			// The divergence stands, durably, until the master has
 			// restored every document: a restore cut short is resumed by
 			// the next batch's check. What this copy knows to be committed
@@ -320,20 +321,20 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 			w.setRecord(p.record(p.applied, p.horizon))
 			r.Epoch = p.epochSeen
 			return r
-		case !errors.Is(r.Err, errNothingDiverged):
+		case applyrule.RefuseCheckFailed:
 			// The check itself failed: the next batch of this master
 			// checks again (the epoch now counts as seen).
 			p.restoring = b.Epoch
 			return refuse(r)
-		case restoring:
+		case applyrule.RestoreDone:
 			p.restoring = 0 // restored: nothing diverged is left
 			w.setRecord(p.record(p.applied, p.horizon))
 		}
 	}
-	if p.recopy && !b.Full {
+	switch applyrule.Take(held, header) {
+	case applyrule.NeedFullCopy:
 		return refuse(ApplyResult{Err: ErrNeedsFullCopy})
-	}
-	if applied.Compare(b.From) < 0 {
+	case applyrule.Gap:
 		return refuse(res(ErrGap))
 	}
 	var newLast Position

@@ -16,7 +16,7 @@ import (
 const module = "github.com/shoal-db/shoal/"
 
 // pure are the packages that must do no I/O (README, "Packages").
-var pure = []string{"record", "shard", "placement"}
+var pure = []string{"record", "shard", "placement", "replicate/applyrule"}
 
 // ioPackages are the standard packages through which a package does I/O.
 var ioPackages = []string{"net", "os", "os/exec", "os/signal", "io/fs", "io/ioutil", "path/filepath", "database/sql", "syscall", "log", "log/slog", "plugin", "runtime/debug"}
@@ -49,7 +49,8 @@ func TestPurePackagesDoNoIO(t *testing.T) {
 // TestDependencyRules: what each package of pure decisions may build on.
 // lease (decisions and the manager that drives them through interfaces)
 // builds without the store, whose MongoDB driver and FerretDB are some 500
-// packages; record is a leaf; placement builds on shard and record alone.
+// packages; record is a leaf; placement builds on shard and record alone;
+// the replica's apply rules (replicate/applyrule) on record alone.
 func TestDependencyRules(t *testing.T) {
 	list := goList(t)
 	nonStandard := func(pkgs ...string) []string {
@@ -74,6 +75,9 @@ func TestDependencyRules(t *testing.T) {
 		{"record", "the standard library", func(dep string) bool { return dep == module+"record" }},
 		{"placement", "the standard library and what shard and record build on", func(dep string) bool {
 			return slices.Contains(placementMay, dep)
+		}},
+		{"replicate/applyrule", "the standard library and record", func(dep string) bool {
+			return dep == module+"record" || dep == module+"replicate/applyrule"
 		}},
 	} {
 		var bad []string
