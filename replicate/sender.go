@@ -469,8 +469,10 @@ func (s *Shipper) send(d *dest, req Request) error {
 	s.mu.Unlock()
 	after := s.read(reads{parts: parts, copies: true})
 	s.mu.Lock()
+	moved := false
 	for _, p := range parts {
 		if now, _ := s.majorityLocked(p, after); now.Compare(was[p]) > 0 {
+			moved = true
 			// The other replicas are told too (this one is, by the
 			// round that follows its answer).
 			for _, o := range s.dests {
@@ -479,6 +481,11 @@ func (s *Shipper) send(d *dest, req Request) error {
 				}
 			}
 		}
+	}
+	if moved {
+		// A majority-committed position kept here wakes those waiting
+		// for it (WaitMajorityHeld) that counted before it was.
+		s.changed.Broadcast()
 	}
 	s.mu.Unlock()
 	if refused != nil {

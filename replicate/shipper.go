@@ -346,7 +346,11 @@ func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.P
 			s.mu.Unlock()
 			return have, errors.New("shutting down")
 		}
-		if fresh {
+		if fresh && s.seq.Load() == seq {
+			// No answer came in since listed was read (answers are
+			// numbered under s.mu): the next one broadcasts after this
+			// wait begins. One that came in meanwhile, of a replica not
+			// in listed (the list changed), would not wake it: read again.
 			s.changed.Wait()
 		}
 		s.mu.Unlock()
@@ -375,7 +379,7 @@ func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.P
 // master's last committed position.
 func (s *Shipper) MajorityHeld(partition int) store.Position {
 	for {
-		held, fresh := s.countMajority(partition)
+		held, fresh, _ := s.countMajority(partition)
 		s.mu.Unlock()
 		if fresh {
 			return held
@@ -384,11 +388,13 @@ func (s *Shipper) MajorityHeld(partition int) store.Position {
 }
 
 // countMajority reads what partition p's majority-committed position is
-// counted from, then counts it under s.mu, which it returns holding.
-func (s *Shipper) countMajority(p int) (store.Position, bool) {
+// counted from, then counts it under s.mu, which it returns holding; seq
+// is the number of the last answer taken in before the read.
+func (s *Shipper) countMajority(p int) (pos store.Position, fresh bool, seq uint64) {
 	snap := s.read(reads{parts: []int{p}, copies: true})
 	s.mu.Lock()
-	return s.majorityLocked(p, snap)
+	pos, fresh = s.majorityLocked(p, snap)
+	return pos, fresh, snap.seq
 }
 
 // majorityLocked is MajorityHeld counted from snap, read before the lock
@@ -468,7 +474,7 @@ func majority(last store.Position, epoch uint64, acked []store.Position, need in
 func (s *Shipper) WaitMajorityHeld(ctx context.Context, partition int, pos store.Position) (store.Position, error) {
 	defer s.wakeWhenDone(ctx)()
 	for {
-		held, fresh := s.countMajority(partition)
+		held, fresh, seq := s.countMajority(partition)
 		if held.Compare(pos) >= 0 {
 			s.mu.Unlock()
 			return held, nil
@@ -481,7 +487,8 @@ func (s *Shipper) WaitMajorityHeld(ctx context.Context, partition int, pos store
 			s.mu.Unlock()
 			return held, errors.New("shutting down")
 		}
-		if fresh {
+		if fresh && s.seq.Load() == seq {
+			// Nothing taken in or kept since the read (see WaitReplicated).
 			s.changed.Wait()
 		}
 		s.mu.Unlock()
