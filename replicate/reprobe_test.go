@@ -58,9 +58,13 @@ func TestANewTenureAsksAReplicaWhereItIsBeforeCopyingToIt(t *testing.T) {
 
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
+	// Batches of the new tenure only: a catch-up of epoch 1 may have been
+	// on its way when the tenure changed.
 	copied := 0
 	for _, b := range tr.sent["a"][before:] {
-		copied += len(b.Docs)
+		if b.Epoch == 2 {
+			copied += len(b.Docs)
+		}
 	}
 	if copied > 0 {
 		t.Fatalf("%d documents copied again to a replica that held them all (at %s, known at %s)", copied, last, k1)
