@@ -31,8 +31,8 @@ func Apply(ctx context.Context, w *store.Writer, req Request) Response {
 	wg.Wait()
 	if err := w.SyncApplied(ctx); err != nil {
 		for i := range out.Results {
-			if r := &out.Results[i]; r.Code == "ok" {
-				r.Code, r.Error = "error", err.Error()
+			if r := &out.Results[i]; r.Code == CodeOK {
+				r.Code, r.Error = CodeError, err.Error()
 			}
 		}
 	}
@@ -41,21 +41,21 @@ func Apply(ctx context.Context, w *store.Writer, req Request) Response {
 
 // result turns the outcome of one batch into its answer.
 func result(partition int, r store.ApplyResult) Result {
-	res := Result{Partition: partition, Applied: r.Applied, Epoch: r.Epoch, Code: "ok"}
+	res := Result{Partition: partition, Applied: r.Applied, Epoch: r.Epoch, Code: CodeOK}
 	switch {
 	case r.Err == nil:
 	case errors.Is(r.Err, store.ErrGap):
-		res.Code = "gap"
+		res.Code = CodeGap
 	case errors.Is(r.Err, store.ErrDiverged):
-		res.Code, res.Diverged = "diverged", r.Diverged
+		res.Code, res.Diverged = CodeDiverged, r.Diverged
 	case errors.Is(r.Err, store.ErrStaleEpoch):
-		res.Code = "stale-epoch"
+		res.Code = CodeStaleEpoch
 	case errors.Is(r.Err, store.ErrIsMaster):
-		res.Code = "is-master"
+		res.Code = CodeIsMaster
 	case errors.Is(r.Err, store.ErrNeedsFullCopy):
-		res.Code = "full-copy"
+		res.Code = CodeFullCopy
 	default:
-		res.Code, res.Error = "error", r.Err.Error()
+		res.Code, res.Error = CodeError, r.Err.Error()
 	}
 	return res
 }

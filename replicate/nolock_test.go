@@ -194,10 +194,10 @@ func (c *lockCheck) Send(_ context.Context, _ string, req Request) (Response, er
 	defer c.mu.Unlock()
 	var resp Response
 	for _, b := range req.Batches {
-		r := Result{Partition: b.Partition, Applied: b.UpTo, Epoch: b.Epoch, Code: "ok"}
+		r := Result{Partition: b.Partition, Applied: b.UpTo, Epoch: b.Epoch, Code: CodeOK}
 		if c.diverge && b.Partition == 0 && len(b.Docs) > 0 {
 			c.diverge = false
-			r.Code, r.Applied, r.Diverged = "diverged", b.From, []string{store.DocKey("u", "c", "x")}
+			r.Code, r.Applied, r.Diverged = CodeDiverged, b.From, []string{store.DocKey("u", "c", "x")}
 		}
 		resp.Results = append(resp.Results, r)
 	}

@@ -38,7 +38,7 @@ func TestANewTenureAsksAReplicaWhereItIsBeforeCopyingToIt(t *testing.T) {
 		docs = append(docs, d)
 	}
 	b := store.Batch{Partition: 0, Epoch: 1, From: k1, UpTo: last, Docs: docs}
-	if r := Apply(ctx, tr.replicas["a"].writer, Request{Batches: []WireBatch{ToWire(b)}}); r.Results[0].Code != "ok" {
+	if r := Apply(ctx, tr.replicas["a"].writer, Request{Batches: []WireBatch{ToWire(b)}}); r.Results[0].Code != CodeOK {
 		t.Fatalf("a did not take the history directly: %+v", r.Results[0])
 	}
 	if got, _ := tr.shipper.Acked("a", 0); got != k1 {

@@ -437,21 +437,21 @@ func (s *Shipper) send(d *dest, req Request) error {
 			continue
 		}
 		switch r.Code {
-		case "ok", "gap", "full-copy", "diverged":
+		case CodeOK, CodeGap, CodeFullCopy, CodeDiverged:
 			pr.answered(req.Batches[i].Epoch)
 			pr.ackedAt = seq // each of these sets acked
 		}
 		switch r.Code {
-		case "ok":
+		case CodeOK:
 			pr.applied(r.Applied, s.committed[r.Partition], req.Batches[i].Committed)
-		case "gap":
+		case CodeGap:
 			pr.gap(r.Applied)
-		case "full-copy":
+		case CodeFullCopy:
 			pr.askedForFullCopy(r.Applied)
-		case "diverged":
+		case CodeDiverged:
 			pr.diverged(r.Applied)
 			diverged = append(diverged, r)
-		case "stale-epoch", "is-master":
+		case CodeStaleEpoch, CodeIsMaster:
 			// This node is no longer the master it thinks it is; its lease
 			// will say so. Stop shipping this partition there.
 			pr.refusedTheMaster()

@@ -31,7 +31,7 @@ func TestASenderStopsWhenItsNodeReplicatesNothing(t *testing.T) {
 		send: func(_ context.Context, _ string, req Request) (Response, error) {
 			var resp Response
 			for _, b := range req.Batches {
-				resp.Results = append(resp.Results, Result{Partition: b.Partition, Applied: pos, Code: "ok"})
+				resp.Results = append(resp.Results, Result{Partition: b.Partition, Applied: pos, Code: CodeOK})
 			}
 			return resp, nil
 		},

@@ -47,7 +47,7 @@ func (f *listFake) Count(context.Context, int, store.Position) (int64, error) { 
 func (f *listFake) Send(_ context.Context, _ string, req Request) (Response, error) {
 	var r Response
 	for _, b := range req.Batches {
-		r.Results = append(r.Results, Result{Partition: b.Partition, Applied: f.at, Code: "ok"})
+		r.Results = append(r.Results, Result{Partition: b.Partition, Applied: f.at, Code: CodeOK})
 	}
 	return r, nil
 }

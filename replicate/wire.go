@@ -54,18 +54,37 @@ type Response struct {
 	Results []Result `json:"results"`
 }
 
+// Code is the kind of a replica's answer for one batch, as it travels.
+type Code string
+
+const (
+	// CodeOK: the batch was applied; the replica holds Applied.
+	CodeOK Code = "ok"
+	// CodeGap: the batch did not follow what the replica holds: catch it
+	// up from Applied.
+	CodeGap Code = "gap"
+	// CodeFullCopy: the replica's copy cannot be repaired change by
+	// change: send a full copy.
+	CodeFullCopy Code = "full-copy"
+	// CodeDiverged: the replica kept changes this master never had in its
+	// rollback collection: restore Diverged, then catch up from Applied.
+	CodeDiverged Code = "diverged"
+	// CodeStaleEpoch: this master is behind; Epoch is the newest the
+	// replica has seen.
+	CodeStaleEpoch Code = "stale-epoch"
+	// CodeIsMaster: the replica holds the partition's lease.
+	CodeIsMaster Code = "is-master"
+	// CodeError: the replica could not apply the batch (Error says why).
+	CodeError Code = "error"
+)
+
 // Result is a replica's answer for one batch.
 type Result struct {
 	Partition int            `json:"p"`
 	Applied   store.Position `json:"applied"`
 	Epoch     uint64         `json:"epoch"`
-	// Code is "ok", "gap" (catch up from Applied), "full-copy" (send a full
-	// copy: the replica's copy cannot be trusted), "diverged" (the replica
-	// kept changes this master never had in its rollback collection:
-	// restore Diverged, then catch up), "stale-epoch" (this master is
-	// behind: Epoch is the newest the replica has seen), "is-master", or
-	// "error".
-	Code     string   `json:"code"`
+	// Code is the answer's kind (see Code's values).
+	Code     Code     `json:"code"`
 	Error    string   `json:"error,omitempty"`
 	Diverged []string `json:"diverged,omitempty"`
 }
