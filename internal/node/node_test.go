@@ -83,17 +83,7 @@ func TestPartitionCountChangeIsRefused(t *testing.T) {
 // committed. New behaviour (Node.Committed, the API's Config.Committed).
 func TestANodeAloneKnowsItsWritesCommitted(t *testing.T) {
 	n := testnode.StartNew(t)
-	c := n.Client(testnode.Token(t, "ida"))
-	r := c.Do("PUT", "/v1/users/ida/collections/c/documents/a", `{"v":1}`)
-	if r.Status != 201 {
-		t.Fatalf("PUT: %d %s", r.Status, r.Body)
-	}
-	token := r.Header.Get("X-Consistency-Token")
-	var p int
-	var at store.Position
-	if _, err := fmt.Sscanf(token, "%d:%d.%d", &p, &at.Epoch, &at.Seq); err != nil {
-		t.Fatalf("token %q: %v", token, err)
-	}
+	p, at := putOne(t, n)
 	if got := n.Committed(p); got != at {
 		t.Fatalf("partition %d: committed %s, want the write's position %s", p, got, at)
 	}
@@ -109,17 +99,7 @@ func TestANodeAloneKnowsItsWritesCommitted(t *testing.T) {
 func TestATenureTakesWritesOnlyOnceItsReplicaListIsRecorded(t *testing.T) {
 	cfg := testnode.Config(t.TempDir())
 	n := testnode.Start(t, cfg)
-	c := n.Client(testnode.Token(t, "ida"))
-	r := c.Do("PUT", "/v1/users/ida/collections/c/documents/a", `{"v":1}`)
-	if r.Status != 201 {
-		t.Fatalf("PUT: %d %s", r.Status, r.Body)
-	}
-	token := r.Header.Get("X-Consistency-Token")
-	var p int
-	var at store.Position
-	if _, err := fmt.Sscanf(token, "%d:%d.%d", &p, &at.Epoch, &at.Seq); err != nil {
-		t.Fatalf("token %q: %v", token, err)
-	}
+	p, at := putOne(t, n)
 	n.Stop()
 
 	ctx := context.Background()
@@ -135,4 +115,22 @@ func TestATenureTakesWritesOnlyOnceItsReplicaListIsRecorded(t *testing.T) {
 	if l, ok := lists[p]; !ok || l.Epoch < at.Epoch {
 		t.Fatalf("partition %d: a write was acknowledged at %s, and the replica list recorded for it is %+v (recorded: %v)", p, at, l, ok)
 	}
+}
+
+// putOne writes one document through n and returns its partition and
+// position (from the answer's consistency token).
+func putOne(t *testing.T, n *testnode.Node) (int, store.Position) {
+	t.Helper()
+	c := n.Client(testnode.Token(t, "ida"))
+	r := c.Do("PUT", "/v1/users/ida/collections/c/documents/a", `{"v":1}`)
+	if r.Status != 201 {
+		t.Fatalf("PUT: %d %s", r.Status, r.Body)
+	}
+	token := r.Header.Get("X-Consistency-Token")
+	var p int
+	var at store.Position
+	if _, err := fmt.Sscanf(token, "%d:%d.%d", &p, &at.Epoch, &at.Seq); err != nil {
+		t.Fatalf("token %q: %v", token, err)
+	}
+	return p, at
 }
