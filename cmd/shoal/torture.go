@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -28,9 +29,10 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "directory for the nodes' data and logs (default: a new temporary directory); with --runs, one subdirectory per run")
 	runs := fs.Int("runs", 1, "consecutive runs, of seeds --seed, --seed+1, ...; it stops at the first failing run and prints a summary of all")
 	keepGoing := fs.Bool("keep-going", false, "with --runs: go on after a failing run (each keeps its logs) instead of stopping")
+	logLevel := fs.String("log-level", "info", "the nodes' LOG_LEVEL (debug, info, warn or error); debug logs every lease round and replication request, to diagnose a seed")
 	network := fs.String("network", torture.NetAuto, "loopback (every node on 127.0.0.1), netns (a network namespace per node, which adds link cuts; needs root and iproute2) or auto (netns when it can)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--keep-outage 30s] [--binary PATH] [--dir DIR] [--network auto|netns|loopback]")
+		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--keep-outage 30s] [--binary PATH] [--dir DIR] [--network auto|netns|loopback] [--log-level info]")
 		fmt.Fprintln(stderr, "Runs a fault suite: starts --nodes `shoal serve` processes of --binary (it builds nothing) and one spare")
 		fmt.Fprintln(stderr, "node, with clients doing majority puts, compare-and-sets after linearizable reads and linearizable reads of")
 		fmt.Fprintln(stderr, "registers, w=1 writes of keys written once, and majority appends to per-user lists, while a nemesis injects")
@@ -49,6 +51,10 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if code, done := parseArgs(fs, args, stderr, 2); done {
 		return code
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, *logLevel) {
+		fmt.Fprintf(stderr, "shoal torture: --log-level %q: use debug, info, warn or error\n", *logLevel)
+		return 2
 	}
 	if *binary == "" {
 		exe, err := os.Executable()
@@ -87,7 +93,7 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "shoal torture: seed %d (repeat with --seed %d)\n", s, s)
 		rep, err := torture.Run(ctx, torture.Config{Binary: *binary, Env: tortureEnv, Nodes: *nodes, Duration: *duration, Seed: s,
-			Clients: *clients, Dir: d, Keep: *keep, KeepOutage: *keepOutage, Log: stdout, Network: *network})
+			Clients: *clients, Dir: d, Keep: *keep, KeepOutage: *keepOutage, Log: stdout, Network: *network, LogLevel: *logLevel})
 		if rep != nil && rep.History != nil {
 			fmt.Fprint(stdout, "\n"+rep.Table())
 		}

@@ -92,13 +92,16 @@ func TestTortureHelp(t *testing.T) {
 	if code := run([]string{"torture", "--help"}, &out, &errs); code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	for _, flag := range []string{"-nodes", "-duration", "-seed", "-clients", "-keep", "-keep-outage", "-binary", "-network", "-runs"} {
+	for _, flag := range []string{"-nodes", "-duration", "-seed", "-clients", "-keep", "-keep-outage", "-binary", "-network", "-runs", "-log-level"} {
 		if !strings.Contains(errs.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, errs.String())
 		}
 	}
 	if code := run([]string{"torture", "--network", "wifi"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "use auto, netns or loopback") {
 		t.Fatalf("--network wifi exited %d: %s", code, errs.String())
+	}
+	if code := run([]string{"torture", "--log-level", "loud"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "use debug, info, warn or error") {
+		t.Fatalf("--log-level loud exited %d: %s", code, errs.String())
 	}
 	if code := run([]string{"torture", "--nodes", "2", "--duration", "1s"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "at least 3 nodes") {
 		t.Fatalf("--nodes 2 exited %d: %s", code, errs.String())

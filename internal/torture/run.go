@@ -32,6 +32,9 @@ type Config struct {
 	// Keep.
 	Dir  string
 	Keep bool
+	// LogLevel is the nodes' LOG_LEVEL ("": info); debug logs every
+	// lease round and replication request, for a run to be diagnosed.
+	LogLevel string
 	// KeepOutage keeps the logs of a passing run whose longest write
 	// outage lasted at least this long too, so that a slow recovery can be
 	// read afterwards (0: only failing runs, or every run with Keep).
@@ -115,7 +118,8 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	r.logf("network: %s", netWhy)
 	r.logf("seed %d: %d faults planned for %s:\n%s", cfg.Seed, len(steps), cfg.Duration, FormatSchedule(steps))
 	c, err := StartCluster(ctx, ClusterOptions{Binary: cfg.Binary, Env: cfg.Env, Nodes: cfg.Nodes, Spares: 1, Dir: cfg.Dir, Netns: network == NetNetns,
-		Settings: []string{"REPLICATION_FACTOR=3", "PARTITION_COUNT=" + strconv.Itoa(partitions), "STORE_SYNC=normal", "LEASE_TTL=" + leaseTTL.String()}})
+		Settings: append([]string{"REPLICATION_FACTOR=3", "PARTITION_COUNT=" + strconv.Itoa(partitions), "STORE_SYNC=normal", "LEASE_TTL=" + leaseTTL.String()},
+			nodeLogLevel(cfg.LogLevel)...)})
 	if err != nil {
 		return nil, err
 	}
@@ -262,4 +266,13 @@ func (r *runner) forgetRollbacks(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.offline, id)
+}
+
+// nodeLogLevel is the nodes' LOG_LEVEL setting for level ("" or "info":
+// none, the nodes' default).
+func nodeLogLevel(level string) []string {
+	if level == "" || level == "info" {
+		return nil
+	}
+	return []string{"LOG_LEVEL=" + level}
 }
