@@ -28,7 +28,9 @@ type Stage int
 
 const (
 	// StageProbe: where the replica is is not known yet; an empty batch
-	// asks it (the replica answers "gap" with its position, or ok).
+	// asks it (the replica answers "gap" with its position, or ok). A copy
+	// known from an earlier tenure but not heard from in this one is in
+	// catch-up, and its catch-up starts with the same probe (catchUp).
 	StageProbe Stage = iota
 	// StageStream: the queue of live runs starts where the replica is and
 	// reaches the master's history; the sender ships from it.

@@ -294,7 +294,7 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	// master whose restore of them is not finished.
 	chain := batchChain(b)
 	if step == applyrule.CheckDivergence {
-		restoring := p.restoring != 0 && p.restoring == b.Epoch
+		restoring := held.Restores(b.Epoch)
 		agreed := agreement(p.chain, applied, chain)
 		_, purged := diverged(chain, p.horizon)
 		r := w.rollBack(p, b, chain, agreed, newest)

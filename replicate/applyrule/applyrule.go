@@ -43,6 +43,10 @@ func (h Held) Stored() record.Position {
 	return h.Applied
 }
 
+// Restores says whether the master of epoch is restoring this copy's
+// rollback (every batch of it is checked until the restore is done).
+func (h Held) Restores(epoch uint64) bool { return h.Restoring != 0 && h.Restoring == epoch }
+
 // Header is what the rules read of a batch.
 type Header struct {
 	Epoch   uint64          // the master's epoch
@@ -91,8 +95,7 @@ func First(h Held, b Header) Step {
 	case b.Restore:
 		return Restore
 	}
-	restoring := h.Restoring != 0 && h.Restoring == b.Epoch
-	if (restoring || b.Epoch > h.Newest() && h.Stored().Epoch < b.Epoch) && !h.Recopy {
+	if (h.Restores(b.Epoch) || b.Epoch > h.Newest() && h.Stored().Epoch < b.Epoch) && !h.Recopy {
 		return CheckDivergence
 	}
 	return TakeBatch
