@@ -58,8 +58,11 @@ func (s *Server) misdirected(w http.ResponseWriter, partition int) {
 		w.Header().Set(headerMaster, a.Master)
 		w.Header().Set(headerEpoch, strconv.FormatUint(a.Epoch, 10))
 	}
-	writeProblem(w, problem(http.StatusMisdirectedRequest, TypeMisdirected, "Not the master",
-		fmt.Sprintf("node %s is not the master of partition %d; the master it knows of is %q at epoch %d", s.cfg.NodeID, partition, a.Master, a.Epoch)))
+	detail := fmt.Sprintf("node %s is not the master of partition %d; the master it knows of is %q at epoch %d", s.cfg.NodeID, partition, a.Master, a.Epoch)
+	if _, held := s.cfg.Leases.Holds(partition); held && a.Master == s.cfg.NodeID {
+		detail = fmt.Sprintf("node %s holds the lease of partition %d (epoch %d) but cannot take writes yet: its tenure is being confirmed or its replica list recorded; retry shortly", s.cfg.NodeID, partition, a.Epoch)
+	}
+	writeProblem(w, problem(http.StatusMisdirectedRequest, TypeMisdirected, "Not the master", detail))
 }
 
 // route serves a request here when this node masters the partition, and
@@ -84,6 +87,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 		}
 		// A forwarded write that finds the lease gone meanwhile answers 421
 		// (see storeError), so the forwarding node learns and retries.
+		s.awaitWritable(r.Context(), partition, time.Now().Add(routeWait))
 		local(w, r.WithContext(context.WithValue(r.Context(), rerouteKey{}, &reroute{hop: true, partition: partition})))
 		return
 	}
@@ -107,6 +111,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, partition int, lo
 	var lastErr error // for the log only: it names internal URLs
 	for {
 		if _, ok := s.cfg.Leases.Holds(partition); ok {
+			s.awaitWritable(r.Context(), partition, deadline)
 			if s.serveLocal(w, r, partition, body, local) {
 				return
 			}
@@ -166,6 +171,28 @@ func (s *Server) masterGuess(partition int) string {
 		return m
 	}
 	return s.cfg.Leases.LikelyMaster(partition)
+}
+
+// awaitWritable waits, while this node holds the partition's lease in a
+// tenure not yet writable (a promotion not yet confirmed, a replica list
+// not yet recorded: see internal/node), until it is writable, the lease
+// goes, or deadline passes. A forwarded write is answered 421 when its
+// node cannot take it, and the node that forwarded it tries a master only
+// twice: a new master answering 421 for the moments its tenure needs
+// failed writes sent through other nodes (503 after routeWait).
+func (s *Server) awaitWritable(ctx context.Context, partition int, deadline time.Time) {
+	c, ok := s.cfg.Leases.(Confirmer)
+	if !ok || !s.clustered() {
+		return
+	}
+	for {
+		if _, held := s.cfg.Leases.Holds(partition); !held {
+			return
+		}
+		if _, writable := c.Writable(partition); writable || !s.awaitTable(ctx, deadline) {
+			return
+		}
+	}
 }
 
 // awaitTable waits until the partition table changes, 100 ms pass or ctx
@@ -478,7 +505,7 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 	if a.Master == "" || (a.Master == s.cfg.NodeID && !master) {
 		// Unknown, or this node's own lapsed tenure.
 		a.Master, a.Responsible = s.cfg.Leases.LikelyMaster(partition), nil
-		if a.Master == s.cfg.NodeID {
+		if _, held := s.cfg.Leases.Holds(partition); held && a.Master == s.cfg.NodeID {
 			a.Master = ""
 		}
 	}

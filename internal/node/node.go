@@ -453,12 +453,17 @@ func (n *Node) masterChanged(partition int, holder string, epoch uint64) {
 	}
 	if holder == n.cfg.NodeID {
 		n.promote.won(partition, epoch, n.table.Get(partition).Master)
-		n.wakeTenures()
-		n.wakeReplicas()
 	}
 	if n.table.Merge(a) && holder == n.cfg.NodeID {
 		n.log.Info("master of partition", "partition", partition, "epoch", epoch)
 		n.cluster.Broadcast(shard.EncodeAssignments([]shard.Assignment{a}))
+	}
+	if holder == n.cfg.NodeID {
+		// Woken once the table names the tenure: chooseReplicas skips a
+		// tenure the table does not know yet, and a wake-up taken before
+		// the merge left the list to the next tick.
+		n.wakeTenures()
+		n.wakeReplicas()
 	}
 }
 
@@ -480,8 +485,11 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 		if due := placement.SwapsDue(n.chooseReplicas(ctx), retryAt, time.Now()); len(due) > 0 {
 			// One paused swap per tick, the partitions taking turns.
 			s := due[turn%len(due)]
-			if !n.replaceUnderPause(ctx, s) {
+			switch n.replaceUnderPause(ctx, s, n.replicasWake) {
+			case swapFailed:
 				retryAt[s.Partition] = time.Now().Add(swapBackoff * n.cfg.LeaseTTL)
+			case swapGaveWay:
+				n.wakeReplicas() // the next round, at once, records the new tenure's list
 			}
 			turn++
 		}
@@ -499,28 +507,82 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 // newcomers reach the master's last change, and chooseReplicas, run again
 // before writes resume, makes the swap; no write can be acknowledged on
 // the replaced copies' account in between.
-func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap) bool {
-	pauseCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
+//
+// A swap gives way when wake fires (a tenure began on this node): the
+// tenure takes no writes until this loop records its replica list (see
+// writable), and a swap may wait LEASE_TTL for the pause and 2 s more
+// for the newcomers (a handoff's receiver refused writes for those 2 s).
+func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap, wake <-chan struct{}) (outcome swapOutcome) {
+	swapCtx, woken, stop := untilWoken(ctx, wake)
+	defer func() {
+		stop()
+		if outcome == swapFailed && woken() {
+			outcome = swapGaveWay
+		}
+	}()
+	pauseCtx, cancel := context.WithTimeout(swapCtx, n.cfg.LeaseTTL)
 	resume, err := n.writer.Pause(pauseCtx, s.Partition)
 	cancel()
 	if err != nil {
-		return false
+		return swapFailed
 	}
 	defer resume()
 	if _, ok := n.leases.Holds(s.Partition); !ok {
-		return false // the lease went while the pause was awaited
+		return swapFailed // the lease went while the pause was awaited
 	}
 	last := n.writer.Position(s.Partition)
-	shipCtx, cancel := context.WithTimeout(ctx, handoffShipTimeout)
+	shipCtx, cancel := context.WithTimeout(swapCtx, handoffShipTimeout)
 	_, err = n.shipper.WaitReplicated(shipCtx, s.Partition, last, func() []string { return s.Newcomers }, len(s.Newcomers))
 	cancel()
 	if err != nil {
-		n.log.Debug("newcomer replicas did not catch up while writes paused; tried again later", "partition", s.Partition,
-			"newcomers", s.Newcomers, "err", err)
-		return false
+		if !woken() {
+			n.log.Debug("newcomer replicas did not catch up while writes paused; tried again later", "partition", s.Partition,
+				"newcomers", s.Newcomers, "err", err)
+		}
+		return swapFailed
 	}
 	n.chooseReplicas(ctx)
-	return true
+	return swapMade
+}
+
+// swapOutcome is how a paused swap ended.
+type swapOutcome int
+
+const (
+	swapMade    swapOutcome = iota // the newcomers took their slots
+	swapFailed                     // tried again after swapBackoff
+	swapGaveWay                    // a tenure began; tried again at once, after its list is recorded
+)
+
+func (o swapOutcome) String() string {
+	switch o {
+	case swapMade:
+		return "made"
+	case swapFailed:
+		return "failed"
+	case swapGaveWay:
+		return "gave way"
+	}
+	return fmt.Sprintf("swapOutcome(%d)", int(o))
+}
+
+// untilWoken returns a context cancelled when wake fires (or parent ends),
+// whether wake fired, and stop, which ends the watch; woken is final once
+// stop has returned.
+func untilWoken(parent context.Context, wake <-chan struct{}) (ctx context.Context, woken func() bool, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	var fired atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-wake:
+			fired.Store(true)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, fired.Load, func() { cancel(); <-done }
 }
 
 // swapBackoff is how many LEASE_TTLs a partition whose paused swap failed
