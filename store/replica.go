@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/shoal-db/shoal/record"
-	"github.com/shoal-db/shoal/replicate/applyrule"
+	"github.com/shoal-db/shoal/replicate/applybatch"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -138,31 +138,29 @@ func (s *Store) ScanAfter(ctx context.Context, partition int, after Position, li
 // (record.Batch).
 type Batch = record.Batch
 
-// Errors of Apply.
+// Errors of Apply (replicate/applybatch, which decides them).
 var (
 	// ErrStaleEpoch: the batch comes from a master older than the newest
 	// epoch this node has seen for the partition.
-	ErrStaleEpoch = errors.New("the batch's epoch is older than one this node has seen")
+	ErrStaleEpoch = applybatch.ErrStaleEpoch
 	// ErrGap: the batch starts after what this node holds; the master must
 	// catch it up from its applied position first.
-	ErrGap = errors.New("the batch does not follow what this node holds")
+	ErrGap = applybatch.ErrGap
 	// ErrIsMaster: this node holds the partition's lease and takes no
 	// batches for it.
-	ErrIsMaster = errors.New("this node is the partition's master")
+	ErrIsMaster = applybatch.ErrIsMaster
 	// ErrDiverged: this node holds changes the new master never had; they
 	// were moved to the rollback collection and the master must restore
 	// the keys in ApplyResult.Diverged.
-	ErrDiverged = errors.New("this node holds changes its new master never had")
+	ErrDiverged = applybatch.ErrDiverged
+	// ErrNeedsFullCopy: this node's copy of the partition must be replaced
+	// by a full copy from the master before it takes anything else.
+	ErrNeedsFullCopy = applybatch.ErrNeedsFullCopy
 )
 
 // ApplyResult is the outcome of Apply: the position this node now holds
 // the partition's history up to, and the newest epoch it has seen.
-type ApplyResult struct {
-	Applied  Position
-	Epoch    uint64
-	Err      error
-	Diverged []string // with ErrDiverged: the keys to restore
-}
+type ApplyResult = applybatch.Result
 
 // Apply takes a batch as a replica, through the partition's writer:
 // idempotently (a document not newer than the copy held is skipped),
@@ -236,145 +234,10 @@ func (p *partition) held() Position {
 	return p.applied
 }
 
-// processApply runs one batch on the partition's goroutine.
+// processApply runs one batch on the partition's goroutine: the driver in
+// replicate/applybatch decides, over the primitives of applyTx.
 func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
-	if err := w.load(p); err != nil {
-		return ApplyResult{Err: err}
-	}
-	p.mu.Lock()
-	// A node that just stepped down or handed the partition over wrote
-	// everything up to its last position itself: the next master's
-	// batches follow on without a catch-up.
-	applied, last := p.held(), p.last
-	p.mu.Unlock()
-	// What the rules of replicate/applyrule decide from.
-	held := applyrule.Held{Applied: applied, Last: last, EpochSeen: p.epochSeen, Restoring: p.restoring, Recopy: p.recopy}
-	if w.opts.Lease != nil {
-		_, held.Master = w.opts.Lease(p.id)
-	}
-	header := applyrule.HeaderOf(b)
-	newest := held.Newest()
-	res := func(err error) ApplyResult { return ApplyResult{Applied: applied, Epoch: newest, Err: err} }
-	step := applyrule.First(held, header)
-	switch step {
-	case applyrule.RefuseIsMaster:
-		return res(ErrIsMaster)
-	case applyrule.RefuseStale:
-		return res(ErrStaleEpoch)
-	case applyrule.RefuseLateRestore:
-		return res(ErrGap)
-	}
-	// Whatever this batch stores (a run, a restore, a chunk of a full
-	// copy), reads may see it from now on.
-	staged := b.UpTo
-	for _, d := range b.Docs {
-		staged = maxPosition(staged, d.Pos)
-	}
-	p.stage(staged)
-	if step == applyrule.Restore {
-		return w.restore(p, b)
-	}
-	// From here the batch's master is the newest this node has heard of:
-	// whatever the answer (gap, diverged, full copy), older masters' late
-	// batches are refused from now on, durably.
-	seenBefore := p.epochSeen
-	p.mu.Lock() // NewestEpoch reads it from other goroutines
-	p.epochSeen = max(p.epochSeen, b.Epoch)
-	p.mu.Unlock()
-	refuse := func(r ApplyResult) ApplyResult {
-		if p.epochSeen != seenBefore {
-			w.setRecord(p.record(p.applied, p.horizon))
-		}
-		r.Epoch = max(r.Epoch, p.epochSeen)
-		return r
-	}
-	// The first batch of a newer master is checked for changes this node
-	// holds that the master never had, whatever epoch they are of (the
-	// master's chain tells, see diverged), and so is every batch of a
-	// master whose restore of them is not finished.
-	chain := batchChain(b)
-	if step == applyrule.CheckDivergence {
-		restoring := held.Restores(b.Epoch)
-		agreed := agreement(p.chain, applied, chain)
-		_, purged := diverged(chain, p.horizon)
-		r := w.rollBack(p, b, chain, agreed, newest)
-		found := applyrule.CheckFailed
-		switch {
-		case errors.Is(r.Err, ErrDiverged):
-			found = applyrule.FoundDiverged
-		case errors.Is(r.Err, errNothingDiverged):
-			found = applyrule.FoundNothing
-		}
-		switch applyrule.AfterCheck(found, purged, restoring) {
-		case applyrule.StartRecopy:
-			p.restoring = 0 // the full copy replaces every document
-			return w.startRecopy(p, b, minPosition(p.horizon, agreed))
-		case applyrule.KeepDivergence:
-			// The divergence stands, durably, until the master has
-			// restored every document: a restore cut short is resumed by
-			// the next batch's check. What this copy knows to be committed
-			// is of the history it agrees with the master's on.
-			p.restoring = b.Epoch
-			p.mu.Lock()
-			p.committed = minPosition(p.committed, r.Applied)
-			p.mu.Unlock()
-			w.setRecord(p.record(p.applied, p.horizon))
-			r.Epoch = p.epochSeen
-			return r
-		case applyrule.RefuseCheckFailed:
-			// The check itself failed: the next batch of this master
-			// checks again (the epoch now counts as seen).
-			p.restoring = b.Epoch
-			return refuse(r)
-		case applyrule.RestoreDone:
-			p.restoring = 0 // restored: nothing diverged is left
-			w.setRecord(p.record(p.applied, p.horizon))
-		}
-	}
-	switch applyrule.Take(held, header) {
-	case applyrule.NeedFullCopy:
-		return refuse(ApplyResult{Err: ErrNeedsFullCopy})
-	case applyrule.Gap:
-		return refuse(res(ErrGap))
-	}
-	var newLast Position
-	var err error
-	if b.Full {
-		newLast, err = w.applyFull(p, b, chain, last)
-	} else {
-		newLast, err = w.applyRun(p, b.Docs, last)
-	}
-	if err != nil {
-		return refuse(res(err))
-	}
-	horizon := p.horizon
-	if b.Full {
-		// The copy lacks the deletes the master purged: this node's
-		// history now has the master's horizon.
-		horizon = maxPosition(horizon, b.Horizon)
-		newLast = maxPosition(newLast, horizon)
-	}
-	next := maxPosition(applied, b.UpTo)
-	recopyDone := p.recopy && b.Full && b.KeyTo == ""
-	if recopyDone {
-		p.recopy = false // the last chunk of the full copy: the copy is whole again
-	}
-	// The copy follows the master's history now: its chain is this node's.
-	adopt := !slices.Equal(chain, p.chain)
-	if adopt {
-		p.mu.Lock()
-		p.chain = chain
-		p.mu.Unlock()
-	}
-	if next != applied || p.epochSeen != seenBefore || horizon != p.horizon || recopyDone || adopt {
-		// Durable at the caller's SyncApplied, before it answers.
-		w.setRecord(p.record(next, horizon))
-	}
-	p.mu.Lock()
-	p.applied, p.last, p.horizon = next, newLast, horizon
-	p.learnCommitted(b.Committed)
-	p.mu.Unlock()
-	return ApplyResult{Applied: next, Epoch: max(newest, b.Epoch)}
+	return applybatch.Run(applyTx{w, p}, b, w.log)
 }
 
 // applyRun stores a run's documents that are newer than the copies held,
@@ -455,138 +318,6 @@ func (w *Writer) commitApplied(p *partition, writes []write) error {
 	return err
 }
 
-// ErrNeedsFullCopy: this node's copy of the partition must be replaced by a
-// full copy from the master before it takes anything else (see
-// startRecopy).
-var ErrNeedsFullCopy = errors.New("this node needs a full copy of the partition")
-
-// startRecopy is the answer of a node that returns as a replica after
-// having purged tombstones of changes its new master never had (it was a
-// master cut off, and stayed away longer than TOMBSTONE_RETENTION): the
-// documents those deletes removed may exist on the master but not here, and
-// no rollback can find them. Its changes after the epoch start were kept
-// in the rollback collection; now it holds nothing for sure, asks for a
-// full copy (which also replaces every document of the abandoned history),
-// and takes nothing else until the copy's last chunk. The horizon is capped
-// at horizon, where its history and the master's part: what it purged
-// beyond belongs to the abandoned history.
-func (w *Writer) startRecopy(p *partition, b *Batch, horizon Position) ApplyResult {
-	seen := max(p.epochSeen, b.Epoch)
-	p.mu.Lock()
-	p.applied, p.horizon, p.epochSeen, p.startEpoch, p.recopy, p.chain = Position{}, horizon, seen, 0, true, nil
-	p.committed = Position{}
-	p.mu.Unlock()
-	w.setRecord(p.record(Position{}, horizon))
-	w.log.Warn("this node purged deletes its new master never had; asking for a full copy of the partition",
-		"partition", p.id, "new_epoch", b.Epoch, "epoch_start", b.EpochStart, "agreed", horizon)
-	return ApplyResult{Epoch: seen, Err: ErrNeedsFullCopy}
-}
-
-// rollbackScan is how many documents one read of rollBack's search takes.
-const rollbackScan = 256
-
-// errNothingDiverged: rollBack found no change to keep; the batch applies
-// as usual.
-var errNothingDiverged = errors.New("nothing diverged")
-
-// rollBack keeps, in the rollback collection, every change this node holds
-// that the new master never had (diverged by the master's chain, looked
-// for after agreed, where the two histories are known to be the same), and
-// asks the master to restore those documents. It answers the position up
-// to which this node's history agrees with the master's: the restore
-// leaves it there, and the catch-up that follows starts there (not at the
-// master's epoch start: the master's history may hold changes of earlier
-// tenures after the point where this node's history left it).
-func (w *Writer) rollBack(p *partition, b *Batch, chain []EpochStart, agreed Position, newest uint64) ApplyResult {
-	var divergent []*Doc
-	var keys []string
-	// In pages: only the divergent documents are kept (the agreement point
-	// of a copy whose chain names no epoch the master's does may be far
-	// back).
-	for from := agreed; ; {
-		docs, err := w.store.ScanAfter(w.ctx, p.id, from, rollbackScan)
-		if err != nil {
-			return ApplyResult{Err: err}
-		}
-		for _, d := range docs {
-			if boundary, ok := diverged(chain, d.Pos); ok {
-				divergent = append(divergent, d)
-				keys = append(keys, d.Key)
-				agreed = minPosition(agreed, boundary)
-			}
-		}
-		if len(docs) < rollbackScan {
-			break
-		}
-		from = docs[len(docs)-1].Pos
-	}
-	if len(divergent) == 0 {
-		// Nothing held is outside the master's history (what went past
-		// the agreement point, if anything, were tombstones purged since):
-		// nothing is left to keep or restore.
-		return ApplyResult{Err: errNothingDiverged}
-	}
-	if err := w.store.saveRollback(w.ctx, p.id, divergent, b.Epoch, b.EpochStart); err != nil {
-		return ApplyResult{Err: err}
-	}
-	w.log.Warn("moved changes the new master never had to the rollback collection", "partition", p.id,
-		"documents", len(divergent), "new_epoch", b.Epoch, "epoch_start", b.EpochStart, "agreed", agreed)
-	return ApplyResult{Applied: agreed, Epoch: newest, Err: ErrDiverged, Diverged: keys}
-}
-
-// restore makes this replica's copies of a rollback's documents the
-// master's: given states replace whatever is held, absent keys are
-// removed, and the replica then holds the history up to b.UpTo, the
-// position it answered its history agrees with the master's up to. Its
-// chain stays its own until a batch passes the check again (a restore
-// may be cut short).
-func (w *Writer) restore(p *partition, b *Batch) ApplyResult {
-	writes := make([]write, len(b.Docs))
-	for i, d := range b.Docs {
-		writes[i] = write{doc: d}
-	}
-	p.commits.Add(1)
-	var err error
-	if len(writes) > 0 {
-		err = w.store.commit(w.ctx, p.id, writes)
-	}
-	if err == nil {
-		err = w.store.remove(w.ctx, p.id, b.Absent)
-	}
-	for _, d := range b.Docs {
-		w.cache.forget(d.Key)
-	}
-	for _, k := range b.Absent {
-		w.cache.forget(k)
-	}
-	p.commits.Add(1)
-	if err != nil {
-		return ApplyResult{Err: err}
-	}
-	last, err := w.store.LastPosition(w.ctx, p.id)
-	if err != nil {
-		return ApplyResult{Err: err}
-	}
-	seen := max(p.epochSeen, b.Epoch)
-	p.mu.Lock()
-	p.epochSeen = seen
-	p.mu.Unlock()
-	w.setRecord(p.record(b.UpTo, p.horizon))
-	if err := w.SyncApplied(w.ctx); err != nil {
-		return ApplyResult{Err: err}
-	}
-	for _, d := range b.Docs {
-		if d.Deleted {
-			p.tombstones.Store(true)
-		}
-	}
-	p.mu.Lock()
-	p.applied, p.last, p.epochSeen = b.UpTo, maxPosition(last, p.horizon), seen
-	p.learnCommitted(b.Committed)
-	p.mu.Unlock()
-	return ApplyResult{Applied: b.UpTo, Epoch: b.Epoch}
-}
-
 // LoadAll reads, before the node serves anything, every partition's newest
 // stored position and applied position, so that no question about a
 // partition (its position, where an epoch started) is answered from a
@@ -649,3 +380,7 @@ func (s *Store) insertNew(ctx context.Context, partition int, docs []*Doc) (map[
 	})
 	return dups, err
 }
+
+// rollbackScan is how many documents one read of a rollback's search
+// takes (applybatch.RollbackScan).
+const rollbackScan = applybatch.RollbackScan

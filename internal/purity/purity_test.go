@@ -50,7 +50,8 @@ func TestPurePackagesDoNoIO(t *testing.T) {
 // lease (decisions and the manager that drives them through interfaces)
 // builds without the store, whose MongoDB driver and FerretDB are some 500
 // packages; record is a leaf; placement builds on shard and record alone;
-// the replica's apply rules (replicate/applyrule) on record alone.
+// the replica's apply rules (replicate/applyrule) on record alone, and
+// their driver (replicate/applybatch) on those two.
 func TestDependencyRules(t *testing.T) {
 	list := goList(t)
 	nonStandard := func(pkgs ...string) []string {
@@ -78,6 +79,9 @@ func TestDependencyRules(t *testing.T) {
 		}},
 		{"replicate/applyrule", "the standard library and record", func(dep string) bool {
 			return dep == module+"record" || dep == module+"replicate/applyrule"
+		}},
+		{"replicate/applybatch", "the standard library, record and replicate/applyrule (the store's writer offers it its primitives)", func(dep string) bool {
+			return dep == module+"record" || dep == module+"replicate/applyrule" || dep == module+"replicate/applybatch"
 		}},
 	} {
 		var bad []string
