@@ -8,10 +8,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"time"
 
+	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/internal/torture"
 )
 
@@ -52,7 +52,7 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	if code, done := parseArgs(fs, args, stderr, 2); done {
 		return code
 	}
-	if !slices.Contains([]string{"debug", "info", "warn", "error"}, *logLevel) {
+	if config.CheckLogLevel(*logLevel) != nil {
 		fmt.Fprintf(stderr, "shoal torture: --log-level %q: use debug, info, warn or error\n", *logLevel)
 		return 2
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -334,10 +335,16 @@ func (c Config) Validate() error {
 	case c.ReplicationFactor < 1 || c.ReplicationFactor > 7:
 		return fmt.Errorf("REPLICATION_FACTOR %d is out of range: use 1..7 (default 2)", c.ReplicationFactor)
 	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		return fmt.Errorf("LOG_LEVEL %q: use debug, info, warn or error", c.LogLevel)
+	return CheckLogLevel(c.LogLevel)
+}
+
+// LogLevels are the values LOG_LEVEL takes, the most verbose first.
+var LogLevels = []string{"debug", "info", "warn", "error"}
+
+// CheckLogLevel refuses a LOG_LEVEL that is not one of LogLevels.
+func CheckLogLevel(level string) error {
+	if !slices.Contains(LogLevels, level) {
+		return fmt.Errorf("LOG_LEVEL %q: use debug, info, warn or error", level)
 	}
 	return nil
 }
