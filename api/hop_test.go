@@ -57,16 +57,8 @@ func hopSetup(t *testing.T) (a *httptest.Server, bSigner *cluster.Signer, got fu
 	}))
 	t.Cleanup(b.Close)
 
-	dir := t.TempDir()
-	ports := testnode.FreePorts(t, 3)
-	peers, _ := json.Marshal(map[string]any{"peers": []map[string]any{
-		{"id": "a", "url": fmt.Sprintf("http://127.0.0.1:%d", ports[0]), "gossip": fmt.Sprintf("127.0.0.1:%d", ports[1])},
-		{"id": "b", "url": b.URL, "gossip": fmt.Sprintf("127.0.0.1:%d", ports[2])},
-	}})
-	peersFile := filepath.Join(dir, "peers.json")
-	if err := os.WriteFile(peersFile, peers, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, ports := t.TempDir(), testnode.FreePorts(t, 3)
+	peersFile := writeTwoPeers(t, dir, fmt.Sprintf("http://127.0.0.1:%d", ports[0]), ports[1], b.URL, ports[2])
 	logger := testnode.Logger(t)
 	const partitions = 4
 	cl, st, w := startNodeParts(t, "a", dir, peersFile, ports[1], partitions, logger)
@@ -145,6 +137,21 @@ func TestSignedForwardIsNotForwardedAgain(t *testing.T) {
 	}
 }
 
+// writeTwoPeers writes, in dir, the peer list of nodes a and b (their
+// URLs and gossip ports on loopback) and returns its path.
+func writeTwoPeers(t *testing.T, dir, aURL string, aGossip int, bURL string, bGossip int) string {
+	t.Helper()
+	peers, _ := json.Marshal(map[string]any{"peers": []map[string]any{
+		{"id": "a", "url": aURL, "gossip": fmt.Sprintf("127.0.0.1:%d", aGossip)},
+		{"id": "b", "url": bURL, "gossip": fmt.Sprintf("127.0.0.1:%d", bGossip)},
+	}})
+	peersFile := filepath.Join(dir, "peers.json")
+	if err := os.WriteFile(peersFile, peers, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return peersFile
+}
+
 // startNodeParts starts what a test node's API runs over: its membership
 // (gossip on gossipPort, the peer list in peersFile), its store and its
 // writer, all in dir, all closed when the test ends.
@@ -199,16 +206,8 @@ func (l *newTenure) epoch() (uint64, bool) {
 // failed 1 run in 6: node4 took a partition by handoff and its tenure was
 // writable only once its replica list was recorded).
 func TestAForwardedWriteWaitsForANewTenureToBecomeWritable(t *testing.T) {
-	dir := t.TempDir()
-	ports := testnode.FreePorts(t, 4)
-	peers, _ := json.Marshal(map[string]any{"peers": []map[string]any{
-		{"id": "a", "url": fmt.Sprintf("http://127.0.0.1:%d", ports[0]), "gossip": fmt.Sprintf("127.0.0.1:%d", ports[1])},
-		{"id": "b", "url": fmt.Sprintf("http://127.0.0.1:%d", ports[2]), "gossip": fmt.Sprintf("127.0.0.1:%d", ports[3])},
-	}})
-	peersFile := filepath.Join(dir, "peers.json")
-	if err := os.WriteFile(peersFile, peers, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, ports := t.TempDir(), testnode.FreePorts(t, 4)
+	peersFile := writeTwoPeers(t, dir, fmt.Sprintf("http://127.0.0.1:%d", ports[0]), ports[1], fmt.Sprintf("http://127.0.0.1:%d", ports[2]), ports[3])
 	logger := testnode.Logger(t)
 	const partitions = 4
 	cl, st, _ := startNodeParts(t, "a", dir, peersFile, ports[1], partitions, logger)
