@@ -53,12 +53,16 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", ".shoal-dev", "with --cluster: a shoal dev directory for the default --urls and --token")
 	lagWrites := fs.Int("lag-writes", 2000, "with --cluster: how many writes measure the replication lag")
 	lagRate := fs.Int("lag-rate", 500, "with --cluster: writes per second while the replication lag is measured")
+	compare := fs.String("compare", "", "with --cluster: etcd, to drive the cluster and an etcd cluster side by side with the same clients (majority writes against puts) and print the ratio")
+	etcdURLs := fs.String("etcd", "", "with --compare etcd: the client URLs of a running etcd cluster, comma separated (default: start three etcd members on loopback, from the etcd on PATH)")
+	rounds := fs.Int("rounds", 3, "with --compare: rounds of each, alternating")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: shoal bench [--url URL --token TOKEN] [flags]")
 		fmt.Fprintln(stderr, "Drives REST writes (POST) then point reads (GET) and prints ops/s and latency percentiles.")
 		fmt.Fprintln(stderr, "With a node of its own, it then drives the same workload straight at the same store with the")
 		fmt.Fprintln(stderr, "MongoDB driver (one insertOne per document, findOne by _id) and prints the ratio Shoal/raw.")
-		fmt.Fprintln(stderr, "With --cluster it measures a running cluster (default: the one `shoal dev` runs) instead.")
+		fmt.Fprintln(stderr, "With --cluster it measures a running cluster (default: the one `shoal dev` runs) instead;")
+		fmt.Fprintln(stderr, "with --cluster --compare etcd it drives that cluster and an etcd cluster side by side.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -71,6 +75,17 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shoal bench: --clients, --users, --doc-bytes and --duration must be positive")
 		return 2
 	}
+	switch {
+	case *compare != "" && *compare != "etcd":
+		fmt.Fprintf(stderr, "shoal bench: --compare %q: the one system to compare with is etcd\n", *compare)
+		return 2
+	case *compare != "" && !*clusterMode:
+		fmt.Fprintln(stderr, "shoal bench: --compare needs --cluster (it drives a running cluster, by default the one shoal dev runs)")
+		return 2
+	case *rounds < 1:
+		fmt.Fprintln(stderr, "shoal bench: --rounds must be positive")
+		return 2
+	}
 	if *clusterMode {
 		list, tok, err := clusterTargets(*urls, o.token, *dir)
 		if err != nil {
@@ -78,6 +93,15 @@ func bench(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		o.token = tok
+		if *compare == "etcd" {
+			var etcd []string
+			for _, u := range strings.Split(*etcdURLs, ",") {
+				if u = strings.TrimSpace(u); u != "" {
+					etcd = append(etcd, strings.TrimRight(u, "/"))
+				}
+			}
+			return compareEtcd(o, list, etcd, *rounds, stdout, stderr)
+		}
 		return clusterBench(o, list, max(*lagWrites, 1), max(*lagRate, 1), stdout, stderr)
 	}
 	if (o.url == "") != (o.token == "") {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -135,5 +136,44 @@ func TestBenchReadConcernShowsRefusals(t *testing.T) {
 	}
 	if exitFor(results[0].phaseResult, results[1].phaseResult) == 0 {
 		t.Error("refused reads would not fail the bench's exit status")
+	}
+}
+
+// shoal bench --cluster --compare etcd starts three etcd members of its own
+// (Debian's etcd-server on PATH) and drives them and the cluster with the
+// same clients, round after round, printing each and the ratio (its
+// figures are not asserted: they are measured and written down, see
+// docs/benchmarks.md).
+func TestBenchComparesWithEtcd(t *testing.T) {
+	if _, err := exec.LookPath("etcd"); err != nil {
+		t.Skip("SKIPPED: no etcd on PATH; install Debian's etcd-server (apt-get install etcd-server) to run shoal bench --compare etcd and this test")
+	}
+	n := testnode.StartNew(t)
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "--cluster", "--compare", "etcd", "--urls", n.URL(), "--token", testnode.AdminToken(t),
+		"--rounds", "2", "--duration", "300ms", "--clients", "4", "--users", "3", "--doc-bytes", "64"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"round 1: shoal majority", "round 1: etcd put", "round 2: etcd/Shoal", "etcd/Shoal over 2 rounds"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "first error") {
+		t.Errorf("bench reported errors:\n%s", out.String())
+	}
+}
+
+func TestBenchCompareNeedsClusterAndEtcd(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--compare", "etcd"},
+		{"bench", "--cluster", "--compare", "redis"},
+		{"bench", "--cluster", "--compare", "etcd", "--rounds", "0"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 || errb.Len() == 0 {
+			t.Errorf("%q: exit %d, %q; want 2 and why", args, code, errb.String())
+		}
 	}
 }

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// compareEtcd drives a running Shoal cluster (urls) and an etcd cluster
+// with the same clients, side by side: rounds of Shoal writes with write
+// concern majority (client c writes as user c mod o.users, through node c
+// mod len(urls), forwarded to the partition's master), each followed by a
+// round of etcd puts (client c through member c mod len(etcd), forwarded to
+// the Raft leader), the same payload size. Every etcd put is committed by
+// a majority of its members and synced, as a majority write is. It prints
+// each round and the range of the ratio etcd/Shoal.
+//
+// With no etcd URLs it starts a cluster of three etcd members on loopback
+// (the etcd binary on PATH: Debian's etcd-server), in a temporary
+// directory it removes when done.
+func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, stdout, stderr io.Writer) int {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2}, Timeout: 30 * time.Second}
+	if len(etcdURLs) == 0 {
+		started, stop, err := startEtcd(3, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
+			return 1
+		}
+		defer stop()
+		etcdURLs = started
+	}
+	payload := strings.Repeat("x", o.docBytes)
+	var seq atomic.Int64
+	shoalPut := func(c int) error {
+		user := fmt.Sprintf("bench-u%d", c%o.users)
+		req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/v1/users/%s/collections/bench/documents/c%d-%d", urls[c%len(urls)], user, c, seq.Add(1)),
+			strings.NewReader(`{"payload":"`+payload+`"}`))
+		req.Header.Set("Authorization", "Bearer "+o.token)
+		req.Header.Set("X-Write-Concern", "majority")
+		return expectStatus(hc, req, http.StatusCreated)
+	}
+	value := base64.StdEncoding.EncodeToString([]byte(`{"payload":"` + payload + `"}`))
+	etcdPut := func(c int) error {
+		key := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "bench/c%d-%d", c, seq.Add(1)))
+		req, _ := http.NewRequest("POST", etcdURLs[c%len(etcdURLs)]+"/v3/kv/put", strings.NewReader(`{"key":"`+key+`","value":"`+value+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		return expectStatus(hc, req, http.StatusOK)
+	}
+	fmt.Fprintf(stdout, "Shoal: %d nodes, writes with write concern majority as %d users; etcd: %d members, puts; %d clients, %d-byte values, %s per round\n\n",
+		len(urls), o.users, len(etcdURLs), o.clients, o.docBytes, o.duration)
+	var results []phaseResult
+	lo, hi := 0.0, 0.0
+	for r := 1; r <= rounds; r++ {
+		s := runPhase(o, shoalPut)
+		report(stdout, fmt.Sprintf("round %d: shoal majority", r), s)
+		e := runPhase(o, etcdPut)
+		report(stdout, fmt.Sprintf("round %d: etcd put", r), e)
+		results = append(results, s, e)
+		if s.ops == 0 {
+			continue
+		}
+		x := e.rate() / s.rate()
+		fmt.Fprintf(stdout, "round %d: etcd/Shoal %.2fx\n\n", r, x)
+		if lo == 0 || x < lo {
+			lo = x
+		}
+		hi = max(hi, x)
+	}
+	if lo > 0 {
+		fmt.Fprintf(stdout, "etcd/Shoal over %d rounds: %.2f-%.2fx (above 1, etcd takes more writes per second)\n", rounds, lo, hi)
+	}
+	return exitFor(results...)
+}
+
+// expectStatus sends req and reads its answer whole; an answer other than
+// want is an error.
+func expectStatus(hc *http.Client, req *http.Request, want int) error {
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: status %d: %s", req.Method, req.URL.Path, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+// startEtcd starts n etcd members on loopback, each with its data in a
+// temporary directory, waits until every one reports itself healthy, and
+// returns their client URLs and a function that stops them and removes
+// the directory.
+func startEtcd(n int, stderr io.Writer) (urls []string, stop func(), err error) {
+	exe, err := exec.LookPath("etcd")
+	if err != nil {
+		return nil, nil, errors.New("no etcd on PATH: install Debian's etcd-server (apt-get install etcd-server), or pass --etcd with the client URLs of a running cluster")
+	}
+	dir, err := os.MkdirTemp("", "shoal-bench-etcd-")
+	if err != nil {
+		return nil, nil, err
+	}
+	var cmds []*exec.Cmd
+	stop = func() {
+		for _, c := range cmds {
+			c.Process.Signal(syscall.SIGTERM)
+		}
+		for _, c := range cmds {
+			c.Wait()
+		}
+		os.RemoveAll(dir)
+	}
+	ports, err := freeLoopbackPorts(2 * n)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	var initial []string
+	for i := range n {
+		initial = append(initial, fmt.Sprintf("e%d=http://127.0.0.1:%d", i+1, ports[2*i+1]))
+	}
+	for i := range n {
+		client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]), fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
+		c := exec.Command(exe, "--name", fmt.Sprintf("e%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("e%d", i+1)),
+			"--listen-client-urls", client, "--advertise-client-urls", client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", "shoal-bench", "--log-level", "error")
+		c.Stderr = stderr
+		if err := c.Start(); err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("starting etcd: %w", err)
+		}
+		cmds = append(cmds, c)
+		urls = append(urls, client)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, u := range urls {
+		if err := awaitEtcdHealthy(ctx, u); err != nil {
+			stop()
+			return nil, nil, err
+		}
+	}
+	return urls, stop, nil
+}
+
+// awaitEtcdHealthy asks an etcd member's /health until it answers healthy
+// or ctx ends.
+func awaitEtcdHealthy(ctx context.Context, url string) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, "GET", url+"/health", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			var h struct {
+				Health string `json:"health"`
+			}
+			err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&h)
+			resp.Body.Close()
+			if err == nil && h.Health == "true" {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("etcd at %s did not report itself healthy within 30s", url)
+		case <-tick.C:
+		}
+	}
+}
+
+// freeLoopbackPorts returns n TCP ports free on 127.0.0.1 now.
+func freeLoopbackPorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
