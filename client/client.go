@@ -1,8 +1,17 @@
-// Package client is the Go client of a Shoal node's HTTP API. Today it
-// covers the admin and health routes: GET /healthz, GET /readyz,
-// GET /v1/cluster (membership, partition counts, voters, replication and
-// the partitions moving), GET /v1/users/{user}/placement and
-// GET /v1/admin/rollback. Document calls come later.
+// Package client is the Go client of a Shoal node's HTTP API: the
+// document calls (Create, Get, Put, Patch, Delete, Documents to iterate
+// over a query's pages, Collections), with write concerns, read concerns,
+// If-Match and consistency tokens (WriteOptions, ReadOptions), and the
+// admin and health routes: GET /healthz, GET /readyz, GET /v1/cluster
+// (membership, partition counts, voters, replication and the partitions
+// moving), GET /v1/users/{user}/placement and GET /v1/admin/rollback.
+//
+// A client asks the one node it was given; that node forwards writes to
+// the partition's master and reads to a copy that can answer. It does not
+// retry: a 503 (ErrUnavailable, no master reachable right now, with
+// Retry-After) and a 504 (ErrTimeout: the write may or may not be applied)
+// are the caller's to retry, as only the caller knows whether its write
+// may be applied twice.
 //
 // Answers are decoded into the server's own types (api.ClusterAnswer,
 // api.PlacementView, api.RollbackList, api.NodeStatus), so the client and

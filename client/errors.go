@@ -83,6 +83,12 @@ func (e *HTTPError) Is(target error) bool {
 		return e.StatusCode == http.StatusNotFound
 	case ErrUnavailable:
 		return e.StatusCode == http.StatusServiceUnavailable
+	case ErrConflict:
+		return e.StatusCode == http.StatusConflict
+	case ErrPreconditionFailed:
+		return e.StatusCode == http.StatusPreconditionFailed
+	case ErrTimeout:
+		return e.StatusCode == http.StatusGatewayTimeout
 	}
 	return false
 }

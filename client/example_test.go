@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"time"
 
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/client"
+	"github.com/shoal-db/shoal/internal/config"
+	"github.com/shoal-db/shoal/internal/node"
 )
 
 // A node's own router on loopback, without a store (it is not ready):
@@ -35,4 +39,50 @@ func Example() {
 	// node1 ok <nil>
 	// true GET /readyz answered status 503: the node is starting or shutting down
 	// 401 urn:shoal:problem:unauthorized true
+}
+
+// A node of its own in a temporary directory (what `shoal serve` runs), and
+// a user's documents through the client: create, read your write, replace
+// only if unchanged, and a query read page after page.
+func ExampleClient_Documents() {
+	dir, _ := os.MkdirTemp("", "shoal-example-")
+	defer os.RemoveAll(dir)
+	cfg := config.Defaults()
+	cfg.NodeID, cfg.HTTPAddr, cfg.DataDir, cfg.AuthSecret = "node1", "127.0.0.1:0", dir, "example-secret-0123456789"
+	ctx := context.Background()
+	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer n.Close(ctx)
+	token, _ := api.MintToken([]byte(cfg.AuthSecret), api.TokenSpec{User: "alice", Audience: cfg.TokenAudience, TTL: time.Hour})
+	c := client.New(n.URL(), token)
+
+	d, err := c.Create(ctx, "alice", "notes", map[string]any{"_id": "n1", "title": "first", "stars": 3}, client.WriteOptions{Concern: "majority"})
+	fmt.Println(d.ID, d.Version, err)
+
+	d, err = c.Get(ctx, "alice", "notes", "n1", client.ReadOptions{After: d.Token})
+	fmt.Println(d.Fields["title"], err)
+
+	_, _, err = c.Put(ctx, "alice", "notes", "n1", map[string]any{"title": "late"}, client.WriteOptions{IfMatch: "2"})
+	fmt.Println(errors.Is(err, client.ErrPreconditionFailed))
+
+	for i := 2; i <= 4; i++ {
+		c.Create(ctx, "alice", "notes", map[string]any{"_id": fmt.Sprintf("n%d", i), "stars": i}, client.WriteOptions{})
+	}
+	for d, err := range c.Documents(ctx, "alice", "notes", client.Query{Filter: `{"stars":{"$gte":3}}`, Sort: "-stars", Limit: 2}, client.ReadOptions{}) {
+		if err != nil {
+			fmt.Println(err)
+			break
+		}
+		fmt.Println(d.ID, d.Fields["stars"])
+	}
+	// Output:
+	// n1 1 <nil>
+	// first <nil>
+	// true
+	// n4 4
+	// n1 3
+	// n3 3
 }
