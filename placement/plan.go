@@ -121,8 +121,47 @@ func PlanReplicas(f ReplicaFacts, pr ReplicaProgress) ReplicaPlan {
 			plan.Incoming = o
 		}
 	}
-	plan.Replicas = replicas
+	plan.Replicas = keepShortListsIncoming(f, pr, chosen, replicas)
 	return plan
+}
+
+// keepShortListsIncoming keeps in replicas (chosen, the regular copies,
+// then the extra ones), in a regular slot, a copy that
+// held one in f.Current only because the list was short: a node that holds
+// no replicas (an incoming preferred master) appended to a list with fewer
+// than copies-1 replicas lands among its first copies-1, the regular
+// copies (shard.WriteQuorum), so its acknowledgements counted for majority
+// writes. When its move is abandoned (it went DOWN, or the peer list made
+// another node the owner) nothing replaces it, and dropped at once the
+// writes that only it and the master held could be lost to the promotion
+// of the copy left. It stays until the regular copies left hold what it
+// acknowledged (pr.Replacement, as for a replaced copy; a pause is not
+// waited for: while it stays, it is one more copy).
+func keepShortListsIncoming(f ReplicaFacts, pr ReplicaProgress, chosen, replicas []string) []string {
+	q := shard.WriteQuorum(f.Copies)
+	left := q.Replicas(chosen) // the regular copies chosen, before the extra ones
+	for _, r := range q.Replicas(f.Current) {
+		if slices.Contains(replicas, r) || f.Draining[r] || !holdsNoReplicas(f.Candidates, r) || len(left) >= f.Copies-1 {
+			continue // (a full list's copy that left was replaced: KeepReplacedCopies)
+		}
+		if len(left) > 0 && pr.Replacement(slices.Clone(left), []string{r}) == ReplaceNow {
+			continue
+		}
+		replicas = slices.Insert(slices.Clone(replicas), len(left), r)
+		left = q.Replicas(replicas[:len(left)+1])
+	}
+	return replicas
+}
+
+// holdsNoReplicas says whether id is a node of the peer list that does
+// not hold replicas (replica: false).
+func holdsNoReplicas(candidates []shard.Candidate, id string) bool {
+	for _, c := range candidates {
+		if c.ID == id {
+			return c.Listed && !c.Replica
+		}
+	}
+	return false
 }
 
 // AdmitMoves adds to plans, in order, the incoming preferred masters the

@@ -72,6 +72,18 @@ func TestPlanReplicas(t *testing.T) {
 			f.Current, f.Candidates = []string{"b", "c"}, append(candidates("a", "b", "c"), sharder)
 			f.Owner = "e"
 		}, progress{}, ReplicaPlan{Replicas: []string{"b", "c"}}},
+		{"an incoming copy in a regular slot of a short list stays, the move abandoned, until the copies left hold what it held", func(f *ReplicaFacts) {
+			f.Current, f.Candidates = []string{"b", "e"}, append(candidates("a", "b"), sharder)
+			f.Owner, f.OwnerUpListed = "a", true // a peer-list edit made the master the owner again
+		}, progress{step: ReplaceKeep}, ReplicaPlan{Replicas: []string{"b", "e"}}},
+		{"... and goes once they do", func(f *ReplicaFacts) {
+			f.Current, f.Candidates = []string{"b", "e"}, append(candidates("a", "b"), sharder)
+			f.Owner = "e" // down: the move is abandoned
+		}, progress{step: ReplaceNow}, ReplicaPlan{Replicas: []string{"b"}}},
+		{"... and stays in its slot, before the extra copies", func(f *ReplicaFacts) {
+			f.Current, f.Candidates, f.Draining = []string{"b", "e", "d"}, append(candidates("a", "b"), sharder), map[string]bool{"d": true}
+		}, progress{step: ReplacePaused}, ReplicaPlan{Replicas: []string{"b", "e", "d"},
+			KeptDraining: []KeptDrain{{Replica: "d"}}}},
 		{"a replacement nearly caught up waits for a pause", func(f *ReplicaFacts) {
 			f.Current, f.Candidates = []string{"b", "d"}, append(candidates("a", "b", "c"), down)
 		}, progress{step: ReplacePaused}, ReplicaPlan{Replicas: []string{"b", "d", "c"}, Paused: []string{"c"}}},
