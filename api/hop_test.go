@@ -240,3 +240,40 @@ func TestAForwardedWriteWaitsForANewTenureToBecomeWritable(t *testing.T) {
 		t.Fatalf("a write forwarded to a tenure about to become writable: status %d %s; want 201", resp.StatusCode, got)
 	}
 }
+
+// A node that holds neither the lease nor a copy of a partition, whose
+// table names no master and whose best guess of the master is itself (it
+// is the ring's owner, or the voters' last holder), does not answer a
+// forwarded read from its own store: it holds nothing of the partition,
+// and would answer 404 for a document that exists (a change of
+// db667b5's, found by review, undone).
+func TestAForwardedReadIsNotServedByANodeThatGuessesItselfMaster(t *testing.T) {
+	dir, ports := t.TempDir(), testnode.FreePorts(t, 4)
+	peersFile := writeTwoPeers(t, dir, fmt.Sprintf("http://127.0.0.1:%d", ports[0]), ports[1], fmt.Sprintf("http://127.0.0.1:%d", ports[2]), ports[3])
+	logger := testnode.Logger(t)
+	const partitions = 4
+	cl, st, w := startNodeParts(t, "a", dir, peersFile, ports[1], partitions, logger)
+	srv := api.New(api.Config{NodeID: "a", PartitionCount: partitions, MaxBodyBytes: 1 << 20, AuthSecret: []byte(testnode.Secret), Logger: logger,
+		Cluster: cl, Leases: notMaster{"a"}, Table: shard.NewTable(partitions)}, st, w)
+	a := httptest.NewServer(srv)
+	t.Cleanup(a.Close)
+	bSigner := cluster.NewSigner([]byte(hopSecret), "b", nil, func(id string) bool { return id == "a" })
+	for _, pref := range []string{"", "local"} {
+		req, _ := http.NewRequest("GET", a.URL+"/v1/users/alice/collections/c/documents/d", nil)
+		req.Header.Set("Authorization", "Bearer "+testnode.Token(t, "alice"))
+		req.Header.Set("X-Shoal-Hop", "b")
+		if pref != "" {
+			req.Header.Set("X-Read-Preference", pref)
+		}
+		bSigner.Sign(req, nil, "a")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotFound {
+			t.Errorf("read preference %q: a node holding nothing of the partition answered %d %s; want it not to answer from its store", pref, resp.StatusCode, body)
+		}
+	}
+}

@@ -297,9 +297,11 @@ const forwardTimeout = 10 * time.Second
 // forwardTimeoutFor is how long the forwarded write r waits for the
 // master's answer: forwardTimeout, or longer when its write concern may
 // take longer (the master answers once the copies confirm, and giving up
-// first would close the connection and so cancel the master's wait).
+// first would close the connection and so cancel the master's wait),
+// counting the routing wait a new master may spend before its tenure is
+// writable (awaitWritable).
 func forwardTimeoutFor(r *http.Request) time.Duration {
-	return max(forwardTimeout, writeTimeout(r)+2*time.Second)
+	return max(forwardTimeout, routeWait+writeTimeout(r)+2*time.Second)
 }
 
 // forward sends r to node with the client's own credentials, marked as a
@@ -505,7 +507,7 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 	if a.Master == "" || (a.Master == s.cfg.NodeID && !master) {
 		// Unknown, or this node's own lapsed tenure.
 		a.Master, a.Responsible = s.cfg.Leases.LikelyMaster(partition), nil
-		if _, held := s.cfg.Leases.Holds(partition); held && a.Master == s.cfg.NodeID {
+		if a.Master == s.cfg.NodeID {
 			a.Master = ""
 		}
 	}

@@ -134,20 +134,24 @@ func PlanReplicas(f ReplicaFacts, pr ReplicaProgress) ReplicaPlan {
 // writes. When its move is abandoned (it went DOWN, or the peer list made
 // another node the owner) nothing replaces it, and dropped at once the
 // writes that only it and the master held could be lost to the promotion
-// of the copy left. It stays until the regular copies left hold what it
-// acknowledged (pr.Replacement, as for a replaced copy; a pause is not
-// waited for: while it stays, it is one more copy).
+// of the copy left; and while its move goes on, an extra copy (draining,
+// or checked) listed before it takes its slot. It stays in its slot until
+// the regular copies left hold what it acknowledged (pr.Replacement, as
+// for a replaced copy; a pause is not waited for: while it stays, it is
+// one more copy, which may be for as long as writes keep it ahead).
 func keepShortListsIncoming(f ReplicaFacts, pr ReplicaProgress, chosen, replicas []string) []string {
 	q := shard.WriteQuorum(f.Copies)
 	left := q.Replicas(chosen) // the regular copies chosen, before the extra ones
 	for _, r := range q.Replicas(f.Current) {
-		if slices.Contains(replicas, r) || f.Draining[r] || !holdsNoReplicas(f.Candidates, r) || len(left) >= f.Copies-1 {
+		if slices.Contains(left, r) || f.Draining[r] || !holdsNoReplicas(f.Candidates, r) || len(left) >= f.Copies-1 {
 			continue // (a full list's copy that left was replaced: KeepReplacedCopies)
 		}
 		if len(left) > 0 && pr.Replacement(slices.Clone(left), []string{r}) == ReplaceNow {
 			continue
 		}
-		replicas = slices.Insert(slices.Clone(replicas), len(left), r)
+		// Out of the list, or after an extra copy (the owner rule appends
+		// it after a draining or checked copy): back in its slot.
+		replicas = slices.Insert(slices.DeleteFunc(slices.Clone(replicas), func(id string) bool { return id == r }), len(left), r)
 		left = q.Replicas(replicas[:len(left)+1])
 	}
 	return replicas

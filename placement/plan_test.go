@@ -84,6 +84,11 @@ func TestPlanReplicas(t *testing.T) {
 			f.Current, f.Candidates, f.Draining = []string{"b", "e", "d"}, append(candidates("a", "b"), sharder), map[string]bool{"d": true}
 		}, progress{step: ReplacePaused}, ReplicaPlan{Replicas: []string{"b", "e", "d"},
 			KeptDraining: []KeptDrain{{Replica: "d"}}}},
+		{"... and keeps its slot while still being copied, before a draining copy", func(f *ReplicaFacts) {
+			f.Current, f.Candidates, f.Draining = []string{"b", "e", "d"}, append(candidates("a", "b"), sharder), map[string]bool{"d": true}
+			f.Owner, f.OwnerUpListed = "e", true
+		}, progress{step: ReplaceKeep}, ReplicaPlan{Replicas: []string{"b", "e", "d"}, Moving: true,
+			KeptDraining: []KeptDrain{{Replica: "d"}}}},
 		{"a replacement nearly caught up waits for a pause", func(f *ReplicaFacts) {
 			f.Current, f.Candidates = []string{"b", "d"}, append(candidates("a", "b", "c"), down)
 		}, progress{step: ReplacePaused}, ReplicaPlan{Replicas: []string{"b", "d", "c"}, Paused: []string{"c"}}},

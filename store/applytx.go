@@ -46,7 +46,11 @@ func (t applyTx) SetChain(chain []EpochStart) {
 	t.p.mu.Unlock()
 }
 
-func (t applyTx) RecopyDone() { t.p.recopy = false }
+func (t applyTx) RecopyDone() {
+	t.p.mu.Lock() // toCarry reads it under p.mu, from a tenure's start
+	t.p.recopy = false
+	t.p.mu.Unlock()
+}
 
 func (t applyTx) CapCommitted(pos Position) {
 	t.p.mu.Lock()

@@ -488,8 +488,6 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 			switch n.replaceUnderPause(ctx, s, n.replicasWake) {
 			case swapFailed:
 				retryAt[s.Partition] = time.Now().Add(swapBackoff * n.cfg.LeaseTTL)
-			case swapGaveWay:
-				n.wakeReplicas() // the next round, at once, records the new tenure's list
 			}
 			turn++
 		}
@@ -516,8 +514,14 @@ func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap, wa
 	swapCtx, woken, stop := untilWoken(ctx, wake)
 	defer func() {
 		stop()
-		if outcome == swapFailed && woken() {
-			outcome = swapGaveWay
+		if woken() {
+			// The wake-up was taken here: pass it on, whatever the
+			// outcome, so that the loop records the new tenure's list
+			// at once.
+			n.wakeReplicas()
+			if outcome == swapFailed {
+				outcome = swapGaveWay
+			}
 		}
 	}()
 	pauseCtx, cancel := context.WithTimeout(swapCtx, n.cfg.LeaseTTL)
