@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -128,6 +129,9 @@ func startEtcd(n int, stderr io.Writer) (urls []string, stop func(), err error) 
 		stop()
 		return nil, nil, err
 	}
+	// The members' output goes to stderr through one lock: each process's
+	// output is copied by a goroutine of its own.
+	out := &lockedWriter{w: stderr}
 	var initial []string
 	for i := range n {
 		initial = append(initial, fmt.Sprintf("e%d=http://127.0.0.1:%d", i+1, ports[2*i+1]))
@@ -139,7 +143,7 @@ func startEtcd(n int, stderr io.Writer) (urls []string, stop func(), err error) 
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "shoal-bench", "--log-level", "error")
-		c.Stderr = stderr
+		c.Stderr = out
 		if err := c.Start(); err != nil {
 			stop()
 			return nil, nil, fmt.Errorf("starting etcd: %w", err)
@@ -181,6 +185,18 @@ func awaitEtcdHealthy(ctx context.Context, url string) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // freeLoopbackPorts returns n TCP ports free on 127.0.0.1 now.
