@@ -407,6 +407,10 @@ func (n *Node) leasePlan() lease.Plan {
 				TakeOver: func(master string) bool {
 					return states[master] == cluster.Up && n.promote.mayTakeOver(p, master)
 				},
+				Retake: func() bool {
+					n.promote.mustConfirm(p)
+					return true
+				},
 			})
 		}}
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -291,6 +292,46 @@ func (pr *promotion) heardOf(p int) map[string]store.Position {
 	return out
 }
 
+// mustConfirm has the tenure this node is about to take of p confirmed
+// before it writes, as one won by the promotion rule: a grant taken back
+// after a restart (placement.WantInput.Retake).
+func (pr *promotion) mustConfirm(p int) {
+	pr.mu.Lock()
+	pr.campaigned[p] = time.Now()
+	pr.mu.Unlock()
+}
+
+// confirmation is whom a tenure's check asks: the regular copies of its
+// list, or, when the list names no other (a grant taken back after a
+// restart, before the table knew the partition's list), every member, of
+// whom only those holding the partition count.
+type confirmation struct {
+	members  []string
+	everyone bool
+}
+
+// confirmAsks is whom self asks to confirm a tenure whose list's regular
+// copies are regular: those UP but self, or every member UP but self when
+// regular names no other.
+func confirmAsks(self string, regular []string, states map[string]cluster.State) confirmation {
+	var c confirmation
+	for _, id := range regular {
+		if id != self && states[id] == cluster.Up {
+			c.members = append(c.members, id)
+		}
+	}
+	if slices.ContainsFunc(regular, func(id string) bool { return id != self }) {
+		return c
+	}
+	c.everyone = true
+	for _, id := range slices.Sorted(maps.Keys(states)) {
+		if id != self && states[id] == cluster.Up {
+			c.members = append(c.members, id)
+		}
+	}
+	return c
+}
+
 // won is told of every tenure this node starts: one won by the promotion
 // rule (it campaigned by it within the last two LEASE_TTL) must be
 // confirmed before it takes writes.
@@ -338,6 +379,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 	}
 	states := pr.peers.States()
 	byMember := map[string][]int{}
+	everyone := map[int]bool{} // partitions whose check asks every member
 	for p, c := range checks {
 		if e, ok := pr.leases.Holds(p); !ok || e != c.epoch {
 			pr.mu.Lock()
@@ -345,10 +387,10 @@ func (pr *promotion) confirm(ctx context.Context) {
 			pr.mu.Unlock()
 			continue
 		}
-		for _, id := range shard.WriteQuorum(pr.copies()).Regular(pr.table.Get(p).Responsible) {
-			if id != pr.self && states[id] == cluster.Up {
-				byMember[id] = append(byMember[id], p)
-			}
+		ask := confirmAsks(pr.self, shard.WriteQuorum(pr.copies()).Regular(pr.table.Get(p).Responsible), states)
+		everyone[p] = ask.everyone
+		for _, id := range ask.members {
+			byMember[id] = append(byMember[id], p)
 		}
 	}
 	heard := map[int]map[string]store.Position{}
@@ -385,6 +427,9 @@ func (pr *promotion) confirm(ctx context.Context) {
 		l, a := pr.lapseOf(p), pr.table.Get(p)
 		up, over := map[string]store.Position{}, map[string]store.Position{}
 		for id, pos := range heard[p] {
+			if everyone[p] && pos == (store.Position{}) {
+				continue // asked as any member: it holds nothing of p
+			}
 			if id == c.previous || l.Over(id, a) {
 				over[id] = pos
 			} else {
