@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/shoal-db/shoal/internal/torture"
 )
 
 // compareEtcd drives a running Shoal cluster (urls) and an etcd cluster
@@ -124,7 +125,7 @@ func startEtcd(n int, stderr io.Writer) (urls []string, stop func(), err error) 
 		}
 		os.RemoveAll(dir)
 	}
-	ports, err := freeLoopbackPorts(2 * n)
+	ports, err := torture.FreePorts(2 * n)
 	if err != nil {
 		stop()
 		return nil, nil, err
@@ -197,24 +198,4 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// freeLoopbackPorts returns n TCP ports free on 127.0.0.1 now.
-func freeLoopbackPorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

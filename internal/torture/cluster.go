@@ -155,7 +155,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 		for range all { // a namespace each: the same ports for all
 			ports = append(ports, 8080, 7946)
 		}
-	} else if ports, err = freePorts(2 * all); err != nil {
+	} else if ports, err = FreePorts(2 * all); err != nil {
 		return c, err
 	}
 	c.HTTP = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: c.Dial, MaxIdleConnsPerHost: 4}}
@@ -261,9 +261,9 @@ func randomSecret() string {
 	return hex.EncodeToString(b)
 }
 
-// freePorts returns n ports on 127.0.0.1 free for both TCP and UDP right
+// FreePorts returns n ports on 127.0.0.1 free for both TCP and UDP right
 // now (gossip uses both on one port).
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var hold []interface{ Close() error }
 	defer func() {

@@ -161,7 +161,7 @@ func Run(tx Tx, b *record.Batch, log *slog.Logger) Result {
 	// copy), reads may see it from now on.
 	staged := b.UpTo
 	for _, d := range b.Docs {
-		staged = maxPosition(staged, d.Pos)
+		staged = applyrule.MaxPosition(staged, d.Pos)
 	}
 	tx.Stage(staged)
 	if step == applyrule.Restore {
@@ -244,10 +244,10 @@ func Run(tx Tx, b *record.Batch, log *slog.Logger) Result {
 	if b.Full {
 		// The copy lacks the deletes the master purged: this node's
 		// history now has the master's horizon.
-		horizon = maxPosition(horizon, b.Horizon)
-		newLast = maxPosition(newLast, horizon)
+		horizon = applyrule.MaxPosition(horizon, b.Horizon)
+		newLast = applyrule.MaxPosition(newLast, horizon)
 	}
-	next := maxPosition(applied, b.UpTo)
+	next := applyrule.MaxPosition(applied, b.UpTo)
 	recopyDone := now.Recopy && b.Full && b.KeyTo == ""
 	if recopyDone {
 		tx.RecopyDone() // the last chunk of the full copy: the copy is whole again
@@ -351,13 +351,6 @@ func restore(tx Tx, b *record.Batch) Result {
 	if err := tx.SyncRecord(); err != nil {
 		return Result{Err: err}
 	}
-	tx.Advance(b.UpTo, maxPosition(last, horizon), horizon, b.Committed)
+	tx.Advance(b.UpTo, applyrule.MaxPosition(last, horizon), horizon, b.Committed)
 	return Result{Applied: b.UpTo, Epoch: b.Epoch}
-}
-
-func maxPosition(a, b record.Position) record.Position {
-	if a.Compare(b) >= 0 {
-		return a
-	}
-	return b
 }

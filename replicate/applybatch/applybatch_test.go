@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/shoal-db/shoal/record"
+	"github.com/shoal-db/shoal/replicate/applyrule"
 )
 
 // fakeTx is a partition copy in memory: its state, its stored documents
@@ -63,7 +64,7 @@ func (f *fakeTx) ForgetHistory(horizon record.Position, seen uint64) {
 func (f *fakeTx) ApplyRun(docs []*record.Doc, last record.Position) (record.Position, error) {
 	for _, d := range docs {
 		f.docs = append(f.docs, d)
-		last = maxPosition(last, d.Pos)
+		last = applyrule.MaxPosition(last, d.Pos)
 	}
 	f.note("apply %d", len(docs))
 	return last, nil

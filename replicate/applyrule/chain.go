@@ -131,6 +131,14 @@ func Agreement(local []record.EpochStart, held record.Position, master []record.
 	return at
 }
 
+// MaxPosition is the later of a and b.
+func MaxPosition(a, b record.Position) record.Position {
+	if a.Compare(b) >= 0 {
+		return a
+	}
+	return b
+}
+
 // MinPosition is the earlier of a and b.
 func MinPosition(a, b record.Position) record.Position {
 	if a.Compare(b) <= 0 {
