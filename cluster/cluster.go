@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -792,11 +793,15 @@ func (d delegate) GetBroadcasts(overhead, limit int) [][]byte {
 	if d.c.queue == nil {
 		return nil
 	}
-	return d.c.queue.GetBroadcasts(overhead, limit)
+	out := d.c.queue.GetBroadcasts(overhead, limit)
+	if d.c.cfg.Faults.stateMutedFor(d.c.cfg.NodeID) {
+		out = slices.DeleteFunc(out, func(b []byte) bool { return len(b) > 0 && b[0] == msgState })
+	}
+	return out
 }
 
 func (d delegate) LocalState(join bool) []byte {
-	if d.c.cfg.Gossiper == nil {
+	if d.c.cfg.Gossiper == nil || d.c.cfg.Faults.stateMutedFor(d.c.cfg.NodeID) {
 		return nil
 	}
 	return d.c.cfg.Gossiper.LocalState()

@@ -19,11 +19,36 @@ type Faults struct {
 	cut      map[[2]string]bool
 	callsCut map[[2]string]bool // node-to-node HTTP only; gossip still flows
 	byAddr   map[string]string  // gossip address -> node id
+	// stateMuted: nodes whose partition-table state (broadcasts and
+	// push-pull) is lost on its way out; membership gossip still flows.
+	stateMuted map[string]bool
 }
 
 // NewFaults returns an empty fault table.
 func NewFaults() *Faults {
-	return &Faults{cut: map[[2]string]bool{}, callsCut: map[[2]string]bool{}, byAddr: map[string]string{}}
+	return &Faults{cut: map[[2]string]bool{}, callsCut: map[[2]string]bool{}, byAddr: map[string]string{}, stateMuted: map[string]bool{}}
+}
+
+// MuteState loses every partition-table update node sends from now on,
+// broadcast or in a push-pull, as if each packet that carried one were
+// lost; its membership gossip and its calls still go through, so the
+// others see it UP. It is how a test holds a change node made to its
+// table back from the others (a master that dies before its broadcast
+// leaves).
+func (f *Faults) MuteState(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stateMuted[node] = true
+}
+
+// stateMutedFor reports whether node's table updates are lost.
+func (f *Faults) stateMutedFor(node string) bool {
+	if f == nil {
+		return false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.stateMuted[node]
 }
 
 // CutCalls stops the node-to-node calls between a and b (both ways) but
@@ -64,13 +89,15 @@ func (f *Faults) Heal(a, b string) {
 	defer f.mu.Unlock()
 	delete(f.cut, pair(a, b))
 	delete(f.callsCut, pair(a, b))
+	delete(f.stateMuted, a)
+	delete(f.stateMuted, b)
 }
 
 // HealAll restores every link.
 func (f *Faults) HealAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cut, f.callsCut = map[[2]string]bool{}, map[[2]string]bool{}
+	f.cut, f.callsCut, f.stateMuted = map[[2]string]bool{}, map[[2]string]bool{}, map[string]bool{}
 }
 
 // Isolate cuts node a from every node in others.
