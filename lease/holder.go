@@ -160,6 +160,17 @@ func renewable(st *partition, now time.Time) bool {
 	return st.epoch != 0 && (now.Before(st.validUntil) || st.learned <= st.epoch)
 }
 
+// RenewNow starts a renewal of partition p at now, whatever RenewEvery
+// says, if this node may renew it (ok false: it may not). It replaces any
+// attempt in flight.
+func (h *Holder) RenewNow(p int, now time.Time) (Request, bool) {
+	st, ok := h.parts[p]
+	if !ok || !renewable(st, now) {
+		return Request{}, false
+	}
+	return h.start(p, st, st.epoch, true, now), true
+}
+
 // Propose starts a new attempt for partition p at now and returns the request
 // to send to every voter. While the node holds the lease (or held it and has
 // learned of no later epoch) it is a renewal at that epoch; otherwise it

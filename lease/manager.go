@@ -51,6 +51,10 @@ type Plan struct {
 	// Settle is the least time between two steps of a voter-set change
 	// (LEASE_TTL + PEERS_REFRESH).
 	Settle time.Duration
+	// List, if set, is this node's list of regular copies of a partition
+	// it holds (nil: none to carry): every renewal carries it, and
+	// ListOnVoters reports it once a majority of the voters keeps it.
+	List func(partition int) *record.CopyList
 }
 
 // ManagerConfig configures a Manager.
@@ -69,6 +73,10 @@ type ManagerConfig struct {
 	// OnChange is told, on the manager's goroutine, when this node starts
 	// holding a partition at a new epoch.
 	OnChange func(partition int, holder string, epoch uint64)
+	// OnListKept, if set, is told (with no lock held) when a majority of
+	// the voters has kept a new list of copies of a partition this node
+	// renewed with (ListOnVoters changed).
+	OnListKept func(partition int)
 	// InitialVoters is the voter set to start from when the store holds
 	// none: the set in use in the cluster, learned from a peer (nil: the
 	// plan's, as for a new cluster). A change toward the plan's set then
@@ -108,13 +116,27 @@ type Manager struct {
 	voter        VoterState
 	wasVoter     bool
 
-	persistMu sync.Mutex // serialises writes of the votes
+	persistMu sync.Mutex // guards durable, queued and saving
 	durable   map[int]record.LeaseVote
+	// queued: votes waiting for the next write of the votes document,
+	// which the caller that finds no write under way makes for every
+	// caller queued by then (group commit: under load, batches of many
+	// nodes need recording at once, and the document is written whole).
+	queued []queuedVotes
+	saving bool
+
+	// lists: per partition, the newest list of copies this node has seen
+	// kept by voters (any voter's answer), and its own list as last kept
+	// by a majority of them (guarded by listMu).
+	listMu   sync.Mutex
+	newest   []*record.CopyList
+	onVoters []*record.CopyList
 
 	urgent  chan struct{} // wakes Run for a round now (Acquire)
 	roundMu sync.Mutex
 	rounded chan struct{} // closed and replaced after every round
 	eager   []bool        // partitions Acquire campaigns for without the retry delay (guarded by mu)
+	carry   []bool        // partitions whose new list of copies the next round renews with (guarded by mu)
 }
 
 // NewManager loads this node's votes and prepares the holder.
@@ -154,7 +176,9 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 	m := &Manager{cfg: cfg, log: cfg.Logger, holder: h, lastVoters: voters, changedAt: changedAt,
 		attempt: make([]time.Time, cfg.Partitions), reported: make([]uint64, cfg.Partitions),
 		voterMu: make([]sync.Mutex, cfg.Partitions), records: make([]Record, cfg.Partitions), seen: make([]Record, cfg.Partitions),
-		urgent: make(chan struct{}, 1), rounded: make(chan struct{}), eager: make([]bool, cfg.Partitions)}
+		urgent: make(chan struct{}, 1), rounded: make(chan struct{}), eager: make([]bool, cfg.Partitions),
+		newest: make([]*record.CopyList, cfg.Partitions), onVoters: make([]*record.CopyList, cfg.Partitions),
+		carry: make([]bool, cfg.Partitions)}
 	for p := range m.records {
 		m.records[p].Partition = p
 		m.seen[p].Partition = p
@@ -166,7 +190,7 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 		}
 		// The expiry is not stored: WaitAtStart covers every lease granted
 		// before the restart. The epoch is, so it never goes back.
-		m.records[p] = Record{Partition: p, Holder: v.Holder, Epoch: v.Epoch}
+		m.records[p] = Record{Partition: p, Holder: v.Holder, Epoch: v.Epoch, List: v.List.Clone()}
 		m.seen[p] = m.records[p]
 		// This node may have held these epochs itself before it restarted:
 		// its next proposal must be higher. And it knows who held the
@@ -325,6 +349,7 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 		}
 	}
 	var votes []record.LeaseVote
+	listOnly := map[int]Record{} // renewals that changed only the list: the record before
 	for i, req := range b.Requests {
 		if req.Partition < 0 || req.Partition >= m.cfg.Partitions {
 			out[i] = Decision{Reason: ReasonInvalid, Record: Record{Partition: req.Partition}}
@@ -332,8 +357,14 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 		}
 		rec := current(req.Partition)
 		n, d := Decide(m.voterState(), rec, req, now, m.cfg.TTL)
-		if d.Granted && (n.Epoch != rec.Epoch || n.Holder != rec.Holder) {
-			votes = append(votes, record.LeaseVote{Partition: req.Partition, Holder: n.Holder, Epoch: n.Epoch})
+		granted := d.Granted && (n.Epoch != rec.Epoch || n.Holder != rec.Holder)
+		if granted || d.Granted && !n.List.Same(rec.List) {
+			votes = append(votes, record.LeaseVote{Partition: req.Partition, Holder: n.Holder, Epoch: n.Epoch, List: n.List.Clone()})
+			if !granted {
+				if _, ok := listOnly[req.Partition]; !ok {
+					listOnly[req.Partition] = rec
+				}
+			}
 		}
 		next[req.Partition] = n
 		out[i] = d
@@ -342,16 +373,30 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 	// never grants the same epoch to someone else. If it cannot be
 	// recorded, only the new grants are refused: renewals and refusals
 	// record nothing new (expiries are not stored), so they stand.
+	// A list of copies is kept only once durable too: a renewal whose
+	// list could not be recorded stands, with the list recorded before
+	// (its holder then sees its list is not held here).
 	if err := m.persist(ctx, votes); err != nil {
 		m.log.Error("could not record new lease grants; refusing them, renewals stand", "grants", len(votes), "err", err)
 		unrecorded := map[int]bool{}
 		for _, v := range votes {
+			if before, ok := listOnly[v.Partition]; ok {
+				n := next[v.Partition]
+				n.List = before.List
+				next[v.Partition] = n
+				continue
+			}
 			unrecorded[v.Partition] = true
 			delete(next, v.Partition)
 		}
 		for i, req := range b.Requests {
-			if unrecorded[req.Partition] {
+			switch {
+			case unrecorded[req.Partition]:
 				out[i] = Decision{Reason: ReasonNotRecorded, Record: m.records[req.Partition]}
+			case out[i].Granted:
+				if _, ok := listOnly[req.Partition]; ok {
+					out[i].Record = next[req.Partition]
+				}
 			}
 		}
 	}
@@ -414,6 +459,7 @@ func (m *Manager) Ended(ctx context.Context, partitions []int) []EndedLease {
 			if !about(partitions[i], d.Record) {
 				continue
 			}
+			m.seeList(partitions[i], d.Record.List)
 			if d.Record.Epoch > newest[i].Epoch {
 				newest[i] = d.Record
 			}
@@ -437,25 +483,73 @@ func (m *Manager) Ended(ctx context.Context, partitions []int) []EndedLease {
 	return out
 }
 
-// persist records new votes together with every earlier one.
+// queuedVotes is one caller's votes waiting to be written.
+type queuedVotes struct {
+	votes []record.LeaseVote
+	done  chan error
+}
+
+// persist records new votes together with every earlier one, in one
+// write with those of the callers waiting meanwhile. The callers' votes
+// are of different partitions (each holds its partitions' voter locks
+// until it returns).
 func (m *Manager) persist(ctx context.Context, votes []record.LeaseVote) error {
 	if len(votes) == 0 {
 		return nil
 	}
+	mine := queuedVotes{votes: votes, done: make(chan error, 1)}
 	m.persistMu.Lock()
-	defer m.persistMu.Unlock()
-	next := make(map[int]record.LeaseVote, len(m.durable)+len(votes))
-	for p, v := range m.durable {
-		next[p] = v
+	m.queued = append(m.queued, mine)
+	if !m.saving {
+		m.saving = true
+		go m.saveQueued(context.WithoutCancel(ctx))
 	}
-	for _, v := range votes {
-		next[v.Partition] = v
-	}
-	if err := m.cfg.Store.SaveLeaseVotes(ctx, next); err != nil {
+	m.persistMu.Unlock()
+	select {
+	case err := <-mine.done:
 		return err
+	case <-ctx.Done():
+		// The write may still happen: the grant is refused here, and a
+		// vote recorded for a grant never announced is harmless (the
+		// epoch is used up, as after any refused campaign).
+		return ctx.Err()
 	}
-	m.durable = next
-	return nil
+}
+
+// saveQueued writes the queued votes, one write for all queued at its
+// start, until none is left.
+func (m *Manager) saveQueued(ctx context.Context) {
+	for {
+		m.persistMu.Lock()
+		batch := m.queued
+		m.queued = nil
+		if len(batch) == 0 {
+			m.saving = false
+			m.persistMu.Unlock()
+			return
+		}
+		next := make(map[int]record.LeaseVote, len(m.durable))
+		for p, v := range m.durable {
+			next[p] = v
+		}
+		m.persistMu.Unlock()
+		for _, q := range batch {
+			for _, v := range q.votes {
+				next[v.Partition] = v
+			}
+		}
+		saveCtx, cancel := context.WithTimeout(ctx, m.cfg.TTL/3)
+		err := m.cfg.Store.SaveLeaseVotes(saveCtx, next)
+		cancel()
+		if err == nil {
+			m.persistMu.Lock()
+			m.durable = next
+			m.persistMu.Unlock()
+		}
+		for _, q := range batch {
+			q.done <- err
+		}
+	}
 }
 
 // Run campaigns, renews and steps down until ctx ends.
@@ -570,12 +664,34 @@ func (m *Manager) Round(ctx context.Context) {
 	for _, r := range renewals {
 		renewing[r.Partition] = true
 		if want[r.Partition] {
+			if plan.List != nil {
+				if l := plan.List(r.Partition); l != nil && l.Epoch == r.Epoch {
+					r.List = l
+				}
+			}
 			b.Requests = append(b.Requests, r)
 		} else if rel, ok := m.holder.StepDown(r.Partition); ok {
 			// The lease is left to run out on the voters rather than
 			// released: a commit that passed its lease check just before
 			// the step-down must end before anyone else can start.
 			m.log.Info("stepping down", "partition", r.Partition, "epoch", rel.Epoch)
+		}
+	}
+	// A new list of copies goes out at once, not at the next renewal due:
+	// the tenure, or the change of copies, waits for the voters to keep it.
+	for p, c := range m.carry {
+		if !c || renewing[p] || !want[p] {
+			continue
+		}
+		m.carry[p] = false
+		if r, ok := m.holder.RenewNow(p, now); ok {
+			renewing[p] = true
+			if plan.List != nil {
+				if l := plan.List(p); l != nil && l.Epoch == r.Epoch {
+					r.List = l
+				}
+			}
+			b.Requests = append(b.Requests, r)
 		}
 	}
 	// While this node's own voter waits out its first TTL, so most likely
@@ -716,6 +832,15 @@ func (m *Manager) toVoters(ctx context.Context, voters []string, b Batch, answer
 // send delivers the batch to every voter (a later renewal supersedes a
 // slower answer anyway).
 func (m *Manager) send(ctx context.Context, voters []string, b Batch, sentAt time.Time) {
+	var keptMu sync.Mutex
+	kept := make([]int, len(b.Requests)) // voters that granted request i keeping its list
+	defer func() {
+		for i, r := range b.Requests {
+			if r.List != nil && kept[i] >= Majority(len(voters)) && m.listKept(r.Partition, r.List) && m.cfg.OnListKept != nil {
+				m.cfg.OnListKept(r.Partition)
+			}
+		}
+	}()
 	m.toVoters(ctx, voters, b, func(v string, ds []Decision, err error) {
 		if err == nil && len(ds) != len(b.Requests) {
 			err = fmt.Errorf("voter %s answered %d decisions for %d requests", v, len(ds), len(b.Requests))
@@ -731,7 +856,97 @@ func (m *Manager) send(ctx context.Context, voters []string, b Batch, sentAt tim
 			m.holder.Observe(b.Requests[i].Partition, v, sentAt, d)
 		}
 		m.mu.Unlock()
+		keptMu.Lock()
+		for i, d := range ds {
+			if d.Granted && b.Requests[i].List != nil && b.Requests[i].List.Same(d.Record.List) {
+				kept[i]++
+			}
+		}
+		keptMu.Unlock()
+		for i, d := range ds {
+			if about(b.Requests[i].Partition, d.Record) {
+				m.seeList(b.Requests[i].Partition, d.Record.List)
+			}
+		}
 	})
+}
+
+// seeList notes a list of copies a voter keeps for partition.
+func (m *Manager) seeList(partition int, l *record.CopyList) {
+	if l == nil || partition < 0 || partition >= m.cfg.Partitions {
+		return
+	}
+	m.listMu.Lock()
+	defer m.listMu.Unlock()
+	m.newest[partition] = record.Newest(m.newest[partition], l).Clone()
+}
+
+// listKept notes that a majority of the voters keeps l, this node's list
+// of copies of partition, and reports whether that is news.
+func (m *Manager) listKept(partition int, l *record.CopyList) bool {
+	m.listMu.Lock()
+	defer m.listMu.Unlock()
+	news := l.Newer(m.onVoters[partition])
+	m.onVoters[partition] = record.Newest(m.onVoters[partition], l).Clone()
+	m.newest[partition] = record.Newest(m.newest[partition], l).Clone()
+	return news
+}
+
+// ListOnVoters is this node's newest list of copies of partition that a
+// majority of the voters kept when it renewed with it (nil: none).
+func (m *Manager) ListOnVoters(partition int) *record.CopyList {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return nil
+	}
+	m.listMu.Lock()
+	defer m.listMu.Unlock()
+	return m.onVoters[partition].Clone()
+}
+
+// CarryList has the next round renew the lease of partition with this
+// node's list of copies at once (Plan.List), rather than when a renewal
+// is next due, and wakes that round: the node records a new list and
+// waits for the voters to keep it.
+func (m *Manager) CarryList(partition int) {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return
+	}
+	m.mu.Lock()
+	m.carry[partition] = true
+	m.mu.Unlock()
+	select {
+	case m.urgent <- struct{}{}:
+	default:
+	}
+}
+
+// KeptEpoch is the epoch of ListOnVoters(partition) (0: none), without a
+// copy: cheap enough for every write's check.
+func (m *Manager) KeptEpoch(partition int) uint64 {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return 0
+	}
+	m.listMu.Lock()
+	defer m.listMu.Unlock()
+	if l := m.onVoters[partition]; l != nil {
+		return l.Epoch
+	}
+	return 0
+}
+
+// NewestList is the newest list of copies of partition this node knows
+// the voters keep: from its own voter record and every voter's answer to
+// its campaigns, renewals and queries (nil: none). A node that won the
+// partition read it from the majority that granted the lease, which
+// shares a voter with every majority that kept a list before.
+func (m *Manager) NewestList(partition int) *record.CopyList {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return nil
+	}
+	own := m.seenRecord(partition).List
+	m.listMu.Lock()
+	defer m.listMu.Unlock()
+	return record.Newest(m.newest[partition], own).Clone()
 }
 
 // report tells OnChange what changed: partitions gained or lost, and

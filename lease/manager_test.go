@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/internal/storetest"
+	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/store"
 )
 
@@ -290,5 +291,55 @@ func TestARestartedVoterKnowsTheHoldersOfItsRecords(t *testing.T) {
 	}
 	if epoch, holder := m.Learned(0); epoch != 0 || holder != "" {
 		t.Errorf("partition 0, never granted, learned as epoch %d held by %q", epoch, holder)
+	}
+}
+
+// A holder's renewal carries its list of copies; once a majority of the
+// voters keeps it, ListOnVoters reports it, and a node that wins the lease
+// after the holder is gone reads it from the voters that granted it
+// (NewestList), whatever its own table says. a is the only voter here.
+func TestTheVotersKeepTheHoldersListOfCopies(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	const ttl = 3 * time.Second
+	clock := func() time.Time { return now }
+	var carried *record.CopyList
+	planA := func() Plan {
+		return Plan{Voters: []string{"a"}, Want: func(int) bool { return true },
+			List: func(int) *record.CopyList { return carried }}
+	}
+	a, err := NewManager(ctx, ManagerConfig{Self: "a", Partitions: 1, TTL: ttl, Store: openStore(t), Transport: cutNetwork{}, Plan: planA, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Round(ctx)
+	epoch, ok := a.Holds(0)
+	if !ok {
+		t.Fatal("a, the only voter, did not take the lease")
+	}
+	if l := a.ListOnVoters(0); l != nil {
+		t.Fatalf("a list on the voters before any renewal carried one: %+v", l)
+	}
+	carried = &record.CopyList{Epoch: epoch, Seq: 2, Copies: []string{"a", "c"}}
+	now = now.Add(ttl / 2) // a renewal is due
+	a.Round(ctx)
+	if l := a.ListOnVoters(0); !l.Same(carried) || a.KeptEpoch(0) != epoch {
+		t.Fatalf("after a renewal with %+v the voters keep %+v (epoch %d)", carried, l, a.KeptEpoch(0))
+	}
+	// a stops wanting the partition; b campaigns once the lease ran out.
+	planB := func() Plan { return Plan{Voters: []string{"a"}, Want: func(int) bool { return true }} }
+	b, err := NewManager(ctx, ManagerConfig{Self: "b", Partitions: 1, TTL: ttl, Store: openStore(t), Transport: voteVia{a}, Plan: planB, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * ttl)
+	b.Round(ctx) // refused at an epoch a had: b learns a's
+	now = now.Add(ttl / 4)
+	b.Round(ctx)
+	if _, ok := b.Holds(0); !ok {
+		t.Fatal("b did not win the lease after a's ran out")
+	}
+	if l := b.NewestList(0); !l.Same(carried) {
+		t.Fatalf("b read %+v from the voters that granted it, want a's list %+v", l, carried)
 	}
 }

@@ -75,13 +75,40 @@ func MayCampaign(self string, positions map[string]Position, rf int) (bool, stri
 // writes may have a majority with a copy not heard), never step down: it
 // may be unable to win.
 func ConfirmTenure(self string, own Position, up, over map[string]Position, rf int) (confirmed, stepDown bool, why string) {
+	return confirmTenure(self, own, up, over, rf, true)
+}
+
+// ConfirmOnList is ConfirmTenure over the copies of list alone: the
+// regular copies the previous master last counted writes on, as the
+// lease voters keep them (record.CopyList), when this node's table names
+// another list. Answers of other copies do not count, and this node
+// counts itself only if list names it: a write acknowledged on a
+// majority of list is then on one of the copies heard.
+func ConfirmOnList(self string, own Position, up, over map[string]Position, list []string, rf int) (confirmed, stepDown bool, why string) {
+	in := func(m map[string]Position) map[string]Position {
+		out := map[string]Position{}
+		for id, pos := range m {
+			if slices.Contains(list, id) {
+				out[id] = pos
+			}
+		}
+		return out
+	}
+	return confirmTenure(self, own, in(up), in(over), rf, slices.Contains(list, self))
+}
+
+func confirmTenure(self string, own Position, up, over map[string]Position, rf int, selfCounts bool) (confirmed, stepDown bool, why string) {
+	mine := 0
+	if selfCounts {
+		mine = 1
+	}
 	for id, pos := range up {
 		if id != self && pos.Compare(own) > 0 {
 			return false, true, fmt.Sprintf("%s is ahead at %s, this node is at %s", id, pos, own)
 		}
 	}
 	need := rf - rf/2
-	if len(up)+1 >= need {
+	if len(up)+mine >= need {
 		return true, false, ""
 	}
 	for id, pos := range over {
@@ -89,8 +116,8 @@ func ConfirmTenure(self string, own Position, up, over map[string]Position, rf i
 			return false, false, fmt.Sprintf("%s, whose lease is over, is ahead at %s and the others are too few to decide", id, pos)
 		}
 	}
-	if len(up)+len(over)+1 >= need {
+	if len(up)+len(over)+mine >= need {
 		return true, false, ""
 	}
-	return false, false, fmt.Sprintf("heard from %d copies since winning, need %d", len(up)+len(over)+1, need)
+	return false, false, fmt.Sprintf("heard from %d copies since winning, need %d", len(up)+len(over)+mine, need)
 }

@@ -103,3 +103,34 @@ func TestConfirmTenure(t *testing.T) {
 		}
 	}
 }
+
+// ConfirmOnList counts only the copies of the list the voters keep, and
+// this node only when the list names it: with RF 2 a node the list does
+// not name needs an answer from one of its copies, and steps down when
+// that copy is ahead (the open sequence of docs/reliability.md, seventh
+// session, where the new master confirmed on itself alone).
+func TestConfirmOnList(t *testing.T) {
+	p := func(e, s uint64) Position { return Position{Epoch: e, Seq: s} }
+	own := p(2, 5)
+	none := map[string]Position{}
+	cases := []struct {
+		name              string
+		up, over          map[string]Position
+		list              []string
+		rf                int
+		confirmed, stepDn bool
+	}{
+		{"RF 2, not on the list, nobody of it heard: wait", none, map[string]Position{"m": p(2, 3)}, []string{"a", "n3"}, 2, false, false},
+		{"RF 2, not on the list, its copy ahead: step down", map[string]Position{"n3": p(2, 10)}, none, []string{"a", "n3"}, 2, false, true},
+		{"RF 2, not on the list, its copy behind: confirmed", map[string]Position{"n3": p(2, 4)}, none, []string{"a", "n3"}, 2, true, false},
+		{"RF 2, on the list: itself suffices", none, none, []string{"c", "a"}, 2, true, false},
+		{"an answer of a copy off the list does not count", map[string]Position{"x": p(2, 1)}, none, []string{"a", "n3"}, 2, false, false},
+		{"RF 3, on the list, one other answer: confirmed", map[string]Position{"b": p(2, 5)}, none, []string{"a", "b", "c"}, 3, true, false},
+	}
+	for _, c := range cases {
+		confirmed, stepDown, why := ConfirmOnList("c", own, c.up, c.over, c.list, c.rf)
+		if confirmed != c.confirmed || stepDown != c.stepDn {
+			t.Errorf("%s: confirmed %v step down %v (%s), want %v %v", c.name, confirmed, stepDown, why, c.confirmed, c.stepDn)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/shoal-db/shoal/record"
 )
 
 // Record is a voter's lease record for one partition, as kept in its store.
@@ -18,6 +20,10 @@ type Record struct {
 	// Released: the holder gave the lease up early, by an orderly handoff
 	// (it did not fail).
 	Released bool `json:"released,omitempty"`
+	// List is the newest list of regular copies a holder of the
+	// partition granted by this voter carried (record.CopyList): kept
+	// across later grants until a holder carries a newer one.
+	List *record.CopyList `json:"list,omitempty"`
 }
 
 // Live reports whether the record names a holder whose lease has not yet
@@ -49,6 +55,9 @@ type Request struct {
 	// changes only the refusal code (not-holder instead of stale-epoch): a
 	// renewal that meets the conditions of a new grant is granted like one.
 	Renew bool `json:"renew,omitempty"`
+	// List, on a request of the holder, is its list of regular copies;
+	// a grant keeps it if it is not older than the one recorded.
+	List *record.CopyList `json:"list,omitempty"`
 }
 
 // Reason is the stable code of a refusal.
@@ -225,7 +234,10 @@ func Decide(v VoterState, rec Record, req Request, now time.Time, ttl time.Durat
 	if rec.Until.After(until) {
 		until = rec.Until // never shorten a lease on a grant
 	}
-	next := Record{Partition: req.Partition, Holder: req.Candidate, Epoch: req.Epoch, Until: until}
+	next := Record{Partition: req.Partition, Holder: req.Candidate, Epoch: req.Epoch, Until: until, List: rec.List}
+	if req.List != nil && req.List.Epoch <= req.Epoch && (rec.List == nil || !rec.List.Newer(req.List)) {
+		next.List = req.List.Clone()
+	}
 	return next, Decision{Granted: true, Record: next}
 }
 

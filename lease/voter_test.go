@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"github.com/shoal-db/shoal/record"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -64,26 +65,26 @@ func TestDecideTable(t *testing.T) {
 		reason Reason // "" means granted
 		until  time.Time
 	}{
-		{"new lease on empty record", VoterState{}, Record{}, Request{3, "b", 1, false}, "", now.Add(ttl)},
-		{"held by other, higher epoch", VoterState{}, live, Request{3, "b", 6, false}, ReasonHeldByOther, time.Time{}},
-		{"held by other, renewal flag", VoterState{}, live, Request{3, "b", 6, true}, ReasonHeldByOther, time.Time{}},
-		{"expired, same epoch other node", VoterState{}, expired, Request{3, "b", 5, false}, ReasonStaleEpoch, time.Time{}},
-		{"expired, lower epoch", VoterState{}, expired, Request{3, "b", 4, false}, ReasonStaleEpoch, time.Time{}},
-		{"expired, higher epoch", VoterState{}, expired, Request{3, "b", 6, false}, "", now.Add(ttl)},
-		{"renewal by holder", VoterState{}, live, Request{3, "a", 5, true}, "", now.Add(ttl)},
-		{"retried acquisition by holder", VoterState{}, live, Request{3, "a", 5, false}, "", now.Add(ttl)},
-		{"holder takes a higher epoch while live", VoterState{}, live, Request{3, "a", 6, false}, "", now.Add(ttl)},
-		{"holder renews a stale epoch", VoterState{}, live, Request{3, "a", 4, true}, ReasonNotHolder, time.Time{}},
-		{"lapsed renewal nobody replaced", VoterState{}, expired, Request{3, "a", 5, true}, "", now.Add(ttl)},
-		{"renewal superseded by later epoch", VoterState{}, Record{Partition: 3, Holder: "b", Epoch: 6, Until: at(-time.Second)}, Request{3, "a", 5, true}, ReasonNotHolder, time.Time{}},
-		{"renewal of a released lease", VoterState{}, Record{Partition: 3, Holder: "a", Epoch: 5, Until: at(-time.Second), Released: true}, Request{3, "a", 5, true}, ReasonNotHolder, time.Time{}},
-		{"new lease after a release", VoterState{}, Record{Partition: 3, Holder: "a", Epoch: 5, Until: at(0), Released: true}, Request{3, "b", 6, false}, "", now.Add(ttl)},
-		{"renewal at a voter without the record", VoterState{}, Record{}, Request{3, "a", 5, true}, "", now.Add(ttl)},
-		{"new voter waits", VoterState{Since: at(0)}, Record{}, Request{3, "a", 1, false}, ReasonNewVoterWait, time.Time{}},
-		{"new voter waits for renewals too", VoterState{Since: at(0)}, live, Request{3, "a", 5, true}, ReasonNewVoterWait, time.Time{}},
-		{"new voter after one ttl", VoterState{Since: at(-ttl + time.Second)}, Record{}, Request{3, "a", 1, false}, "", now.Add(ttl)},
-		{"epoch zero", VoterState{}, Record{}, Request{3, "a", 0, false}, ReasonInvalid, time.Time{}},
-		{"no candidate", VoterState{}, Record{}, Request{3, "", 1, false}, ReasonInvalid, time.Time{}},
+		{"new lease on empty record", VoterState{}, Record{}, Request{3, "b", 1, false, nil}, "", now.Add(ttl)},
+		{"held by other, higher epoch", VoterState{}, live, Request{3, "b", 6, false, nil}, ReasonHeldByOther, time.Time{}},
+		{"held by other, renewal flag", VoterState{}, live, Request{3, "b", 6, true, nil}, ReasonHeldByOther, time.Time{}},
+		{"expired, same epoch other node", VoterState{}, expired, Request{3, "b", 5, false, nil}, ReasonStaleEpoch, time.Time{}},
+		{"expired, lower epoch", VoterState{}, expired, Request{3, "b", 4, false, nil}, ReasonStaleEpoch, time.Time{}},
+		{"expired, higher epoch", VoterState{}, expired, Request{3, "b", 6, false, nil}, "", now.Add(ttl)},
+		{"renewal by holder", VoterState{}, live, Request{3, "a", 5, true, nil}, "", now.Add(ttl)},
+		{"retried acquisition by holder", VoterState{}, live, Request{3, "a", 5, false, nil}, "", now.Add(ttl)},
+		{"holder takes a higher epoch while live", VoterState{}, live, Request{3, "a", 6, false, nil}, "", now.Add(ttl)},
+		{"holder renews a stale epoch", VoterState{}, live, Request{3, "a", 4, true, nil}, ReasonNotHolder, time.Time{}},
+		{"lapsed renewal nobody replaced", VoterState{}, expired, Request{3, "a", 5, true, nil}, "", now.Add(ttl)},
+		{"renewal superseded by later epoch", VoterState{}, Record{Partition: 3, Holder: "b", Epoch: 6, Until: at(-time.Second)}, Request{3, "a", 5, true, nil}, ReasonNotHolder, time.Time{}},
+		{"renewal of a released lease", VoterState{}, Record{Partition: 3, Holder: "a", Epoch: 5, Until: at(-time.Second), Released: true}, Request{3, "a", 5, true, nil}, ReasonNotHolder, time.Time{}},
+		{"new lease after a release", VoterState{}, Record{Partition: 3, Holder: "a", Epoch: 5, Until: at(0), Released: true}, Request{3, "b", 6, false, nil}, "", now.Add(ttl)},
+		{"renewal at a voter without the record", VoterState{}, Record{}, Request{3, "a", 5, true, nil}, "", now.Add(ttl)},
+		{"new voter waits", VoterState{Since: at(0)}, Record{}, Request{3, "a", 1, false, nil}, ReasonNewVoterWait, time.Time{}},
+		{"new voter waits for renewals too", VoterState{Since: at(0)}, live, Request{3, "a", 5, true, nil}, ReasonNewVoterWait, time.Time{}},
+		{"new voter after one ttl", VoterState{Since: at(-ttl + time.Second)}, Record{}, Request{3, "a", 1, false, nil}, "", now.Add(ttl)},
+		{"epoch zero", VoterState{}, Record{}, Request{3, "a", 0, false, nil}, ReasonInvalid, time.Time{}},
+		{"no candidate", VoterState{}, Record{}, Request{3, "", 1, false, nil}, ReasonInvalid, time.Time{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -306,5 +307,40 @@ func TestRecordEnded(t *testing.T) {
 		if got := c.rec.Ended(c.at, ttl); got != c.want {
 			t.Errorf("%s: Ended = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A voter keeps the newest list of copies its holders renewed with, and
+// keeps it across a grant to another node: the next master reads it from
+// the voters that granted it. An older list, or one of a later epoch than
+// the request's, is not taken.
+func TestAVoterKeepsTheNewestListOfCopies(t *testing.T) {
+	now := time.Unix(1000, 0)
+	ttl := 10 * time.Second
+	list := func(e, s uint64, copies ...string) *record.CopyList {
+		return &record.CopyList{Epoch: e, Seq: s, Copies: copies}
+	}
+	rec := Record{Partition: 3, Holder: "a", Epoch: 5, Until: now.Add(ttl), List: list(5, 2, "a", "b")}
+	for _, c := range []struct {
+		name string
+		req  Request
+		want *record.CopyList
+	}{
+		{"a renewal with a newer list", Request{3, "a", 5, true, list(5, 3, "a", "c")}, list(5, 3, "a", "c")},
+		{"a renewal with the same list", Request{3, "a", 5, true, list(5, 2, "a", "b")}, list(5, 2, "a", "b")},
+		{"a renewal with an older list", Request{3, "a", 5, true, list(5, 1, "a", "d")}, list(5, 2, "a", "b")},
+		{"a renewal without a list", Request{3, "a", 5, true, nil}, list(5, 2, "a", "b")},
+		{"a list of a later epoch than the lease", Request{3, "a", 5, true, list(6, 1, "a", "d")}, list(5, 2, "a", "b")},
+	} {
+		next, d := Decide(VoterState{}, rec, c.req, now, ttl)
+		if !d.Granted || !next.List.Same(c.want) || !d.Record.List.Same(c.want) {
+			t.Errorf("%s: granted %v, kept %+v (answered %+v), want %+v", c.name, d.Granted, next.List, d.Record.List, c.want)
+		}
+	}
+	expired := rec
+	expired.Until = now.Add(-time.Second)
+	next, d := Decide(VoterState{}, expired, Request{3, "b", 6, false, nil}, now, ttl)
+	if !d.Granted || next.Holder != "b" || !next.List.Same(list(5, 2, "a", "b")) || !d.Record.List.Same(list(5, 2, "a", "b")) {
+		t.Errorf("a grant to the next holder: %+v, %+v; want the list kept and answered", next, d)
 	}
 }

@@ -11,4 +11,7 @@ type LeaseVote struct {
 	Partition int    `bson:"p"`
 	Holder    string `bson:"h"`
 	Epoch     uint64 `bson:"e"`
+	// List is the newest list of regular copies a holder renewed with
+	// (CopyList); it outlives the grant it came with until a later one.
+	List *CopyList `bson:"l,omitempty"`
 }

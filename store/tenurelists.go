@@ -10,6 +10,9 @@ import (
 type TenureList struct {
 	Epoch    uint64
 	Replicas []string
+	// Seq numbers the lists recorded for one tenure (from 1): the lease
+	// voters keep the newest (record.CopyList).
+	Seq uint64
 }
 
 // tenureList is one partition's TenureList as stored.
@@ -17,6 +20,7 @@ type tenureList struct {
 	Partition int      `bson:"p"`
 	Epoch     uint64   `bson:"e"`
 	Replicas  []string `bson:"r"`
+	Seq       uint64   `bson:"s,omitempty"`
 }
 
 // All lists live in one document, like the lease votes: one small write
@@ -38,7 +42,7 @@ func (s *Store) TenureReplicas(ctx context.Context) (map[int]TenureList, error) 
 	}
 	out := make(map[int]TenureList, len(doc.Lists))
 	for _, l := range doc.Lists {
-		out[l.Partition] = TenureList{Epoch: l.Epoch, Replicas: l.Replicas}
+		out[l.Partition] = TenureList{Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq}
 	}
 	return out, nil
 }
@@ -47,7 +51,7 @@ func (s *Store) TenureReplicas(ctx context.Context) (map[int]TenureList, error) 
 func (s *Store) SaveTenureReplicas(ctx context.Context, lists map[int]TenureList) error {
 	doc := tenureListsDoc{ID: "tenure-replicas", Lists: make([]tenureList, 0, len(lists))}
 	for p, l := range lists {
-		doc.Lists = append(doc.Lists, tenureList{Partition: p, Epoch: l.Epoch, Replicas: l.Replicas})
+		doc.Lists = append(doc.Lists, tenureList{Partition: p, Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq})
 	}
 	slices.SortFunc(doc.Lists, func(a, b tenureList) int { return a.Partition - b.Partition })
 	return s.writeLeaseDoc(ctx, "tenure_replicas_save", "tenure-replicas", "the replica lists of this node's tenures", doc)

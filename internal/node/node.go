@@ -20,6 +20,7 @@ import (
 	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/placement"
+	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
@@ -64,6 +65,9 @@ type Node struct {
 	// runs.
 	tenureLists     map[int]store.TenureList
 	listsSaveLogged time.Time
+	// recordedLists is tenureLists as last recorded, for the lease
+	// manager's renewals (copyList); replaced whole, never changed.
+	recordedLists atomic.Pointer[map[int]store.TenureList]
 	// drainWaits: since when draining copies are kept (chooseReplicas).
 	drainWaits drainWaits
 }
@@ -165,6 +169,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	}
 	n.leases, err = lease.NewManager(ctx, lease.ManagerConfig{Self: cfg.NodeID, Partitions: cfg.PartitionCount, TTL: cfg.LeaseTTL,
 		Store: st, Transport: leaseTransport{cl}, Plan: n.leasePlan, WaitAtStart: !solo, OnChange: n.masterChanged, Logger: log,
+		OnListKept:    func(int) { n.wakeTenures(); n.wakeReplicas() },
 		InitialVoters: initialVoters})
 	if err != nil {
 		return fail(err)
@@ -185,7 +190,8 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		writable: n.writable, caughtUp: n.caughtUp, masterChanged: n.masterChanged})
 	n.promote = newPromotion(&promotionDeps{self: cfg.NodeID, partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
 		log: log, leases: n.leases, writer: n.writer, table: table, peers: cl, voters: place.Voters,
-		copies: n.copies, lapseOf: n.lapseOf, wakeTenures: n.wakeTenures})
+		copies: n.copies, lapseOf: n.lapseOf, wakeTenures: n.wakeTenures,
+		broadcast: func(as []shard.Assignment) { n.cluster.Broadcast(shard.EncodeAssignments(as)) }})
 	if err := n.writer.LoadAll(ctx); err != nil {
 		return fail(fmt.Errorf("reading partition positions: %w", err))
 	}
@@ -202,6 +208,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	if n.tenureLists, err = st.TenureReplicas(ctx); err != nil {
 		return fail(err)
 	}
+	n.recordedLists.Store(&n.tenureLists)
 	for p, l := range n.tenureLists {
 		if p >= 0 && p < cfg.PartitionCount {
 			n.listRecorded[p].Store(l.Epoch)
@@ -381,7 +388,7 @@ func (n *Node) leasePlan() lease.Plan {
 		return !ok || n.downTooLong(m, now)
 	}
 	copies := n.copies()
-	return lease.Plan{Voters: voters, Settle: n.cfg.LeaseTTL + n.cfg.PeersRefresh,
+	return lease.Plan{Voters: voters, Settle: n.cfg.LeaseTTL + n.cfg.PeersRefresh, List: n.copyList,
 		Want: func(p int) bool {
 			// A node is passed over when gossip does not see it UP, or when
 			// this node, as a voter, saw its lease of p end with nobody
@@ -434,7 +441,7 @@ func (n *Node) lapseOf(p int) placement.Lapse {
 // replicas, without them, could be promoted.
 func (n *Node) writable(p int) (uint64, bool) {
 	e, ok := n.leases.Holds(p)
-	if !ok || !n.promote.confirmed(p, e) || n.listRecorded[p].Load() < e {
+	if !ok || !n.promote.confirmed(p, e) || n.listRecorded[p].Load() < e || n.leases.KeptEpoch(p) < e {
 		return 0, false
 	}
 	return e, true
@@ -775,17 +782,34 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 	recordedNow := true // no change to record, or recorded
 	lists := maps.Clone(n.tenureLists)
 	for i, a := range masters {
-		lists[a.Partition] = store.TenureList{Epoch: a.Epoch, Replicas: slices.Clone(q.Replicas(plans[i].Replicas))}
+		next := store.TenureList{Epoch: a.Epoch, Replicas: slices.Clone(q.Replicas(plans[i].Replicas)), Seq: 1}
+		if before, ok := lists[a.Partition]; ok && before.Epoch == a.Epoch {
+			next.Seq = before.Seq
+			if !slices.Equal(before.Replicas, next.Replicas) {
+				next.Seq++
+			}
+		}
+		lists[a.Partition] = next
 	}
 	if !maps.EqualFunc(lists, n.tenureLists, func(a, b store.TenureList) bool {
-		return a.Epoch == b.Epoch && slices.Equal(a.Replicas, b.Replicas)
+		return a.Epoch == b.Epoch && a.Seq == b.Seq && slices.Equal(a.Replicas, b.Replicas)
 	}) {
 		saveCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
 		err := n.store.SaveTenureReplicas(saveCtx, lists)
 		cancel()
 		recordedNow = err == nil
 		if err == nil {
+			var carry []int
+			for p, l := range lists {
+				if before, ok := n.tenureLists[p]; !ok || before.Epoch != l.Epoch || before.Seq != l.Seq {
+					carry = append(carry, p)
+				}
+			}
 			n.tenureLists = lists
+			n.recordedLists.Store(&lists)
+			for _, p := range carry {
+				n.leases.CarryList(p)
+			}
 			n.listsRecorded(lists)
 		} else if time.Since(n.listsSaveLogged) > time.Minute {
 			n.listsSaveLogged = time.Now()
@@ -800,6 +824,12 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		}
 		recorded := n.tenureLists[a.Partition]
 		replicas := placement.ListToApply(current, plans[i].Replicas, a.Epoch, recorded.Epoch, recorded.Replicas, copies, recordedNow)
+		if !slices.Equal(q.Replicas(replicas), q.Replicas(current)) && !n.listKept(a.Partition, recorded) {
+			// A change of regular copies waits until the lease voters keep
+			// the new list: a node that takes the partition over reads the
+			// list from them, not from gossip (the next renewal carries it).
+			replicas = current
+		}
 		if slices.Equal(replicas, current) {
 			continue
 		}
@@ -816,6 +846,29 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		changed = changed[k:]
 	}
 	return due
+}
+
+// listKept reports whether a majority of the lease voters keeps l, the
+// list recorded for partition p (lease.Manager.ListOnVoters).
+func (n *Node) listKept(p int, l store.TenureList) bool {
+	kept := n.leases.ListOnVoters(p)
+	return kept != nil && kept.Epoch == l.Epoch && kept.Seq >= l.Seq
+}
+
+// copyList is this node's recorded list of regular copies of partition
+// p, master first, as its lease renewals carry it (nil: none recorded).
+// It reads only the published record: the lease manager asks it holding
+// its own lock.
+func (n *Node) copyList(p int) *record.CopyList {
+	lists := n.recordedLists.Load()
+	if lists == nil {
+		return nil
+	}
+	l, ok := (*lists)[p]
+	if !ok || l.Epoch == 0 {
+		return nil
+	}
+	return &record.CopyList{Epoch: l.Epoch, Seq: max(l.Seq, 1), Copies: append([]string{n.cfg.NodeID}, l.Replicas...)}
 }
 
 // listsRecorded notes the epochs of the replica lists just recorded, and

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/placement"
+	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -89,6 +91,8 @@ type promotionDeps struct {
 	copies      func() int
 	lapseOf     func(p int) placement.Lapse
 	wakeTenures func()
+	// broadcast gossips assignments this node changed in the table.
+	broadcast func([]shard.Assignment)
 }
 
 // promotionLeases is the lease manager as promotion uses it
@@ -99,6 +103,9 @@ type promotionLeases interface {
 	RecordStale(p int) bool
 	Ended(ctx context.Context, ps []int) []lease.EndedLease
 	Yield(ctx context.Context, p int) bool
+	// NewestList is the newest list of regular copies the voters keep
+	// (lease.Manager.NewestList).
+	NewestList(p int) *record.CopyList
 }
 
 // promotionWriter is the partition writer as promotion uses it
@@ -379,7 +386,9 @@ func (pr *promotion) confirm(ctx context.Context) {
 	}
 	states := pr.peers.States()
 	byMember := map[string][]int{}
-	everyone := map[int]bool{} // partitions whose check asks every member
+	everyone := map[int]bool{}              // partitions whose check asks every member
+	tableList := map[int][]string{}         // the regular copies the table names
+	voterList := map[int]*record.CopyList{} // an earlier tenure's list the voters keep
 	for p, c := range checks {
 		if e, ok := pr.leases.Holds(p); !ok || e != c.epoch {
 			pr.mu.Lock()
@@ -387,7 +396,22 @@ func (pr *promotion) confirm(ctx context.Context) {
 			pr.mu.Unlock()
 			continue
 		}
-		ask := confirmAsks(pr.self, shard.WriteQuorum(pr.copies()).Regular(pr.table.Get(p).Responsible), states)
+		regular := shard.WriteQuorum(pr.copies()).Regular(pr.table.Get(p).Responsible)
+		tableList[p] = regular
+		// The list the previous master last counted writes on is the one
+		// the voters keep (the majority that granted this tenure shares a
+		// voter with the one that kept it); this node's table may not
+		// have heard of it. Its copies are asked too.
+		if l := pr.leases.NewestList(p); l != nil && l.Epoch < c.epoch {
+			voterList[p] = l
+			regular = slices.Clone(regular)
+			for _, id := range l.Copies {
+				if !slices.Contains(regular, id) {
+					regular = append(regular, id)
+				}
+			}
+		}
+		ask := confirmAsks(pr.self, regular, states)
 		everyone[p] = ask.everyone
 		for _, id := range ask.members {
 			byMember[id] = append(byMember[id], p)
@@ -436,7 +460,26 @@ func (pr *promotion) confirm(ctx context.Context) {
 				up[id] = pos
 			}
 		}
-		ok, stepDown, why := lease.ConfirmTenure(pr.self, pr.writer.Applied(p), up, over, pr.copies())
+		// Confirmed on the table's list (as before the voters kept
+		// lists: a write counted on it while the voters' list was not yet
+		// taken is on a majority of it) and on the voters' list.
+		own := pr.writer.Applied(p)
+		var ok, stepDown bool
+		var why string
+		if everyone[p] {
+			ok, stepDown, why = lease.ConfirmTenure(pr.self, own, up, over, pr.copies())
+		} else {
+			ok, stepDown, why = lease.ConfirmOnList(pr.self, own, up, over, tableList[p], pr.copies())
+		}
+		if l := voterList[p]; l != nil && !stepDown {
+			ok2, step2, why2 := lease.ConfirmOnList(pr.self, own, up, over, l.Copies, pr.copies())
+			switch {
+			case step2:
+				ok, stepDown, why = false, true, why2
+			case !ok2 && ok:
+				ok, why = false, fmt.Sprintf("the copies the voters keep for epoch %d (%v): %s", l.Epoch, l.Copies, why2)
+			}
+		}
 		switch {
 		case ok:
 			pr.mu.Lock()
@@ -448,6 +491,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 			// so releasing the lease at once is safe.
 			pr.log.Warn("won a partition by the promotion rule, but a copy is ahead; stepping down so that it campaigns",
 				"partition", p, "epoch", c.epoch, "why", why)
+			pr.listAhead(p, c.epoch, up, own)
 			pr.leases.Yield(ctx, p)
 			pr.mu.Lock()
 			delete(pr.unconfirmed, p)
@@ -455,6 +499,29 @@ func (pr *promotion) confirm(ctx context.Context) {
 			pr.yielded[p] = c.epoch
 			pr.mu.Unlock()
 		}
+	}
+}
+
+// listAhead gives the copy furthest ahead of own a regular slot in this
+// tenure's list, right after this node, and gossips it, before this node
+// yields: a copy the voters' list names but this node's table did not
+// may not know it holds a regular copy, and would never campaign.
+func (pr *promotion) listAhead(p int, epoch uint64, up map[string]store.Position, own store.Position) {
+	ahead, best := "", own
+	for _, id := range slices.Sorted(maps.Keys(up)) {
+		if up[id].Compare(best) > 0 {
+			ahead, best = id, up[id]
+		}
+	}
+	a := pr.table.Get(p)
+	if ahead == "" || a.Master != pr.self || a.Epoch != epoch || len(a.Responsible) > 1 && a.Responsible[1] == ahead {
+		return
+	}
+	rest := slices.DeleteFunc(slices.Clone(a.Responsible), func(id string) bool { return id == pr.self || id == ahead })
+	a.Responsible = append([]string{pr.self, ahead}, rest...)
+	a.Revision++
+	if pr.table.Merge(a) && pr.broadcast != nil {
+		pr.broadcast([]shard.Assignment{a})
 	}
 }
 

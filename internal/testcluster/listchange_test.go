@@ -2,7 +2,6 @@ package testcluster_test
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -19,18 +18,17 @@ import (
 // broadcast of the new list never leaves); node2 is stopped, and node1
 // replaces it by node3 once node3 holds the partition. node1 acknowledges
 // majority writes on itself and node3, and stops. node2 restarts knowing
-// only the old list, [node1, node2]: by the promotion rule it needs only
-// its own answer, takes the partition over, and node3 rolls the writes
-// back.
+// only the old list, [node1, node2], in which the promotion rule needs
+// only its own answer.
 //
-// OPEN: this fails today (the copies that decide a failover learn the
-// replica list by gossip only; the fix planned is that the lease voters
-// keep it). It runs only with SHOAL_OPEN_BUGS=1, so that .ci/run stays
-// green until the fix lands with it.
+// Failed every time before the lease voters kept each master's list of
+// copies (5 of 5 writes lost): the copies that decide a failover knew
+// the list by gossip only, so node2 took the partition over and node3
+// rolled the writes back. Now node1 counts on the new list only once a
+// majority of the voters keeps it, node2 reads it from the voters that
+// grant it the lease, finds node3 ahead and steps down, and node3 takes
+// over.
 func TestAMasterThatDiesRightAfterAListChangeLosesNoMajorityWrite(t *testing.T) {
-	if os.Getenv("SHOAL_OPEN_BUGS") != "1" {
-		t.Skip("reproduces an open data-loss bug (docs/reliability.md, Seventh session); run with SHOAL_OPEN_BUGS=1")
-	}
 	c := testcluster.Start(t, 3)
 	token := testnode.AdminToken(t)
 	user, p := userPlacedOn(t, c, "node1", "node2")

@@ -1,0 +1,58 @@
+package record
+
+import "slices"
+
+// CopyList is a master's list of the regular copies of a partition (the
+// copies a write concern counts, the master first), as the lease voters
+// keep it: a master renews its lease with its list, and counts writes on
+// a new list only once a majority of the voters holds it, so a node that
+// takes the partition over reads the list the last master counted on
+// from the voters that granted it, whatever its own table says. Seq
+// orders the lists of one tenure (Epoch): it grows with every list the
+// master records.
+type CopyList struct {
+	Epoch  uint64   `bson:"e" json:"epoch"`
+	Seq    uint64   `bson:"s" json:"seq"`
+	Copies []string `bson:"c" json:"copies"`
+}
+
+// Newer reports whether l is a later list than o (a nil o is older than
+// any list).
+func (l CopyList) Newer(o *CopyList) bool {
+	if o == nil {
+		return true
+	}
+	if l.Epoch != o.Epoch {
+		return l.Epoch > o.Epoch
+	}
+	return l.Seq > o.Seq
+}
+
+// Same reports whether l and o are the same list (both nil counts).
+func (l *CopyList) Same(o *CopyList) bool {
+	if l == nil || o == nil {
+		return l == nil && o == nil
+	}
+	return l.Epoch == o.Epoch && l.Seq == o.Seq && slices.Equal(l.Copies, o.Copies)
+}
+
+// Clone returns a copy of l that shares nothing with it (nil for nil).
+func (l *CopyList) Clone() *CopyList {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	c.Copies = slices.Clone(l.Copies)
+	return &c
+}
+
+// Newest returns whichever of a and b is newer (either may be nil).
+func Newest(a, b *CopyList) *CopyList {
+	if a == nil {
+		return b
+	}
+	if b == nil || !b.Newer(a) {
+		return a
+	}
+	return b
+}
