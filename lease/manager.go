@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -129,7 +130,7 @@ type Manager struct {
 	// kept by voters (any voter's answer), and its own list as last kept
 	// by a majority of them (guarded by listMu).
 	listMu   sync.Mutex
-	newest   []*record.CopyList
+	newest   [][]*record.CopyList // per partition: the two latest lists of the newest epoch seen
 	onVoters []*record.CopyList
 
 	urgent  chan struct{} // wakes Run for a round now (Acquire)
@@ -177,7 +178,7 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 		attempt: make([]time.Time, cfg.Partitions), reported: make([]uint64, cfg.Partitions),
 		voterMu: make([]sync.Mutex, cfg.Partitions), records: make([]Record, cfg.Partitions), seen: make([]Record, cfg.Partitions),
 		urgent: make(chan struct{}, 1), rounded: make(chan struct{}), eager: make([]bool, cfg.Partitions),
-		newest: make([]*record.CopyList, cfg.Partitions), onVoters: make([]*record.CopyList, cfg.Partitions),
+		newest: make([][]*record.CopyList, cfg.Partitions), onVoters: make([]*record.CopyList, cfg.Partitions),
 		carry: make([]bool, cfg.Partitions)}
 	for p := range m.records {
 		m.records[p].Partition = p
@@ -718,16 +719,22 @@ func (m *Manager) Round(ctx context.Context) {
 	// answers a campaign only once its grant is in its store, and a slow
 	// store must not hold up the renewals (they record nothing new) until
 	// the leases run out.
-	var renew, fresh Batch
+	// Renewals that carry a list not yet kept go in a third batch: the
+	// voter records such a list before it answers, and a slow store must
+	// not hold up the plain renewals either.
+	var renew, renewList, fresh Batch
 	for _, r := range b.Requests {
-		if renewing[r.Partition] {
-			renew.Requests = append(renew.Requests, r)
-		} else {
+		switch {
+		case !renewing[r.Partition]:
 			fresh.Requests = append(fresh.Requests, r)
+		case r.List != nil && !m.isKept(r.Partition, r.List):
+			renewList.Requests = append(renewList.Requests, r)
+		default:
+			renew.Requests = append(renew.Requests, r)
 		}
 	}
 	var wg sync.WaitGroup
-	for _, part := range []Batch{renew, fresh} {
+	for _, part := range []Batch{renew, renewList, fresh} {
 		if len(part.Requests) == 0 {
 			continue
 		}
@@ -878,7 +885,29 @@ func (m *Manager) seeList(partition int, l *record.CopyList) {
 	}
 	m.listMu.Lock()
 	defer m.listMu.Unlock()
-	m.newest[partition] = record.Newest(m.newest[partition], l).Clone()
+	m.newest[partition] = latestTwo(m.newest[partition], l)
+}
+
+// latestTwo adds l to seen, the latest lists of the newest epoch, and
+// keeps the two latest: the list a majority of the voters keeps, and the
+// next one, which some may keep already (its master counts on it only
+// once a majority does). Older lists of that epoch are on a minority of
+// the voters only, and nothing was counted on them since.
+func latestTwo(seen []*record.CopyList, l *record.CopyList) []*record.CopyList {
+	if len(seen) > 0 && l.Epoch < seen[0].Epoch {
+		return seen
+	}
+	if len(seen) > 0 && l.Epoch > seen[0].Epoch {
+		seen = nil
+	}
+	for _, s := range seen {
+		if s.Same(l) {
+			return seen
+		}
+	}
+	seen = append(slices.Clone(seen), l.Clone())
+	slices.SortFunc(seen, func(a, b *record.CopyList) int { return cmp.Compare(b.Seq, a.Seq) })
+	return seen[:min(len(seen), 2)]
 }
 
 // listKept notes that a majority of the voters keeps l, this node's list
@@ -888,7 +917,7 @@ func (m *Manager) listKept(partition int, l *record.CopyList) bool {
 	defer m.listMu.Unlock()
 	news := l.Newer(m.onVoters[partition])
 	m.onVoters[partition] = record.Newest(m.onVoters[partition], l).Clone()
-	m.newest[partition] = record.Newest(m.newest[partition], l).Clone()
+	m.newest[partition] = latestTwo(m.newest[partition], l)
 	return news
 }
 
@@ -934,19 +963,51 @@ func (m *Manager) KeptEpoch(partition int) uint64 {
 	return 0
 }
 
-// NewestList is the newest list of copies of partition this node knows
-// the voters keep: from its own voter record and every voter's answer to
-// its campaigns, renewals and queries (nil: none). A node that won the
-// partition read it from the majority that granted the lease, which
-// shares a voter with every majority that kept a list before.
-func (m *Manager) NewestList(partition int) *record.CopyList {
+// NewestLists is the latest lists of copies of partition of the newest
+// epoch below before that this node has seen the voters keep: from its
+// own voter record and every voter's answer to its campaigns, renewals
+// and queries; at most two (the one a majority keeps and the next, see
+// latestTwo). A node that won the partition at epoch before read them
+// from the majority that granted it, which shares a voter with every
+// majority that kept a list.
+func (m *Manager) NewestLists(partition int, before uint64) []*record.CopyList {
 	if partition < 0 || partition >= m.cfg.Partitions {
 		return nil
 	}
 	own := m.seenRecord(partition).List
 	m.listMu.Lock()
+	seen := m.newest[partition]
+	m.listMu.Unlock()
+	if own != nil {
+		seen = latestTwo(seen, own)
+	}
+	var out []*record.CopyList
+	for _, l := range seen {
+		if l.Epoch < before {
+			out = append(out, l.Clone())
+		}
+	}
+	return out
+}
+
+// isKept reports whether a majority of the voters keeps l already.
+func (m *Manager) isKept(partition int, l *record.CopyList) bool {
+	m.listMu.Lock()
 	defer m.listMu.Unlock()
-	return record.Newest(m.newest[partition], own).Clone()
+	return m.onVoters[partition].Same(l)
+}
+
+// KeptMatches reports whether a majority of the voters keeps this node's
+// list of copies of partition at epoch, and it names copies (master
+// first): the list its table counts writes on.
+func (m *Manager) KeptMatches(partition int, epoch uint64, copies []string) bool {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return false
+	}
+	m.listMu.Lock()
+	defer m.listMu.Unlock()
+	l := m.onVoters[partition]
+	return l != nil && l.Epoch == epoch && slices.Equal(l.Copies, copies)
 }
 
 // report tells OnChange what changed: partitions gained or lost, and

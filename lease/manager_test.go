@@ -297,7 +297,7 @@ func TestARestartedVoterKnowsTheHoldersOfItsRecords(t *testing.T) {
 // A holder's renewal carries its list of copies; once a majority of the
 // voters keeps it, ListOnVoters reports it, and a node that wins the lease
 // after the holder is gone reads it from the voters that granted it
-// (NewestList), whatever its own table says. a is the only voter here.
+// (NewestLists), whatever its own table says. a is the only voter here.
 func TestTheVotersKeepTheHoldersListOfCopies(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_800_000_000, 0)
@@ -336,10 +336,30 @@ func TestTheVotersKeepTheHoldersListOfCopies(t *testing.T) {
 	b.Round(ctx) // refused at an epoch a had: b learns a's
 	now = now.Add(ttl / 4)
 	b.Round(ctx)
-	if _, ok := b.Holds(0); !ok {
+	epochB, ok := b.Holds(0)
+	if !ok {
 		t.Fatal("b did not win the lease after a's ran out")
 	}
-	if l := b.NewestList(0); !l.Same(carried) {
-		t.Fatalf("b read %+v from the voters that granted it, want a's list %+v", l, carried)
+	if ls := b.NewestLists(0, epochB); len(ls) != 1 || !ls[0].Same(carried) {
+		t.Fatalf("b read %+v from the voters that granted it, want a's list %+v", ls, carried)
+	}
+}
+
+// A node keeps the two latest lists of the newest epoch it has seen the
+// voters keep: the one a majority keeps and the next, which some voters
+// may keep already. Older lists of that epoch, and lists of older epochs,
+// are dropped; a list of a newer epoch starts over.
+func TestTheLatestTwoListsOfTheNewestEpochAreKept(t *testing.T) {
+	l := func(e, s uint64) *record.CopyList { return &record.CopyList{Epoch: e, Seq: s, Copies: []string{"a"}} }
+	var seen []*record.CopyList
+	for _, add := range []*record.CopyList{l(3, 1), l(3, 3), l(2, 9), l(3, 2), l(3, 3)} {
+		seen = latestTwo(seen, add)
+	}
+	if len(seen) != 2 || !seen[0].Same(l(3, 3)) || !seen[1].Same(l(3, 2)) {
+		t.Fatalf("kept %+v, want 3.3 and 3.2", seen)
+	}
+	seen = latestTwo(seen, l(4, 1))
+	if len(seen) != 1 || !seen[0].Same(l(4, 1)) {
+		t.Fatalf("kept %+v after a newer epoch, want 4.1 alone", seen)
 	}
 }

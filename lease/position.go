@@ -94,6 +94,16 @@ func ConfirmOnList(self string, own Position, up, over map[string]Position, list
 		}
 		return out
 	}
+	if len(list)-rf/2 <= 0 {
+		// A list this short never held a majority write (rf/2+1 copies):
+		// nothing counted on it can be lost. A copy ahead still counts.
+		for id, pos := range in(up) {
+			if id != self && pos.Compare(own) > 0 {
+				return false, true, fmt.Sprintf("%s is ahead at %s, this node is at %s", id, pos, own)
+			}
+		}
+		return true, false, ""
+	}
 	return confirmTenure(self, own, in(up), in(over), rf, slices.Contains(list, self))
 }
 

@@ -126,6 +126,8 @@ func TestConfirmOnList(t *testing.T) {
 		{"RF 2, on the list: itself suffices", none, none, []string{"c", "a"}, 2, true, false},
 		{"an answer of a copy off the list does not count", map[string]Position{"x": p(2, 1)}, none, []string{"a", "n3"}, 2, false, false},
 		{"RF 3, on the list, one other answer: confirmed", map[string]Position{"b": p(2, 5)}, none, []string{"a", "b", "c"}, 3, true, false},
+		{"RF 3, a list of one copy never held a majority write", none, none, []string{"c"}, 3, true, false},
+		{"RF 3, a list of one copy, a copy of it ahead", map[string]Position{"a": p(2, 9)}, none, []string{"a"}, 3, false, true},
 	}
 	for _, c := range cases {
 		confirmed, stepDown, why := ConfirmOnList("c", own, c.up, c.over, c.list, c.rf)

@@ -54,6 +54,9 @@ type Node struct {
 	// replicasWake wakes chooseReplicasLoop: a tenure began, whose
 	// replica list must be recorded before it takes writes.
 	replicasWake chan struct{}
+	// keptWake is signalled when the voters keep a new list of copies (a
+	// paused swap waits for it).
+	keptWake chan struct{}
 	// listRecorded: per partition, the epoch of the replica list last
 	// recorded in this node's store (see writable).
 	listRecorded []atomic.Uint64
@@ -160,7 +163,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		return fail(fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err))
 	}
 	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln,
-		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1),
+		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1), keptWake: make(chan struct{}, 1),
 		listRecorded: make([]atomic.Uint64, cfg.PartitionCount)}
 	solo := cfg.PeersEndpoint == ""
 	var initialVoters []string
@@ -169,7 +172,14 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	}
 	n.leases, err = lease.NewManager(ctx, lease.ManagerConfig{Self: cfg.NodeID, Partitions: cfg.PartitionCount, TTL: cfg.LeaseTTL,
 		Store: st, Transport: leaseTransport{cl}, Plan: n.leasePlan, WaitAtStart: !solo, OnChange: n.masterChanged, Logger: log,
-		OnListKept:    func(int) { n.wakeTenures(); n.wakeReplicas() },
+		OnListKept: func(int) {
+			n.wakeReplicas()
+			n.wakeTenures()
+			select {
+			case n.keptWake <- struct{}{}:
+			default:
+			}
+		},
 		InitialVoters: initialVoters})
 	if err != nil {
 		return fail(err)
@@ -190,7 +200,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		writable: n.writable, caughtUp: n.caughtUp, masterChanged: n.masterChanged})
 	n.promote = newPromotion(&promotionDeps{self: cfg.NodeID, partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
 		log: log, leases: n.leases, writer: n.writer, table: table, peers: cl, voters: place.Voters,
-		copies: n.copies, lapseOf: n.lapseOf, wakeTenures: n.wakeTenures,
+		copies: n.copies, lapseOf: n.lapseOf, wakeTenures: n.wakeTenures, wakeReplicas: n.wakeReplicas,
 		broadcast: func(as []shard.Assignment) { n.cluster.Broadcast(shard.EncodeAssignments(as)) }})
 	if err := n.writer.LoadAll(ctx); err != nil {
 		return fail(fmt.Errorf("reading partition positions: %w", err))
@@ -208,7 +218,8 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	if n.tenureLists, err = st.TenureReplicas(ctx); err != nil {
 		return fail(err)
 	}
-	n.recordedLists.Store(&n.tenureLists)
+	loaded := n.tenureLists
+	n.recordedLists.Store(&loaded)
 	for p, l := range n.tenureLists {
 		if p >= 0 && p < cfg.PartitionCount {
 			n.listRecorded[p].Store(l.Epoch)
@@ -441,7 +452,14 @@ func (n *Node) lapseOf(p int) placement.Lapse {
 // replicas, without them, could be promoted.
 func (n *Node) writable(p int) (uint64, bool) {
 	e, ok := n.leases.Holds(p)
-	if !ok || !n.promote.confirmed(p, e) || n.listRecorded[p].Load() < e || n.leases.KeptEpoch(p) < e {
+	if !ok || !n.promote.confirmed(p, e) || n.listRecorded[p].Load() < e {
+		return 0, false
+	}
+	// Writes count on the table's list: only once the voters keep it (a
+	// change of copies waits for them to; a node that takes the partition
+	// over reads the list from them).
+	a := n.table.Get(p)
+	if a.Master != n.cfg.NodeID || a.Epoch != e || !n.leases.KeptMatches(p, e, shard.WriteQuorum(n.copies()).Regular(a.Responsible)) {
 		return 0, false
 	}
 	return e, true
@@ -557,7 +575,33 @@ func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap, wa
 		return swapFailed
 	}
 	n.chooseReplicas(ctx)
+	// The new list counts once the voters keep it and the table takes it
+	// (chooseReplicas, woken by OnListKept): writes stay paused until
+	// then, or the copies replaced could acknowledge writes the newcomers
+	// lack while a node that takes the partition over reads the new list.
+	deadline := time.Now().Add(n.cfg.LeaseTTL)
+	for !n.listsNewcomers(s) && time.Now().Before(deadline) && swapCtx.Err() == nil {
+		select {
+		case <-n.keptWake:
+		case <-time.After(time.Until(deadline)):
+		case <-swapCtx.Done():
+		}
+		n.chooseReplicas(ctx)
+	}
 	return swapMade
+}
+
+// listsNewcomers reports whether the table lists the newcomers of swap s
+// among the regular copies.
+func (n *Node) listsNewcomers(s placement.PausedSwap) bool {
+	a := n.table.Get(s.Partition)
+	regular := shard.WriteQuorum(n.copies()).Regular(a.Responsible)
+	for _, id := range s.Newcomers {
+		if !slices.Contains(regular, id) {
+			return false
+		}
+	}
+	return true
 }
 
 // swapOutcome is how a paused swap ended.

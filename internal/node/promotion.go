@@ -58,6 +58,10 @@ type tenureCheck struct {
 	epoch    uint64
 	won      time.Time
 	previous string // the master the table named before: its lease is over
+	// lists: the latest lists of copies of the previous tenure that the
+	// voters which granted this one keep, read at the win (before this
+	// tenure's own list can replace them on the voters).
+	lists []*record.CopyList
 }
 
 // positionAsk is one spell of a partition without a master: the positions
@@ -91,6 +95,8 @@ type promotionDeps struct {
 	copies      func() int
 	lapseOf     func(p int) placement.Lapse
 	wakeTenures func()
+	// wakeReplicas has the replica loop record a confirmed tenure's list.
+	wakeReplicas func()
 	// broadcast gossips assignments this node changed in the table.
 	broadcast func([]shard.Assignment)
 }
@@ -103,9 +109,9 @@ type promotionLeases interface {
 	RecordStale(p int) bool
 	Ended(ctx context.Context, ps []int) []lease.EndedLease
 	Yield(ctx context.Context, p int) bool
-	// NewestList is the newest list of regular copies the voters keep
-	// (lease.Manager.NewestList).
-	NewestList(p int) *record.CopyList
+	// NewestLists is the latest lists of regular copies of an epoch
+	// before the given one that the voters keep (lease.Manager.NewestLists).
+	NewestLists(p int, before uint64) []*record.CopyList
 }
 
 // promotionWriter is the partition writer as promotion uses it
@@ -350,7 +356,7 @@ func (pr *promotion) won(p int, epoch uint64, previous string) {
 		return
 	}
 	delete(pr.campaigned, p)
-	pr.unconfirmed[p] = tenureCheck{epoch: epoch, won: time.Now(), previous: previous}
+	pr.unconfirmed[p] = tenureCheck{epoch: epoch, won: time.Now(), previous: previous, lists: pr.leases.NewestLists(p, epoch)}
 	select {
 	case pr.wake <- struct{}{}:
 	default:
@@ -386,9 +392,8 @@ func (pr *promotion) confirm(ctx context.Context) {
 	}
 	states := pr.peers.States()
 	byMember := map[string][]int{}
-	everyone := map[int]bool{}              // partitions whose check asks every member
-	tableList := map[int][]string{}         // the regular copies the table names
-	voterList := map[int]*record.CopyList{} // an earlier tenure's list the voters keep
+	everyone := map[int]bool{}      // partitions whose check asks every member
+	tableList := map[int][]string{} // the regular copies the table names
 	for p, c := range checks {
 		if e, ok := pr.leases.Holds(p); !ok || e != c.epoch {
 			pr.mu.Lock()
@@ -398,13 +403,12 @@ func (pr *promotion) confirm(ctx context.Context) {
 		}
 		regular := shard.WriteQuorum(pr.copies()).Regular(pr.table.Get(p).Responsible)
 		tableList[p] = regular
-		// The list the previous master last counted writes on is the one
-		// the voters keep (the majority that granted this tenure shares a
+		// The list the previous master last counted writes on is one the
+		// voters keep (the majority that granted this tenure shares a
 		// voter with the one that kept it); this node's table may not
 		// have heard of it. Its copies are asked too.
-		if l := pr.leases.NewestList(p); l != nil && l.Epoch < c.epoch {
-			voterList[p] = l
-			regular = slices.Clone(regular)
+		regular = slices.Clone(regular)
+		for _, l := range c.lists {
 			for _, id := range l.Copies {
 				if !slices.Contains(regular, id) {
 					regular = append(regular, id)
@@ -471,7 +475,10 @@ func (pr *promotion) confirm(ctx context.Context) {
 		} else {
 			ok, stepDown, why = lease.ConfirmOnList(pr.self, own, up, over, tableList[p], pr.copies())
 		}
-		if l := voterList[p]; l != nil && !stepDown {
+		for _, l := range c.lists {
+			if stepDown {
+				break
+			}
 			ok2, step2, why2 := lease.ConfirmOnList(pr.self, own, up, over, l.Copies, pr.copies())
 			switch {
 			case step2:
@@ -485,7 +492,8 @@ func (pr *promotion) confirm(ctx context.Context) {
 			pr.mu.Lock()
 			delete(pr.unconfirmed, p)
 			pr.mu.Unlock()
-			pr.wakeTenures() // writable now
+			pr.wakeReplicas() // its list is recorded now
+			pr.wakeTenures()
 		case stepDown:
 			// No write was taken in this tenure (it was not confirmed),
 			// so releasing the lease at once is safe.
@@ -498,6 +506,9 @@ func (pr *promotion) confirm(ctx context.Context) {
 			delete(pr.asks, p) // answers heard before are stale: ask again
 			pr.yielded[p] = c.epoch
 			pr.mu.Unlock()
+		default:
+			pr.log.Debug("a tenure won by the promotion rule is not confirmed yet", "partition", p, "epoch", c.epoch, "why", why,
+				"heard", heard[p], "table", tableList[p], "lists", c.lists, "own", own)
 		}
 	}
 }
