@@ -55,6 +55,11 @@ func TestAnOnlyCopyMerelyDownIsWaitedFor(t *testing.T) {
 		_, ok := node1.Leases().Holds(p)
 		return ok, fmt.Sprint("master ", c.MasterOf(p))
 	})
+	// Holding the lease comes a lease round before serving: the voters
+	// must keep node1's list of copies first.
+	if m := awaitMasterTakingWrites(t, c, token, p, base+"after-restart", 30*time.Second); m != "node1" {
+		t.Fatalf("%s masters partition %d after node1's restart, not node1", m, p)
+	}
 	for _, id := range acked {
 		if r := c.Node("node2").Client(token).Do("GET", base+id, nil); r.Status != 200 {
 			t.Errorf("majority write %s reads %d %s", id, r.Status, r.Body)
