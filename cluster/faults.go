@@ -89,11 +89,10 @@ func (f *Faults) Heal(a, b string) {
 	defer f.mu.Unlock()
 	delete(f.cut, pair(a, b))
 	delete(f.callsCut, pair(a, b))
-	delete(f.stateMuted, a)
-	delete(f.stateMuted, b)
 }
 
-// HealAll restores every link.
+// HealAll restores every link, and unmutes every node's table updates
+// (MuteState).
 func (f *Faults) HealAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -126,9 +126,9 @@ type Manager struct {
 	queued []queuedVotes
 	saving bool
 
-	// lists: per partition, the newest list of copies this node has seen
-	// kept by voters (any voter's answer), and its own list as last kept
-	// by a majority of them (guarded by listMu).
+	// lists: per partition, the latest lists of copies this node has seen
+	// voters keep (any voter's answer, see latestTwo), and its own list as
+	// last kept by a majority of them (guarded by listMu).
 	listMu   sync.Mutex
 	newest   [][]*record.CopyList // per partition: the two latest lists of the newest epoch seen
 	onVoters []*record.CopyList
@@ -378,7 +378,8 @@ func (m *Manager) Vote(ctx context.Context, b Batch) []Decision {
 	// list could not be recorded stands, with the list recorded before
 	// (its holder then sees its list is not held here).
 	if err := m.persist(ctx, votes); err != nil {
-		m.log.Error("could not record new lease grants; refusing them, renewals stand", "grants", len(votes), "err", err)
+		m.log.Error("could not record new lease grants and lists of copies; refusing the grants, renewals stand without the new lists",
+			"grants", len(votes)-len(listOnly), "lists", len(listOnly), "err", err)
 		unrecorded := map[int]bool{}
 		for _, v := range votes {
 			if before, ok := listOnly[v.Partition]; ok {
@@ -665,12 +666,7 @@ func (m *Manager) Round(ctx context.Context) {
 	for _, r := range renewals {
 		renewing[r.Partition] = true
 		if want[r.Partition] {
-			if plan.List != nil {
-				if l := plan.List(r.Partition); l != nil && l.Epoch == r.Epoch {
-					r.List = l
-				}
-			}
-			b.Requests = append(b.Requests, r)
+			b.Requests = append(b.Requests, withList(plan, r))
 		} else if rel, ok := m.holder.StepDown(r.Partition); ok {
 			// The lease is left to run out on the voters rather than
 			// released: a commit that passed its lease check just before
@@ -687,12 +683,7 @@ func (m *Manager) Round(ctx context.Context) {
 		m.carry[p] = false
 		if r, ok := m.holder.RenewNow(p, now); ok {
 			renewing[p] = true
-			if plan.List != nil {
-				if l := plan.List(p); l != nil && l.Epoch == r.Epoch {
-					r.List = l
-				}
-			}
-			b.Requests = append(b.Requests, r)
+			b.Requests = append(b.Requests, withList(plan, r))
 		}
 	}
 	// While this node's own voter waits out its first TTL, so most likely
@@ -746,6 +737,17 @@ func (m *Manager) Round(ctx context.Context) {
 	}
 	wg.Wait()
 	m.report(now)
+}
+
+// withList is renewal r carrying the plan's list of copies of its
+// partition, if the plan has one of the lease's epoch.
+func withList(plan Plan, r Request) Request {
+	if plan.List != nil {
+		if l := plan.List(r.Partition); l != nil && l.Epoch == r.Epoch {
+			r.List = l
+		}
+	}
+	return r
 }
 
 // VoterSets reports the voter set leases are asked of now and the one the
@@ -947,20 +949,6 @@ func (m *Manager) CarryList(partition int) {
 	case m.urgent <- struct{}{}:
 	default:
 	}
-}
-
-// KeptEpoch is the epoch of ListOnVoters(partition) (0: none), without a
-// copy: cheap enough for every write's check.
-func (m *Manager) KeptEpoch(partition int) uint64 {
-	if partition < 0 || partition >= m.cfg.Partitions {
-		return 0
-	}
-	m.listMu.Lock()
-	defer m.listMu.Unlock()
-	if l := m.onVoters[partition]; l != nil {
-		return l.Epoch
-	}
-	return 0
 }
 
 // NewestLists is the latest lists of copies of partition of the newest

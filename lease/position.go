@@ -75,7 +75,7 @@ func MayCampaign(self string, positions map[string]Position, rf int) (bool, stri
 // writes may have a majority with a copy not heard), never step down: it
 // may be unable to win.
 func ConfirmTenure(self string, own Position, up, over map[string]Position, rf int) (confirmed, stepDown bool, why string) {
-	return confirmTenure(self, own, up, over, rf, true)
+	return confirmTenure(self, own, up, over, rf-rf/2, true)
 }
 
 // ConfirmOnList is ConfirmTenure over the copies of list alone: the
@@ -83,7 +83,10 @@ func ConfirmTenure(self string, own Position, up, over map[string]Position, rf i
 // lease voters keep them (record.CopyList), when this node's table names
 // another list. Answers of other copies do not count, and this node
 // counts itself only if list names it: a write acknowledged on a
-// majority of list is then on one of the copies heard.
+// majority of list is then on one of the copies heard. A list shorter
+// than rf (fewer nodes could hold a copy) needs that many fewer answers,
+// and one of fewer than rf/2+1 copies, which never held a majority
+// write, none: only a copy of it ahead still counts.
 func ConfirmOnList(self string, own Position, up, over map[string]Position, list []string, rf int) (confirmed, stepDown bool, why string) {
 	in := func(m map[string]Position) map[string]Position {
 		out := map[string]Position{}
@@ -94,20 +97,12 @@ func ConfirmOnList(self string, own Position, up, over map[string]Position, list
 		}
 		return out
 	}
-	if len(list)-rf/2 <= 0 {
-		// A list this short never held a majority write (rf/2+1 copies):
-		// nothing counted on it can be lost. A copy ahead still counts.
-		for id, pos := range in(up) {
-			if id != self && pos.Compare(own) > 0 {
-				return false, true, fmt.Sprintf("%s is ahead at %s, this node is at %s", id, pos, own)
-			}
-		}
-		return true, false, ""
-	}
-	return confirmTenure(self, own, in(up), in(over), rf, slices.Contains(list, self))
+	return confirmTenure(self, own, in(up), in(over), len(list)-rf/2, slices.Contains(list, self))
 }
 
-func confirmTenure(self string, own Position, up, over map[string]Position, rf int, selfCounts bool) (confirmed, stepDown bool, why string) {
+// confirmTenure is the rule of ConfirmTenure with need answers, this node
+// among them if selfCounts.
+func confirmTenure(self string, own Position, up, over map[string]Position, need int, selfCounts bool) (confirmed, stepDown bool, why string) {
 	mine := 0
 	if selfCounts {
 		mine = 1
@@ -117,7 +112,6 @@ func confirmTenure(self string, own Position, up, over map[string]Position, rf i
 			return false, true, fmt.Sprintf("%s is ahead at %s, this node is at %s", id, pos, own)
 		}
 	}
-	need := rf - rf/2
 	if len(up)+mine >= need {
 		return true, false, ""
 	}

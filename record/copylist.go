@@ -1,6 +1,9 @@
 package record
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // CopyList is a master's list of the regular copies of a partition (the
 // copies a write concern counts, the master first), as the lease voters
@@ -14,6 +17,14 @@ type CopyList struct {
 	Epoch  uint64   `bson:"e" json:"epoch"`
 	Seq    uint64   `bson:"s" json:"seq"`
 	Copies []string `bson:"c" json:"copies"`
+}
+
+// String is the list as logs show it: epoch.seq[copies].
+func (l *CopyList) String() string {
+	if l == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d.%d%v", l.Epoch, l.Seq, l.Copies)
 }
 
 // Newer reports whether l is a later list than o (a nil o is older than

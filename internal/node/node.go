@@ -57,9 +57,6 @@ type Node struct {
 	// keptWake is signalled when the voters keep a new list of copies (a
 	// paused swap waits for it).
 	keptWake chan struct{}
-	// listRecorded: per partition, the epoch of the replica list last
-	// recorded in this node's store (see writable).
-	listRecorded []atomic.Uint64
 	// checks are the nodes that asked this node, as a partition's master,
 	// to check their copy (see askForChecks).
 	checks copyChecks
@@ -163,8 +160,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		return fail(fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err))
 	}
 	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln,
-		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1), keptWake: make(chan struct{}, 1),
-		listRecorded: make([]atomic.Uint64, cfg.PartitionCount)}
+		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1), keptWake: make(chan struct{}, 1)}
 	solo := cfg.PeersEndpoint == ""
 	var initialVoters []string
 	if stored, _, err := st.VoterSet(ctx); err == nil && len(stored) == 0 && !solo {
@@ -220,11 +216,6 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	}
 	loaded := n.tenureLists
 	n.recordedLists.Store(&loaded)
-	for p, l := range n.tenureLists {
-		if p >= 0 && p < cfg.PartitionCount {
-			n.listRecorded[p].Store(l.Epoch)
-		}
-	}
 	for p := 0; p < cfg.PartitionCount; p++ {
 		// Epochs this node's store has seen are never proposed again, even
 		// if the voters' records were lost.
@@ -443,21 +434,21 @@ func (n *Node) lapseOf(p int) placement.Lapse {
 
 // writable reports whether this node may change partition p now, and at
 // which epoch: it holds the lease, a tenure won by the promotion rule has
-// been confirmed (until then it neither writes nor ships), and the list
-// of the tenure's regular copies is recorded in this node's store. A
-// master restarted with no list of its tenure names itself alone (see
+// been confirmed (until then it neither writes nor ships), and a majority
+// of the lease voters keeps the list of regular copies its table counts
+// writes on. That list is recorded in this node's store first (only a
+// recorded list is carried to the voters, see copyList): a master
+// restarted with no list of its tenure names itself alone (see
 // placement.TenureAssignment), and the replicas it chooses then count at
-// once: had the tenure written before its list was recorded, its majority
-// writes could be on copies that list no longer names, and one of the new
-// replicas, without them, could be promoted.
+// once, so had the tenure written before its list was recorded, its
+// majority writes could be on copies that list no longer names. And a
+// node that takes the partition over reads the list from the voters, not
+// from gossip.
 func (n *Node) writable(p int) (uint64, bool) {
 	e, ok := n.leases.Holds(p)
-	if !ok || !n.promote.confirmed(p, e) || n.listRecorded[p].Load() < e {
+	if !ok || !n.promote.confirmed(p, e) {
 		return 0, false
 	}
-	// Writes count on the table's list: only once the voters keep it (a
-	// change of copies waits for them to; a node that takes the partition
-	// over reads the list from them).
 	a := n.table.Get(p)
 	if a.Master != n.cfg.NodeID || a.Epoch != e || !n.leases.KeptMatches(p, e, shard.WriteQuorum(n.copies()).Regular(a.Responsible)) {
 		return 0, false
@@ -854,7 +845,6 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 			for _, p := range carry {
 				n.leases.CarryList(p)
 			}
-			n.listsRecorded(lists)
 		} else if time.Since(n.listsSaveLogged) > time.Minute {
 			n.listsSaveLogged = time.Now()
 			n.log.Warn("could not record the regular copies of this node's partitions; tried again every round (logged once a minute)", "err", err)
@@ -913,21 +903,6 @@ func (n *Node) copyList(p int) *record.CopyList {
 		return nil
 	}
 	return &record.CopyList{Epoch: l.Epoch, Seq: max(l.Seq, 1), Copies: append([]string{n.cfg.NodeID}, l.Replicas...)}
-}
-
-// listsRecorded notes the epochs of the replica lists just recorded, and
-// has startTenures look for tenures they made writable.
-func (n *Node) listsRecorded(lists map[int]store.TenureList) {
-	newer := false
-	for p, l := range lists {
-		if p >= 0 && p < len(n.listRecorded) && l.Epoch > n.listRecorded[p].Load() {
-			n.listRecorded[p].Store(l.Epoch)
-			newer = true
-		}
-	}
-	if newer {
-		n.wakeTenures()
-	}
 }
 
 // wakeReplicas has chooseReplicasLoop choose and record the replica lists
