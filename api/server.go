@@ -827,7 +827,7 @@ func (s *Server) copiesFor(concern string) (total, need int) {
 		total = max(s.cfg.Copies(), 1)
 	}
 	if concern == "all" {
-		return total, total - 1
+		return total, shard.WriteQuorum(total).ReplicaSlots()
 	}
 	return total, shard.WriteQuorum(total).MajorityReplicas()
 }
@@ -853,14 +853,16 @@ func (s *Server) countedReplicas(partition int, pos store.Position) func() []str
 			}
 			return nil
 		}
-		if a := s.cfg.Table.Get(partition); a.Master == s.cfg.NodeID && len(a.Responsible) > 1 {
-			// Only the regular replicas count (shard.WriteQuorum): an
-			// incoming copy or a draining replica listed after them is not
-			// among the copies a promotion asks.
-			listed = shard.WriteQuorum(total).Replicas(a.Responsible[1:])
-			return listed
+		// Only the regular replicas count (shard.WriteQuorum), as they do
+		// for the shipper's majority-committed position: an incoming copy
+		// or a draining replica listed after them is not among the copies
+		// a promotion asks.
+		replicas := s.cfg.Table.Get(partition).ReplicasOf(s.cfg.NodeID)
+		if replicas == nil {
+			return nil // not mastered here with replicas listed: listed stays
 		}
-		return nil
+		listed = shard.WriteQuorum(total).Replicas(replicas)
+		return listed
 	}
 	replicas()
 	return replicas

@@ -196,7 +196,7 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 		// This node may have held these epochs itself before it restarted:
 		// its next proposal must be higher. And it knows who held the
 		// partition, though its table is empty until the holder is heard
-		// from (see placement.WantsLease).
+		// from (see placement.Decide).
 		h.LearnHolder(p, v.Epoch, v.Holder)
 	}
 	if cfg.WaitAtStart {

@@ -100,6 +100,35 @@ func ConfirmOnList(self string, own Position, up, over map[string]Position, list
 	return confirmTenure(self, own, in(up), in(over), len(list)-rf/2, slices.Contains(list, self))
 }
 
+// ConfirmOnLists checks a tenure won by the promotion rule against every
+// list of regular copies a write may have been counted on: the table's
+// (table; with everyone, when the node cannot tell which copies count and
+// asks every member, ConfirmTenure decides), as before the voters kept
+// lists (a write counted on it while the voters' list was not yet taken
+// is on a majority of it), and each list the voters keep of the previous
+// tenure (lists). A copy ahead on any of them steps down; the tenure is
+// confirmed only when every one confirms it.
+func ConfirmOnLists(self string, own Position, up, over map[string]Position, table []string, everyone bool, lists []*record.CopyList, rf int) (confirmed, stepDown bool, why string) {
+	if everyone {
+		confirmed, stepDown, why = ConfirmTenure(self, own, up, over, rf)
+	} else {
+		confirmed, stepDown, why = ConfirmOnList(self, own, up, over, table, rf)
+	}
+	for _, l := range lists {
+		if stepDown {
+			break
+		}
+		ok, step, whyNot := ConfirmOnList(self, own, up, over, l.Copies, rf)
+		switch {
+		case step:
+			confirmed, stepDown, why = false, true, whyNot
+		case !ok && confirmed:
+			confirmed, why = false, fmt.Sprintf("the copies the voters keep for epoch %d (%v): %s", l.Epoch, l.Copies, whyNot)
+		}
+	}
+	return confirmed, stepDown, why
+}
+
 // confirmTenure is the rule of ConfirmTenure with need answers, this node
 // among them if selfCounts.
 func confirmTenure(self string, own Position, up, over map[string]Position, need int, selfCounts bool) (confirmed, stepDown bool, why string) {

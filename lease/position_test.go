@@ -3,6 +3,8 @@ package lease
 import (
 	"slices"
 	"testing"
+
+	"github.com/shoal-db/shoal/record"
 )
 
 func TestPositionCompare(t *testing.T) {
@@ -131,6 +133,35 @@ func TestConfirmOnList(t *testing.T) {
 	}
 	for _, c := range cases {
 		confirmed, stepDown, why := ConfirmOnList("c", own, c.up, c.over, c.list, c.rf)
+		if confirmed != c.confirmed || stepDown != c.stepDn {
+			t.Errorf("%s: confirmed %v step down %v (%s), want %v %v", c.name, confirmed, stepDown, why, c.confirmed, c.stepDn)
+		}
+	}
+}
+
+func TestConfirmOnLists(t *testing.T) {
+	p := func(e, s uint64) Position { return Position{Epoch: e, Seq: s} }
+	own := p(2, 5)
+	none := map[string]Position{}
+	kept := func(copies ...string) []*record.CopyList {
+		return []*record.CopyList{{Epoch: 2, Seq: 1, Copies: copies}}
+	}
+	cases := []struct {
+		name              string
+		up                map[string]Position
+		table             []string
+		everyone          bool
+		lists             []*record.CopyList
+		confirmed, stepDn bool
+	}{
+		{"the table's list and the voters' agree", map[string]Position{"b": p(2, 5)}, []string{"a", "b", "c"}, false, kept("a", "b", "c"), true, false},
+		{"confirmed on the table's list, a voters' list not heard from: wait", map[string]Position{"b": p(2, 5)}, []string{"a", "b", "c"}, false, kept("a", "x", "y"), false, false},
+		{"a copy ahead on a voters' list: step down", map[string]Position{"b": p(2, 5), "y": p(2, 9)}, []string{"a", "b", "c"}, false, kept("a", "x", "y"), false, true},
+		{"no voters' list: the table's decides", map[string]Position{"b": p(2, 5)}, []string{"a", "b", "c"}, false, nil, true, false},
+		{"every member asked: ConfirmTenure decides", map[string]Position{"z": p(2, 4)}, nil, true, nil, true, false},
+	}
+	for _, c := range cases {
+		confirmed, stepDown, why := ConfirmOnLists("c", own, c.up, none, c.table, c.everyone, c.lists, 3)
 		if confirmed != c.confirmed || stepDown != c.stepDn {
 			t.Errorf("%s: confirmed %v step down %v (%s), want %v %v", c.name, confirmed, stepDown, why, c.confirmed, c.stepDn)
 		}

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/shoal-db/shoal/shard"
 )
@@ -36,26 +37,86 @@ type WantInput struct {
 	// REPLICA_REPLACE_AFTER, or out of the cluster), not merely
 	// unreachable now.
 	Lost func(id string) bool
-	// Promote is the promotion rule among the regular copies, asked only
-	// when the master is gone and this node is one of them.
-	Promote func(regular []string, up func(string) bool) bool
-	// TakeOver is asked by a node without a regular copy when the gone
-	// master was the only regular copy: whether gossip still reaches the
-	// master and it answered, since its lease ended, with a position this
-	// node's copy has reached.
-	TakeOver func(master string) bool
-	// Retake is asked when the voters name this node the holder, its
-	// table names no master and its history holds the partition: it
-	// takes the grant back only with its tenure confirmed (the node
-	// registers the check and says whether to campaign). After a restart
-	// the node cannot tell a grant it won by the promotion rule and never
-	// confirmed (its copy may be behind the copies that hold the majority
-	// writes), or a vote its own voter recorded for a campaign that failed,
-	// from a tenure that merely took no write. nil: taken back unchecked.
-	Retake func() bool
 }
 
-// WantsLease is the campaign rule. Only one of these moves a partition's
+// Ask names a question the campaign rule leaves to the node, when its
+// input alone does not decide: the node answers it with its own state, and
+// answering may have effects (a check registered, a goroutine woken).
+type Ask int
+
+const (
+	// AskNothing: Want.Campaign is the answer.
+	AskNothing Ask = iota
+	// AskPromote: the master is gone and this node holds one of the
+	// regular copies: it campaigns if the promotion rule says so among
+	// them (Answers.Promote).
+	AskPromote
+	// AskTakeOver: the gone master was the only regular copy and this
+	// node holds none: it campaigns if gossip still reaches the master and
+	// it answered, since its lease ended, with a position this node's copy
+	// has reached (Answers.TakeOver); otherwise Want.Campaign is the
+	// answer.
+	AskTakeOver
+	// AskRetake: the voters name this node the holder, its table names no
+	// master and its history holds the partition: it takes the grant back
+	// only with its tenure to be confirmed (Answers.Retake). After a
+	// restart the node cannot tell a grant it won by the promotion rule and
+	// never confirmed (its copy may be behind the copies that hold the
+	// majority writes), or a vote its own voter recorded for a campaign
+	// that failed, from a tenure that merely took no write.
+	AskRetake
+)
+
+func (a Ask) String() string {
+	switch a {
+	case AskNothing:
+		return "nothing"
+	case AskPromote:
+		return "promote"
+	case AskTakeOver:
+		return "take over"
+	case AskRetake:
+		return "retake"
+	}
+	return "Ask(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Want is the campaign rule's verdict for one partition.
+type Want struct {
+	Ask Ask
+	// Campaign is the answer when Ask is AskNothing, and with AskTakeOver
+	// the answer when the node does not take over.
+	Campaign bool
+}
+
+// Answers are the node's answers to the rule's questions (Ask), each asked
+// only when the verdict names it. Promote must be set; a nil TakeOver
+// takes nothing over, and a nil Retake takes the grant back unchecked.
+type Answers struct {
+	Promote  func(regular []string, up func(string) bool) bool
+	TakeOver func(master string) bool
+	Retake   func() bool
+}
+
+// Settle answers w's question, if any, and says whether the node
+// campaigns.
+func (w Want) Settle(in WantInput, ans Answers) bool {
+	switch w.Ask {
+	case AskPromote:
+		return ans.Promote(in.Regular, in.Up)
+	case AskTakeOver:
+		return ans.TakeOver != nil && ans.TakeOver(in.Assignment.Master) || w.Campaign
+	case AskRetake:
+		return ans.Retake == nil || ans.Retake()
+	}
+	return w.Campaign
+}
+
+// WantsLease applies the campaign rule (Decide) and settles its verdict
+// with the node's answers.
+func WantsLease(in WantInput, ans Answers) bool { return Decide(in).Settle(in, ans) }
+
+// Decide is the campaign rule. Only one of these moves a partition's
 // lease while its master lives: an orderly handoff (the master keeps its
 // lease until it hands it over). Otherwise:
 //   - a master keeps what it holds, and takes back a lease of its own that
@@ -73,17 +134,18 @@ type WantInput struct {
 //     too, is lost (not merely unreachable, or its lease lapsed), in
 //     succession order (the partition starts again without their
 //     history).
-func WantsLease(in WantInput) bool {
+func Decide(in WantInput) Want {
+	yes, no := Want{Campaign: true}, Want{}
 	a := in.Assignment
 	switch {
 	case in.Holding:
-		return true
+		return yes
 	case in.HandingOff:
-		return false
+		return no
 	case in.Receiving:
-		return true
+		return yes
 	case a.Master == in.Self && !in.Superseded && in.NewestEpoch <= a.Epoch:
-		return true
+		return yes
 	case a.Master == "":
 		// No master known. A partition that was mastered may look so
 		// after a full restart, until the former master, which names
@@ -98,38 +160,47 @@ func WantsLease(in WantInput) bool {
 			// here, only with the tenure confirmed: the fault suite's seed
 			// 11110 lost 523 majority writes when a copy 780 changes
 			// behind took a grant back after a kill-all and wrote at once.
-			if in.NewestEpoch > 0 && in.Retake != nil {
-				return in.Retake()
+			if in.NewestEpoch > 0 {
+				return Want{Ask: AskRetake}
 			}
-			return true
+			return yes
 		case in.LearnedHolder != "":
 			// Another node held it: wait for it to name itself, even if
 			// it is down for long. Without the table this node does not
 			// know which copies count: the first node of the succession
 			// could be one still being sent its copy while the full
 			// copies are up (TestAFullRestartDuringAHandoffCopyLosesNoMajorityWrite).
-			return false
+			return no
 		case in.NewestEpoch > 0:
 			// This node's history holds the partition, but nobody has
 			// named its master yet: wait for the table (the node asks
 			// the voters who held it: AsksVoters).
-			return false
+			return no
 		}
 		// Never mastered, as far as this node knows.
-		return shard.FirstAvailable(in.Succession, in.Self, in.Up)
+		return Want{Campaign: shard.FirstAvailable(in.Succession, in.Self, in.Up)}
 	case a.Master != in.Self && in.Up(a.Master):
-		return in.Receiving
+		return Want{Campaign: in.Receiving}
 	case slices.Contains(in.Regular, in.Self):
-		return in.Promote(in.Regular, in.Up)
+		return Want{Ask: AskPromote}
 	}
-	if len(in.Regular) <= 1 && a.Master != "" && in.TakeOver != nil && in.TakeOver(a.Master) {
+	otherwise := Want{Campaign: lostEverywhere(in)}
+	if len(in.Regular) <= 1 && a.Master != "" {
 		// The master was the only regular copy, its lease is over and it
 		// does not take it back (the voters told it of a later campaign,
 		// one that may never have won), but it still answers: a node whose
 		// copy holds everything the master holds may take its place (the
 		// fault suite's seed 9005: otherwise nobody campaigned at all).
-		return true
+		otherwise.Ask = AskTakeOver
 	}
+	return otherwise
+}
+
+// lostEverywhere is the last case of the campaign rule: a node campaigns
+// for a partition whose master is gone only when every copy is lost, in
+// takeover order.
+func lostEverywhere(in WantInput) bool {
+	a := in.Assignment
 	for _, id := range a.Responsible {
 		// The master is waited for too, even when it was the only
 		// regular copy: with REPLICATION_FACTOR 1 it acknowledged

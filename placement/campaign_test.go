@@ -25,10 +25,31 @@ func TestAGrantTakenBackAfterARestartIsConfirmed(t *testing.T) {
 	} {
 		asked := false
 		in := WantInput{Self: "x", LearnedHolder: "x", NewestEpoch: c.newest, Succession: []string{"o", "x"},
-			Up: func(string) bool { return true }, Lost: func(string) bool { return false },
-			Retake: func() bool { asked = true; return c.retake }}
-		if got := WantsLease(in); got != c.want || asked != c.asked {
+			Up: func(string) bool { return true }, Lost: func(string) bool { return false }}
+		if got := WantsLease(in, Answers{Retake: func() bool { asked = true; return c.retake }}); got != c.want || asked != c.asked {
 			t.Errorf("%s: campaigns %v (Retake asked %v), want %v (asked %v)", c.name, got, asked, c.want, c.asked)
+		}
+	}
+}
+
+// The rule itself does no asking: it names the question the node answers,
+// and only where its input cannot decide.
+func TestDecideNamesTheQuestionItLeavesToTheNode(t *testing.T) {
+	up := func(string) bool { return true }
+	none := func(string) bool { return false }
+	for _, c := range []struct {
+		name string
+		in   WantInput
+		want Want
+	}{
+		{"holding", WantInput{Self: "x", Holding: true}, Want{Campaign: true}},
+		{"master gone, a regular copy: the promotion rule", WantInput{Self: "r", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Regular: []string{"m", "r"}, Up: func(id string) bool { return id != "m" }, Lost: none}, Want{Ask: AskPromote}},
+		{"the only copy gone, its replica waits for it unless it answers", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "o"}}, Regular: []string{"m"}, Up: func(id string) bool { return id != "m" }, Lost: none}, Want{Ask: AskTakeOver}},
+		{"the only copy lost: taken over if it answers, else anyway", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Regular: []string{"m"}, Succession: []string{"o"}, Up: func(id string) bool { return id != "m" }, Lost: func(id string) bool { return id == "m" }}, Want{Ask: AskTakeOver, Campaign: true}},
+		{"named holder with history: retaken with a check", WantInput{Self: "x", LearnedHolder: "x", NewestEpoch: 3, Up: up, Lost: none}, Want{Ask: AskRetake}},
+	} {
+		if got := Decide(c.in); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
 	}
 }
@@ -46,41 +67,42 @@ func TestWantsLeaseMovesALiveMasterOnlyByHandoff(t *testing.T) {
 	cases := []struct {
 		name string
 		in   WantInput
+		ans  Answers
 		want bool
 	}{
-		{"holding keeps it", WantInput{Self: "x", Holding: true, Assignment: shard.Assignment{Master: "x"}}, true},
-		{"handing it off", WantInput{Self: "x", HandingOff: true, Assignment: shard.Assignment{Master: "x"}}, false},
-		{"own lease lapsed", WantInput{Self: "x", Assignment: shard.Assignment{Master: "x"}, Up: up("o", "x")}, true},
-		{"own tenure, a later epoch in this node's history: the copies decide", WantInput{Self: "x", NewestEpoch: 5, Promote: notPromoted, Assignment: shard.Assignment{Master: "x", Epoch: 3, Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, false},
-		{"own tenure, the newest epoch this node has seen", WantInput{Self: "x", NewestEpoch: 3, Assignment: shard.Assignment{Master: "x", Epoch: 3, Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, true},
-		{"own lease superseded: the copies decide", WantInput{Self: "x", Superseded: true, Promote: notPromoted, Assignment: shard.Assignment{Master: "x", Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, false},
-		{"own lease superseded, most current", WantInput{Self: "x", Superseded: true, Promote: promoted, Assignment: shard.Assignment{Master: "x", Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, true},
-		{"master gone, an extra copy waits for the regular ones", WantInput{Self: "o", Promote: promoted, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "o"}}, Up: up("o", "r")}, false},
-		{"new cluster: the preferred master", WantInput{Self: "o", Up: up("o", "x")}, true},
-		{"new cluster: not before the preferred master", WantInput{Self: "x", Up: up("o", "x")}, false},
-		{"new cluster: preferred master down", WantInput{Self: "x", Up: up("x")}, true},
-		{"no master known, the partition in this node's history: wait to hear of its master", WantInput{Self: "o", NewestEpoch: 7, Up: up("o", "x")}, false},
-		{"no master known, the voters named a live holder: wait for it", WantInput{Self: "o", LearnedHolder: "m", Up: up("o", "m")}, false},
-		{"no master known, the voters named a holder that is down, not lost: wait for it", WantInput{Self: "o", NewestEpoch: 7, LearnedHolder: "m", Up: up("o")}, false},
-		{"no master known, the voters named a holder down for long: still wait, the copies that count are unknown", WantInput{Self: "o", NewestEpoch: 7, LearnedHolder: "m", Lost: lost("m"), Up: up("o")}, false},
-		{"no master known, the voters named this node: it goes on", WantInput{Self: "x", LearnedHolder: "x", Up: up("o", "x")}, true},
-		{"preferred master, live stand-in, no handoff", WantInput{Self: "o", Assignment: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, Up: up("o", "s")}, false},
-		{"preferred master receiving a handoff", WantInput{Self: "o", Receiving: true, Assignment: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, Up: up("o", "s")}, true},
-		{"just added, master alive", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "m", "r")}, false},
-		{"master gone, a copy promoted", WantInput{Self: "r", Promote: promoted, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, true},
-		{"master gone, a copy not promoted", WantInput{Self: "r", Promote: notPromoted, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, false},
-		{"master gone, preferred master without a copy", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, false},
-		{"master gone, every copy unreachable but not lost", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, false},
-		{"master gone, the copy's lease lapsed but it is not lost", WantInput{Self: "o", Lost: lost("m"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, false},
-		{"master gone, an extra copy waits for a regular one that is not lost", WantInput{Self: "o", Lost: lost("m"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "o"}}, Up: up("o")}, false},
-		{"master merely down, its replica lost: an extra copy waits for the master", WantInput{Self: "c", Lost: lost("r"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "c"}}, Up: up("c")}, false},
-		{"the only copy merely down (RF 1, or a restarted master naming itself alone): waited for", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, false},
-		{"the only copy's lease over, it answers with a position this node has reached: taken over", WantInput{Self: "o", TakeOver: func(m string) bool { return m == "m" }, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, true},
-		{"the only copy's lease over, it answers ahead of this node (or not at all): waited for", WantInput{Self: "o", TakeOver: func(string) bool { return false }, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, false},
-		{"master gone with regular replicas: no take-over past them", WantInput{Self: "o", TakeOver: func(string) bool { return true }, Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, false},
-		{"the only copy lost: taken over", WantInput{Self: "o", Lost: lost("m"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, true},
-		{"master gone, every copy lost", WantInput{Self: "o", Lost: lost("m", "r"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, true},
-		{"master gone, every copy lost, not first", WantInput{Self: "x", Lost: lost("m", "r"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, false},
+		{"holding keeps it", WantInput{Self: "x", Holding: true, Assignment: shard.Assignment{Master: "x"}}, Answers{}, true},
+		{"handing it off", WantInput{Self: "x", HandingOff: true, Assignment: shard.Assignment{Master: "x"}}, Answers{}, false},
+		{"own lease lapsed", WantInput{Self: "x", Assignment: shard.Assignment{Master: "x"}, Up: up("o", "x")}, Answers{}, true},
+		{"own tenure, a later epoch in this node's history: the copies decide", WantInput{Self: "x", NewestEpoch: 5, Assignment: shard.Assignment{Master: "x", Epoch: 3, Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, Answers{Promote: notPromoted}, false},
+		{"own tenure, the newest epoch this node has seen", WantInput{Self: "x", NewestEpoch: 3, Assignment: shard.Assignment{Master: "x", Epoch: 3, Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, Answers{}, true},
+		{"own lease superseded: the copies decide", WantInput{Self: "x", Superseded: true, Assignment: shard.Assignment{Master: "x", Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, Answers{Promote: notPromoted}, false},
+		{"own lease superseded, most current", WantInput{Self: "x", Superseded: true, Assignment: shard.Assignment{Master: "x", Responsible: []string{"x", "r"}}, Up: up("o", "x", "r")}, Answers{Promote: promoted}, true},
+		{"master gone, an extra copy waits for the regular ones", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "o"}}, Up: up("o", "r")}, Answers{Promote: promoted}, false},
+		{"new cluster: the preferred master", WantInput{Self: "o", Up: up("o", "x")}, Answers{}, true},
+		{"new cluster: not before the preferred master", WantInput{Self: "x", Up: up("o", "x")}, Answers{}, false},
+		{"new cluster: preferred master down", WantInput{Self: "x", Up: up("x")}, Answers{}, true},
+		{"no master known, the partition in this node's history: wait to hear of its master", WantInput{Self: "o", NewestEpoch: 7, Up: up("o", "x")}, Answers{}, false},
+		{"no master known, the voters named a live holder: wait for it", WantInput{Self: "o", LearnedHolder: "m", Up: up("o", "m")}, Answers{}, false},
+		{"no master known, the voters named a holder that is down, not lost: wait for it", WantInput{Self: "o", NewestEpoch: 7, LearnedHolder: "m", Up: up("o")}, Answers{}, false},
+		{"no master known, the voters named a holder down for long: still wait, the copies that count are unknown", WantInput{Self: "o", NewestEpoch: 7, LearnedHolder: "m", Lost: lost("m"), Up: up("o")}, Answers{}, false},
+		{"no master known, the voters named this node: it goes on", WantInput{Self: "x", LearnedHolder: "x", Up: up("o", "x")}, Answers{}, true},
+		{"preferred master, live stand-in, no handoff", WantInput{Self: "o", Assignment: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, Up: up("o", "s")}, Answers{}, false},
+		{"preferred master receiving a handoff", WantInput{Self: "o", Receiving: true, Assignment: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, Up: up("o", "s")}, Answers{}, true},
+		{"just added, master alive", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "m", "r")}, Answers{}, false},
+		{"master gone, a copy promoted", WantInput{Self: "r", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, Answers{Promote: promoted}, true},
+		{"master gone, a copy not promoted", WantInput{Self: "r", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, Answers{Promote: notPromoted}, false},
+		{"master gone, preferred master without a copy", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, Answers{}, false},
+		{"master gone, every copy unreachable but not lost", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, Answers{}, false},
+		{"master gone, the copy's lease lapsed but it is not lost", WantInput{Self: "o", Lost: lost("m"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, Answers{}, false},
+		{"master gone, an extra copy waits for a regular one that is not lost", WantInput{Self: "o", Lost: lost("m"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "o"}}, Up: up("o")}, Answers{}, false},
+		{"master merely down, its replica lost: an extra copy waits for the master", WantInput{Self: "c", Lost: lost("r"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r", "c"}}, Up: up("c")}, Answers{}, false},
+		{"the only copy merely down (RF 1, or a restarted master naming itself alone): waited for", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, Answers{}, false},
+		{"the only copy's lease over, it answers with a position this node has reached: taken over", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, Answers{TakeOver: func(m string) bool { return m == "m" }}, true},
+		{"the only copy's lease over, it answers ahead of this node (or not at all): waited for", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, Answers{TakeOver: func(string) bool { return false }}, false},
+		{"master gone with regular replicas: no take-over past them", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, Answers{TakeOver: func(string) bool { return true }}, false},
+		{"the only copy lost: taken over", WantInput{Self: "o", Lost: lost("m"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Up: up("o", "x")}, Answers{}, true},
+		{"master gone, every copy lost", WantInput{Self: "o", Lost: lost("m", "r"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, Answers{}, true},
+		{"master gone, every copy lost, not first", WantInput{Self: "x", Lost: lost("m", "r"), Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "x")}, Answers{}, false},
 	}
 	for _, c := range cases {
 		c.in.Succession = succession
@@ -91,7 +113,16 @@ func TestWantsLeaseMovesALiveMasterOnlyByHandoff(t *testing.T) {
 		if c.in.Lost == nil {
 			c.in.Lost = lost()
 		}
-		if got := WantsLease(c.in); got != c.want {
+		if c.ans.Promote == nil {
+			c.ans.Promote = func([]string, func(string) bool) bool {
+				t.Errorf("%s: the promotion rule was asked", c.name)
+				return false
+			}
+		}
+		if c.ans.TakeOver == nil {
+			c.ans.TakeOver = func(string) bool { return false } // the master does not answer
+		}
+		if got := WantsLease(c.in, c.ans); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -50,7 +50,7 @@ func WithCopiesToCheck(replicas, asking []string, copies int, heard func(string)
 		switch {
 		case heard(r):
 			done = append(done, r)
-		case slices.Contains(out, r), len(out) < copies-1:
+		case slices.Contains(out, r), len(out) < shard.WriteQuorum(copies).ReplicaSlots():
 		default:
 			out = append(slices.Clone(out), r)
 		}

@@ -1,6 +1,7 @@
 // Package placement holds a node's pure decisions about the partitions it
 // masters or copies: whether to campaign for a partition's lease
-// ([WantsLease]), what the node knows of a lease that lapsed ([KnownLapse],
+// ([Decide], whose verdict may name a question the node answers itself:
+// [Want.Settle], [WantsLease]), what the node knows of a lease that lapsed ([KnownLapse],
 // [Lapse.Over]), whether to ask the voters about it ([AsksVoters]), which
 // replicas count while newcomers replace regular copies
 // ([KeepReplacedCopies], [DecideReplacement], [NearlyCaughtUp],

@@ -52,6 +52,8 @@ func TestWithOneViewSomeCopyCampaigns(t *testing.T) {
 			in := WantInput{Self: self, Assignment: a, Regular: regular, Succession: succ,
 				Superseded: self == master && masterSuperseded, NewestEpoch: 9, LearnedHolder: master,
 				Up: up, Lost: func(id string) bool { return false },
+			}
+			ans := Answers{
 				Promote: func(regular []string, up func(string) bool) bool {
 					ps := map[string]record.Position{self: pos[self]}
 					var others []string
@@ -75,7 +77,7 @@ func TestWithOneViewSomeCopyCampaigns(t *testing.T) {
 				},
 				TakeOver: func(m string) bool { return gossipUp[m] && pos[self].Compare(pos[m]) >= 0 },
 			}
-			if WantsLease(in) {
+			if WantsLease(in, ans) {
 				want[self] = true
 			}
 		}

@@ -1,6 +1,9 @@
 package record
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Doc is one stored document version, or the tombstone of a deleted one.
 type Doc struct {
@@ -15,3 +18,26 @@ type Doc struct {
 	Body    map[string]any // nil for tombstones; never mutated once stored
 	Size    int            // approximate bytes, for the cache budget
 }
+
+// ErrNotFound means the store holds no record of the key.
+var ErrNotFound = errors.New("not found")
+
+// The tenure marker is the document a new master writes in a partition
+// before a majority or linearizable read when it has written nothing in
+// its tenure yet (see the api's markTenure): raft's no-op entry at the
+// start of a term. Its user is one no client can name (user names start
+// with a letter or digit), and every partition has one.
+const (
+	TenureUser = "_shoal"
+	TenureColl = "tenure"
+	TenureID   = "marker"
+)
+
+// IsTenureMarker reports whether user, coll and id name a tenure marker.
+func IsTenureMarker(user, coll, id string) bool {
+	return user == TenureUser && coll == TenureColl && id == TenureID
+}
+
+// DocKey builds the store _id of a document. The three parts cannot contain
+// '/', so the key is unambiguous.
+func DocKey(user, coll, id string) string { return user + "/" + coll + "/" + id }

@@ -5,14 +5,23 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/shoal-db/shoal/store"
+	"github.com/shoal-db/shoal/record"
+	"github.com/shoal-db/shoal/replicate/applybatch"
 )
+
+// Applier is the replica's side of the store that Apply drives: the
+// partitions' writers (store.Writer), each batch applied on its
+// partition's writer, then the reached positions made durable at once.
+type Applier interface {
+	Apply(ctx context.Context, b record.Batch) applybatch.Result
+	SyncApplied(ctx context.Context) error
+}
 
 // Apply answers a request on the replica's side. The batches of each
 // partition are applied in order, the partitions side by side (each has
 // its own writer); the positions they reach are then made durable in one
 // store write, before the answer says so.
-func Apply(ctx context.Context, w *store.Writer, req Request) Response {
+func Apply(ctx context.Context, w Applier, req Request) Response {
 	out := Response{Results: make([]Result, len(req.Batches))}
 	byPartition := map[int][]int{} // partition -> indexes of its batches, in order
 	for i, wb := range req.Batches {
@@ -40,19 +49,19 @@ func Apply(ctx context.Context, w *store.Writer, req Request) Response {
 }
 
 // result turns the outcome of one batch into its answer.
-func result(partition int, r store.ApplyResult) Result {
+func result(partition int, r applybatch.Result) Result {
 	res := Result{Partition: partition, Applied: r.Applied, Epoch: r.Epoch, Code: CodeOK}
 	switch {
 	case r.Err == nil:
-	case errors.Is(r.Err, store.ErrGap):
+	case errors.Is(r.Err, applybatch.ErrGap):
 		res.Code = CodeGap
-	case errors.Is(r.Err, store.ErrDiverged):
+	case errors.Is(r.Err, applybatch.ErrDiverged):
 		res.Code, res.Diverged = CodeDiverged, r.Diverged
-	case errors.Is(r.Err, store.ErrStaleEpoch):
+	case errors.Is(r.Err, applybatch.ErrStaleEpoch):
 		res.Code = CodeStaleEpoch
-	case errors.Is(r.Err, store.ErrIsMaster):
+	case errors.Is(r.Err, applybatch.ErrIsMaster):
 		res.Code = CodeIsMaster
-	case errors.Is(r.Err, store.ErrNeedsFullCopy):
+	case errors.Is(r.Err, applybatch.ErrNeedsFullCopy):
 		res.Code = CodeFullCopy
 	default:
 		res.Code, res.Error = CodeError, r.Err.Error()

@@ -5,7 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/shoal-db/shoal/store"
+	"github.com/shoal-db/shoal/record"
 )
 
 // A request is bounded by bytes as well as by documents, so that it stays
@@ -38,7 +38,7 @@ const (
 )
 
 // docWireSize bounds the encoded size of a document as a WireDoc.
-func docWireSize(d *store.Doc) int {
+func docWireSize(d *record.Doc) int {
 	n := wireDocBase + quotedSize(d.User) + quotedSize(d.Coll) + quotedSize(d.ID)
 	if d.Body != nil {
 		n += jsonSize(d.Body)
@@ -47,7 +47,7 @@ func docWireSize(d *store.Doc) int {
 }
 
 // wireSizes bounds the encoded size of each document.
-func wireSizes(docs []*store.Doc) []int {
+func wireSizes(docs []*record.Doc) []int {
 	sizes := make([]int, len(docs))
 	for i, d := range docs {
 		sizes[i] = docWireSize(d)
@@ -177,7 +177,7 @@ func nextScanLimit(limit int, sizes []int, maxDocs, maxBytes int) int {
 
 // scanSizes bounds what each scanned document costs the store's answer and
 // the request: the larger of its stored size and its encoded size.
-func scanSizes(docs []*store.Doc) []int {
+func scanSizes(docs []*record.Doc) []int {
 	sizes := wireSizes(docs)
 	for i, d := range docs {
 		sizes[i] = max(sizes[i], d.Size)

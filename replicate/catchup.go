@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/shoal-db/shoal/store"
+	"github.com/shoal-db/shoal/record"
 )
 
 // chaseChunks bounds the chunks a catch-up reads past its target before
@@ -23,17 +23,17 @@ const restoreChunk = 50
 // this master's up to (which may be before this master's epoch start: its
 // history may have left the replica's in an earlier tenure); catch-up
 // follows from there.
-func (s *Shipper) restore(d *dest, p int, agreed store.Position, keys []string) error {
+func (s *Shipper) restore(d *dest, p int, agreed record.Position, keys []string) error {
 	epoch, master := s.cfg.Mastership.Epoch(p)
 	if !master {
 		return nil
 	}
 	s.log.Info("restoring a replica's rolled back documents", "replica", d.id, "partition", p, "documents", len(keys),
 		"agreed", agreed)
-	var b store.Batch
+	var b record.Batch
 	var rm room
 	next := func() {
-		b = store.Batch{Partition: p, Epoch: epoch, From: agreed, UpTo: agreed, Restore: true}
+		b = record.Batch{Partition: p, Epoch: epoch, From: agreed, UpTo: agreed, Restore: true}
 		s.stamp(&b)
 		rm = newRoom(min(restoreChunk, s.cfg.MaxBatchDocs), s.cfg.MaxBatchBytes-wireBatchBase)
 	}
@@ -48,7 +48,7 @@ func (s *Shipper) restore(d *dest, p int, agreed store.Position, keys []string) 
 	next()
 	for _, k := range keys {
 		doc, err := s.cfg.Source.Get(s.ctx, p, k)
-		absent := errors.Is(err, store.ErrNotFound)
+		absent := errors.Is(err, record.ErrNotFound)
 		if err != nil && !absent {
 			return err
 		}
@@ -93,7 +93,7 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		// a catch-up from there would send it all of that again, each
 		// document a lookup on its side (seeds 9724 and 9814: chunks of
 		// them timed out under load for minutes).
-		probe := store.Batch{Partition: p, Epoch: epoch}
+		probe := record.Batch{Partition: p, Epoch: epoch}
 		s.stamp(&probe)
 		if err := s.send(d, Request{Batches: []WireBatch{ToWire(probe)}}); err != nil {
 			s.catchUpFailed(pr)
@@ -110,7 +110,7 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	if acked.Compare(target) < 0 {
 		from := acked
 		if full {
-			from = store.Position{}
+			from = record.Position{}
 		}
 		toCopy, _ = s.cfg.Source.Count(s.ctx, p, from) // only for display
 	}
@@ -177,7 +177,7 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 				return nil
 			}
 		}
-		b := store.Batch{Partition: p, Epoch: epoch, From: acked, UpTo: upTo, Docs: docs}
+		b := record.Batch{Partition: p, Epoch: epoch, From: acked, UpTo: upTo, Docs: docs}
 		s.stamp(&b)
 		if ok, err := s.sendChunk(d, pr, b); !ok {
 			return err
@@ -198,15 +198,15 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 
 // behindHorizon says whether a replica acknowledged at acked must get a
 // full copy: deletes after acked may be missing from the log.
-func behindHorizon(acked, horizon store.Position) bool { return acked.Compare(horizon) < 0 }
+func behindHorizon(acked, horizon record.Position) bool { return acked.Compare(horizon) < 0 }
 
-func (s *Shipper) horizon(p int) store.Position {
+func (s *Shipper) horizon(p int) record.Position {
 	return s.cfg.Source.Horizon(p)
 }
 
 // sendChunk sends one chunk of a catch-up or full copy; ok is false when
 // it failed or the replica refused it (the next round starts over).
-func (s *Shipper) sendChunk(d *dest, pr *progress, b store.Batch) (ok bool, err error) {
+func (s *Shipper) sendChunk(d *dest, pr *progress, b record.Batch) (ok bool, err error) {
 	if err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}}); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && len(b.Docs) > 1 {
 			s.chunkTooSlow(pr, len(b.Docs))

@@ -1,14 +1,14 @@
 package replicate
 
 import (
-	"github.com/shoal-db/shoal/store"
+	"github.com/shoal-db/shoal/record"
 )
 
 // fullCopy sends a replica every document and tombstone of a partition in
 // key order, in chunks that each replace the replica's copy of a key range;
 // only the final chunk moves the replica to target. Interrupted, it starts
 // over from the first key: the replica's position has not moved.
-func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, target store.Position) error {
+func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, target record.Position) error {
 	s.log.Info("replica is behind the tombstone horizon: sending a full copy", "replica", d.id, "partition", p,
 		"acked", acked, "horizon", s.horizon(p), "target", target)
 	if s.cfg.Observer != nil {
@@ -56,8 +56,8 @@ func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, ta
 // from the documents scanned after it, in key order: while more may follow
 // them it covers up to the last of them; otherwise it covers to the end
 // and, being the final chunk, carries the target position.
-func fullCopyChunk(p int, epoch uint64, after string, docs []*store.Doc, more bool, acked, target, horizon store.Position) (store.Batch, bool) {
-	b := store.Batch{Partition: p, Epoch: epoch, UpTo: acked, Docs: docs, Full: true, KeyFrom: after, Horizon: horizon}
+func fullCopyChunk(p int, epoch uint64, after string, docs []*record.Doc, more bool, acked, target, horizon record.Position) (record.Batch, bool) {
+	b := record.Batch{Partition: p, Epoch: epoch, UpTo: acked, Docs: docs, Full: true, KeyFrom: after, Horizon: horizon}
 	if !more {
 		b.UpTo = target
 		return b, true

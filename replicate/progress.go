@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shoal-db/shoal/store"
+	"github.com/shoal-db/shoal/record"
 )
 
 // Stage is where one replica's copy of one partition stands, as its master
@@ -62,8 +62,8 @@ func (st Stage) String() string {
 // progress is what the master knows of one replica's copy of one partition.
 // Its stage is changed only by the methods in this file.
 type progress struct {
-	acked store.Position // the replica holds the history up to here
-	known bool           // acked has been learned from the replica
+	acked record.Position // the replica holds the history up to here
+	known bool            // acked has been learned from the replica
 	// ackedAt numbers the answer that last set acked (Shipper.seq): a
 	// count from what was read before it leaves it out (view.go).
 	ackedAt uint64
@@ -72,7 +72,7 @@ type progress struct {
 	heard uint64
 	// told is the newest majority-committed position the replica took
 	// with a batch: a notice goes out when the partition's is newer.
-	told    store.Position
+	told    record.Position
 	catchUp bool // the queue cannot bring it up to date
 	queue   []queuedRun
 	queued  int // documents in queue
@@ -129,7 +129,10 @@ func (pr *progress) queueFallsShort() { pr.catchUp = true }
 // enqueue queues a committed run of n documents for a streaming (or
 // probed) replica; past max queued documents the queue is dropped and the
 // replica caught up from the store, which holds it all.
-func (pr *progress) enqueue(run queuedRun, n, max int) {
+func (pr *progress) enqueue(run queuedRun, n, max int, now time.Time) {
+	if pr.behindSince.IsZero() {
+		pr.behindSince = now
+	}
 	if pr.catchUp {
 		return
 	}
@@ -145,13 +148,17 @@ func (pr *progress) enqueue(run queuedRun, n, max int) {
 // dropQueue forgets the queued runs (a catch-up brings what they held).
 func (pr *progress) dropQueue() { pr.queue, pr.queued = nil, 0 }
 
-// answered records that the replica checked a batch of epoch.
-func (pr *progress) answered(epoch uint64) { pr.heard = max(pr.heard, epoch) }
+// answered records that the replica checked a batch of epoch, in the
+// answer numbered seq (Shipper.seq), which sets acked.
+func (pr *progress) answered(epoch, seq uint64) {
+	pr.heard = max(pr.heard, epoch)
+	pr.ackedAt = seq
+}
 
 // applied: the replica applied a batch and holds the history up to
 // applied; it is up to date once that reaches committed, and it took the
 // majority-committed position told.
-func (pr *progress) applied(applied, committed, told store.Position) {
+func (pr *progress) applied(applied, committed, told record.Position) {
 	pr.acked, pr.known = applied, true
 	if pr.acked.Compare(committed) >= 0 {
 		pr.behindSince = time.Time{}
@@ -160,13 +167,13 @@ func (pr *progress) applied(applied, committed, told store.Position) {
 }
 
 // gap: the batch did not start where the replica is (applied).
-func (pr *progress) gap(applied store.Position) {
+func (pr *progress) gap(applied record.Position) {
 	pr.acked, pr.known, pr.catchUp = applied, true, true
 }
 
 // askedForFullCopy: the replica cannot be caught up by changes (it is
 // behind the tombstone horizon by its own account).
-func (pr *progress) askedForFullCopy(applied store.Position) {
+func (pr *progress) askedForFullCopy(applied record.Position) {
 	pr.acked, pr.known, pr.catchUp, pr.forceFull = applied, true, true, true
 	pr.dropQueue()
 }
@@ -174,7 +181,7 @@ func (pr *progress) askedForFullCopy(applied store.Position) {
 // diverged: the replica holds changes the master's history does not; it
 // rolled them back to applied, and the documents they touched are
 // restored from the master.
-func (pr *progress) diverged(applied store.Position) {
+func (pr *progress) diverged(applied record.Position) {
 	pr.acked, pr.known, pr.catchUp = applied, true, true
 	pr.dropQueue()
 }
@@ -235,14 +242,14 @@ func (pr *progress) caughtUp(full bool) {
 
 // needsFullCopy says whether the next copy must be a full one, given the
 // master's tombstone horizon.
-func (pr *progress) needsFullCopy(horizon store.Position) bool {
+func (pr *progress) needsFullCopy(horizon record.Position) bool {
 	return pr.forceFull || behindHorizon(pr.acked, horizon)
 }
 
 // queuedRun is a committed run waiting for a replica, with the encoded
 // size of each of its documents (bounded once, for every replica).
 type queuedRun struct {
-	store.Batch
+	record.Batch
 	sizes []int
 }
 
@@ -298,7 +305,7 @@ func (s *Shipper) scanLimit(pr *progress) int {
 
 // scanned learns from a scan that asked for limit documents what the next
 // one asks for, and returns the sizes of the documents read.
-func (s *Shipper) scanned(pr *progress, limit int, docs []*store.Doc) []int {
+func (s *Shipper) scanned(pr *progress, limit int, docs []*record.Doc) []int {
 	sizes := scanSizes(docs)
 	s.mu.Lock()
 	pr.scanLimit = nextScanLimit(limit, sizes, s.cfg.MaxBatchDocs, s.cfg.MaxBatchBytes)
@@ -334,7 +341,7 @@ func (s *Shipper) chunkTooSlow(pr *progress, docs int) {
 func (s *Shipper) catchUpFailed(pr *progress) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pr.copyFailed(time.Now())
+	pr.copyFailed(s.now())
 }
 
 // restAfter is how long a partition whose catch-up failed failures times

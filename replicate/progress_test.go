@@ -35,21 +35,26 @@ func TestProgressStages(t *testing.T) {
 	}{
 		{"a probe answered streams, and an overflow sends it to a catch-up", []step{
 			{"new", func(*progress) {}, StageProbe, nil},
-			{"queued while probing", func(pr *progress) { pr.enqueue(run(0, 3), 3, 10) }, StageProbe, queued(3)},
+			{"queued while probing", func(pr *progress) { pr.enqueue(run(0, 3), 3, 10, now) }, StageProbe, func(t *testing.T, pr *progress) {
+				queued(3)(t, pr)
+				if !pr.behindSince.Equal(now) {
+					t.Fatalf("behind since %v, want since the change queued at %v", pr.behindSince, now)
+				}
+			}},
 			{"applied", func(pr *progress) { pr.applied(pos(3), pos(3), pos(1)) }, StageStream, func(t *testing.T, pr *progress) {
 				if pr.acked != pos(3) || !pr.behindSince.IsZero() || pr.told != pos(1) {
 					t.Fatalf("acked %s, told %s, behind since %v", pr.acked, pr.told, pr.behindSince)
 				}
 			}},
-			{"queued", func(pr *progress) { pr.enqueue(run(3, 8), 5, 10) }, StageStream, queued(8)},
-			{"overflow", func(pr *progress) { pr.enqueue(run(8, 11), 3, 10) }, StageCatchUp, queued(0)},
-			{"nothing queues while it waits", func(pr *progress) { pr.enqueue(run(11, 12), 1, 10) }, StageCatchUp, queued(0)},
+			{"queued", func(pr *progress) { pr.enqueue(run(3, 8), 5, 10, now) }, StageStream, queued(8)},
+			{"overflow", func(pr *progress) { pr.enqueue(run(8, 11), 3, 10, now) }, StageCatchUp, queued(0)},
+			{"nothing queues while it waits", func(pr *progress) { pr.enqueue(run(11, 12), 1, 10, now) }, StageCatchUp, queued(0)},
 			{"the copy starts", func(pr *progress) { pr.copyStarted(9) }, StageCopying, func(t *testing.T, pr *progress) {
 				if pr.toCopy != 9 || pr.copied != 0 {
 					t.Fatalf("copying %d of %d", pr.copied, pr.toCopy)
 				}
 			}},
-			{"runs queue behind the copy", func(pr *progress) { pr.enqueue(run(11, 12), 1, 10) }, StageCopying, queued(1)},
+			{"runs queue behind the copy", func(pr *progress) { pr.enqueue(run(11, 12), 1, 10, now) }, StageCopying, queued(1)},
 			{"a chunk", func(pr *progress) {
 				if !pr.chunkDelivered(4) {
 					t.Fatal("a copy nothing cut short stopped")
@@ -83,7 +88,7 @@ func TestProgressStages(t *testing.T) {
 			}},
 		}},
 		{"a replica that asks for a full copy gets one until one is done", []step{
-			{"queued", func(pr *progress) { pr.enqueue(run(0, 2), 2, 10) }, StageProbe, queued(2)},
+			{"queued", func(pr *progress) { pr.enqueue(run(0, 2), 2, 10, now) }, StageProbe, queued(2)},
 			{"asks", func(pr *progress) { pr.askedForFullCopy(pos(1)) }, StageCatchUp, func(t *testing.T, pr *progress) {
 				queued(0)(t, pr)
 				if !pr.needsFullCopy(store.Position{}) {
@@ -113,16 +118,16 @@ func TestProgressStages(t *testing.T) {
 					t.Fatalf("behind since %v, want still %v", pr.behindSince, now)
 				}
 			}},
-			{"queued", func(pr *progress) { pr.enqueue(run(2, 5), 3, 10) }, StageStream, queued(3)},
+			{"queued", func(pr *progress) { pr.enqueue(run(2, 5), 3, 10, now) }, StageStream, queued(3)},
 			{"diverged", func(pr *progress) { pr.diverged(pos(1)) }, StageCatchUp, queued(0)},
 			{"caught up", func(pr *progress) { pr.copyStarted(0); pr.caughtUp(false); pr.copyEnded() }, StageStream, nil},
-			{"queued again", func(pr *progress) { pr.enqueue(run(5, 6), 1, 10) }, StageStream, queued(1)},
+			{"queued again", func(pr *progress) { pr.enqueue(run(5, 6), 1, 10, now) }, StageStream, queued(1)},
 			{"refused: a later master", func(pr *progress) { pr.refusedTheMaster() }, StageCatchUp, queued(0)},
 			{"the queue falls short", func(pr *progress) { pr.copyStarted(0); pr.copyEnded(); pr.queueFallsShort() }, StageCatchUp, nil},
 			{"a tombstone horizon passed mid-copy starts over", func(pr *progress) { pr.copyStarted(0); pr.startOver(); pr.copyEnded() }, StageCatchUp, nil},
-			{"answers are remembered by epoch", func(pr *progress) { pr.answered(3); pr.answered(2) }, StageCatchUp, func(t *testing.T, pr *progress) {
-				if pr.heard != 3 {
-					t.Fatalf("heard epoch %d, want 3", pr.heard)
+			{"answers are remembered by epoch", func(pr *progress) { pr.answered(3, 1); pr.answered(2, 2) }, StageCatchUp, func(t *testing.T, pr *progress) {
+				if pr.heard != 3 || pr.ackedAt != 2 {
+					t.Fatalf("heard epoch %d in answer %d, want epoch 3 and the latest answer, 2", pr.heard, pr.ackedAt)
 				}
 			}},
 		}},

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/internal/logsafe"
-	"github.com/shoal-db/shoal/store"
+	"github.com/shoal-db/shoal/record"
 )
 
 // run is the sender of one replica: it ships queued changes of every
@@ -136,7 +136,7 @@ func (s *Shipper) live(d *dest) (Request, int) {
 	}
 	slices.Sort(parts)
 	ring := fromRing(parts, d.liveFrom)
-	now := time.Now()
+	now := s.now()
 	var catchUp []int
 	cut := -1 // the first partition (index in ring) left with runs that did not fit
 	for i, p := range ring {
@@ -285,8 +285,8 @@ func (s *Shipper) noticeLocked(pr *progress, p int, epoch uint64) bool {
 // majority-committed position alone: no documents, from and up to the
 // replica's acknowledged position (it changes nothing the replica holds).
 // Call with s.mu held.
-func (s *Shipper) notice(pr *progress, p int, epoch uint64, snap *snapshot) store.Batch {
-	b := store.Batch{Partition: p, Epoch: epoch, From: pr.acked, UpTo: pr.acked}
+func (s *Shipper) notice(pr *progress, p int, epoch uint64, snap *snapshot) record.Batch {
+	b := record.Batch{Partition: p, Epoch: epoch, From: pr.acked, UpTo: pr.acked}
 	s.stampLocked(&b, snap)
 	return b
 }
@@ -305,7 +305,7 @@ func fromRing(sorted []int, start int) []int {
 // as in a catch-up); the rest stays queued. all says whether the queue
 // was emptied. The batches are not stamped yet (stampLocked). Call with
 // s.mu held.
-func (s *Shipper) takeRuns(pr *progress, p int, rm *room) (out []store.Batch, all bool) {
+func (s *Shipper) takeRuns(pr *progress, p int, rm *room) (out []record.Batch, all bool) {
 	var cur *queuedRun
 	for len(pr.queue) > 0 {
 		q := pr.queue[0]
@@ -355,7 +355,7 @@ func (s *Shipper) takeRuns(pr *progress, p int, rm *room) (out []store.Batch, al
 // one run, in one commit, instead of one per group commit of the master.
 func mergeRuns(a, b queuedRun) queuedRun {
 	type sized struct {
-		doc  *store.Doc
+		doc  *record.Doc
 		size int
 	}
 	latest := make(map[string]sized, len(a.Docs)+len(b.Docs))
@@ -370,7 +370,7 @@ func mergeRuns(a, b queuedRun) queuedRun {
 		all = append(all, e)
 	}
 	slices.SortFunc(all, func(x, y sized) int { return x.doc.Pos.Compare(y.doc.Pos) })
-	a.Docs, a.sizes = make([]*store.Doc, len(all)), make([]int, len(all))
+	a.Docs, a.sizes = make([]*record.Doc, len(all)), make([]int, len(all))
 	for i, e := range all {
 		a.Docs[i], a.sizes[i] = e.doc, e.size
 	}
@@ -378,7 +378,7 @@ func mergeRuns(a, b queuedRun) queuedRun {
 	return a
 }
 
-func maxPosition(a, b store.Position) store.Position {
+func maxPosition(a, b record.Position) record.Position {
 	if a.Compare(b) >= 0 {
 		return a
 	}
@@ -426,7 +426,7 @@ func (s *Shipper) send(d *dest, req Request) error {
 	}
 	var diverged []Result
 	var refused error
-	was := map[int]store.Position{} // each partition's majority-committed position before these answers
+	was := map[int]record.Position{} // each partition's majority-committed position before these answers
 	for _, p := range parts {
 		was[p], _ = s.majorityLocked(p, before)
 	}
@@ -438,8 +438,7 @@ func (s *Shipper) send(d *dest, req Request) error {
 		}
 		switch r.Code {
 		case CodeOK, CodeGap, CodeFullCopy, CodeDiverged:
-			pr.answered(req.Batches[i].Epoch)
-			pr.ackedAt = seq // each of these sets acked
+			pr.answered(req.Batches[i].Epoch, seq) // each of these sets acked
 		}
 		switch r.Code {
 		case CodeOK:

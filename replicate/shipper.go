@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/shard"
-	"github.com/shoal-db/shoal/store"
 )
 
 // Mastership is what the shipper asks of the node about the partitions it
@@ -34,33 +34,33 @@ type Mastership interface {
 // shipped and caught up from.
 type Source interface {
 	// Last is the master's newest committed position of a partition.
-	Last(partition int) store.Position
+	Last(partition int) record.Position
 	// EpochStart is the position this node's given epoch of a partition
 	// started from.
-	EpochStart(partition int, epoch uint64) store.Position
+	EpochStart(partition int, epoch uint64) record.Position
 	// Epochs is the epoch chain this node's given epoch of a partition
 	// follows (its tenure last, starting at EpochStart), carried by every
 	// batch: a replica tells from it which of its changes, of any older
 	// epoch, the master's history does not contain. Nil: batches carry
 	// the epoch start alone.
-	Epochs(partition int, epoch uint64) []store.EpochStart
+	Epochs(partition int, epoch uint64) []record.EpochStart
 	// Horizon is the highest position of a tombstone the master purged
 	// from a partition (zero: none): a replica acknowledged before it gets
 	// a full copy.
-	Horizon(partition int) store.Position
+	Horizon(partition int) record.Position
 	// Get reads the master's current state of a document (ErrNotFound: no
 	// record), to restore a replica after a rollback.
-	Get(ctx context.Context, partition int, key string) (*store.Doc, error)
+	Get(ctx context.Context, partition int, key string) (*record.Doc, error)
 	// Scan reads a partition's documents after a position, in position
 	// order (catch-up).
-	Scan(ctx context.Context, partition int, after store.Position, limit int) ([]*store.Doc, error)
+	Scan(ctx context.Context, partition int, after record.Position, limit int) ([]*record.Doc, error)
 	// ScanKeys reads up to limit of a partition's documents with a key
 	// after afterKey ("" = from the first), in key order (full copy).
-	ScanKeys(ctx context.Context, partition int, afterKey string, limit int) ([]*store.Doc, error)
+	ScanKeys(ctx context.Context, partition int, afterKey string, limit int) ([]*record.Doc, error)
 	// Count counts a partition's documents after a position (the zero
 	// position: all), so a copy in progress shows how much is left; only
 	// for display.
-	Count(ctx context.Context, partition int, after store.Position) (int64, error)
+	Count(ctx context.Context, partition int, after record.Position) (int64, error)
 }
 
 // Transport delivers a request to a replica.
@@ -100,6 +100,8 @@ type Config struct {
 	// before it gives up on writes that outrun it (default chaseChunks).
 	ChaseChunks int
 	Logger      *slog.Logger
+	// Now is the clock (nil: time.Now); tests pass a fake one.
+	Now func() time.Time
 }
 
 // Shipper replicates every partition this node masters: one sender
@@ -113,8 +115,8 @@ type Shipper struct {
 	mu        sync.Mutex
 	changed   *sync.Cond // signalled on every ack
 	dests     map[string]*dest
-	committed map[int]store.Position // newest position handed to Committed, per partition
-	majority  map[int]heldAt         // the majority-committed position found, per partition
+	committed map[int]record.Position // newest position handed to Committed, per partition
+	majority  map[int]heldAt          // the majority-committed position found, per partition
 	// seq numbers the answers taken in (progress.ackedAt) and the
 	// majority-committed positions kept (heldAt.at); it moves under mu
 	// and is read without it, before a snapshot is read (view.go).
@@ -129,7 +131,7 @@ type Shipper struct {
 // counted from goes (a replica replaced, or one that lost its copy).
 type heldAt struct {
 	epoch uint64
-	pos   store.Position
+	pos   record.Position
 	at    uint64 // Shipper.seq when it was kept
 }
 
@@ -150,11 +152,17 @@ func New(cfg Config) *Shipper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Shipper{cfg: cfg, log: cfg.Logger, dests: map[string]*dest{}, committed: map[int]store.Position{}, majority: map[int]heldAt{}}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Shipper{cfg: cfg, log: cfg.Logger, dests: map[string]*dest{}, committed: map[int]record.Position{}, majority: map[int]heldAt{}}
 	s.changed = sync.NewCond(&s.mu)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
+
+// now reads the shipper's clock.
+func (s *Shipper) now() time.Time { return s.cfg.Now() }
 
 // Close stops every sender.
 func (s *Shipper) Close() {
@@ -183,7 +191,7 @@ func (s *Shipper) destLocked(id string) *dest {
 
 // Committed queues a committed run of a partition's history for each of
 // its replicas. It never blocks.
-func (s *Shipper) Committed(b store.Batch) {
+func (s *Shipper) Committed(b record.Batch) {
 	replicas := s.cfg.Mastership.Replicas(b.Partition)
 	var run queuedRun
 	if len(replicas) > 0 {
@@ -201,10 +209,7 @@ func (s *Shipper) Committed(b store.Batch) {
 			pr = &progress{}
 			d.parts[b.Partition] = pr
 		}
-		if pr.behindSince.IsZero() {
-			pr.behindSince = time.Now()
-		}
-		pr.enqueue(run, len(b.Docs), s.cfg.MaxQueued)
+		pr.enqueue(run, len(b.Docs), s.cfg.MaxQueued, s.now())
 		d.poke()
 	}
 }
@@ -241,7 +246,7 @@ func (s *Shipper) Ensure(partitions int) {
 }
 
 // Acked returns the position replica has acknowledged for partition.
-func (s *Shipper) Acked(replica string, partition int) (store.Position, bool) {
+func (s *Shipper) Acked(replica string, partition int) (record.Position, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d := s.dests[replica]; d != nil {
@@ -249,7 +254,7 @@ func (s *Shipper) Acked(replica string, partition int) (store.Position, bool) {
 			return pr.acked, true
 		}
 	}
-	return store.Position{}, false
+	return record.Position{}, false
 }
 
 // Heard reports whether replica has answered a batch of partition at
@@ -270,36 +275,18 @@ func (s *Shipper) Heard(replica string, partition int, epoch uint64) bool {
 	return false
 }
 
-// CopyView is what this node, as master, knows of one replica's copy of
-// one partition: for logs that explain why a move or drain waits.
-type CopyView struct {
-	Stage Stage
-	Acked store.Position
-	Known bool // Acked was learned from the replica
-	// Heard is the newest epoch of a batch of this node's the replica
-	// answered (see Heard).
-	Heard   uint64
-	Queued  int  // documents queued for it
-	Running bool // its sender goroutine runs
-	// LastError is why the last request to the replica failed ("" when
-	// the last one succeeded).
-	LastError string
-}
-
-// Copy describes replica's copy of partition as this node knows it (the
-// zero CopyView with Stage probe when it knows nothing of it).
-func (s *Shipper) Copy(replica string, partition int) CopyView {
+// Copy describes replica's copy of partition as this node knows it, for
+// logs that explain why a move or drain waits (Stage probe and Known false
+// when it knows nothing of it). Behind is left zero: it is counted from
+// the partition's history, which Lags reads.
+func (s *Shipper) Copy(replica string, partition int) Lag {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.dests[replica]
-	if d == nil {
-		return CopyView{}
+	l := Lag{Replica: replica, Partition: partition}
+	if d := s.dests[replica]; d != nil {
+		l = d.lagLocked(partition, s.now())
 	}
-	v := CopyView{Running: d.running, LastError: d.lastError}
-	if pr := d.parts[partition]; pr != nil {
-		v.Stage, v.Acked, v.Known, v.Heard, v.Queued = pr.stage(), pr.acked, pr.known, pr.heard, pr.queued
-	}
-	return v
+	return l
 }
 
 // wakeWhenDone wakes every wait on s.changed when ctx ends, so that a
@@ -316,7 +303,7 @@ func (s *Shipper) wakeWhenDone(ctx context.Context) func() bool {
 // to pos, or ctx ends; it returns how many do. It calls replicas before
 // each count, without its lock held, and counts only the
 // acknowledgements that came in before that call (see view.go).
-func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.Position, replicas func() []string, need int) (int, error) {
+func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos record.Position, replicas func() []string, need int) (int, error) {
 	defer s.wakeWhenDone(ctx)()
 	for {
 		seq := s.seq.Load()
@@ -377,20 +364,28 @@ func (s *Shipper) WaitReplicated(ctx context.Context, partition int, pos store.P
 //
 // The position never moves back within a tenure and is never past the
 // master's last committed position.
-func (s *Shipper) MajorityHeld(partition int) store.Position {
-	for {
-		held, fresh, _ := s.countMajority(partition)
+//
+// A count that is not fresh (acknowledgements came in while it was read)
+// is a lower bound of the position; it is counted again, a few times at
+// most, so steady acknowledgements cannot keep the caller here.
+func (s *Shipper) MajorityHeld(partition int) record.Position {
+	const tries = 4
+	var held record.Position
+	for range tries {
+		var fresh bool
+		held, fresh, _ = s.countMajority(partition)
 		s.mu.Unlock()
 		if fresh {
-			return held
+			break
 		}
 	}
+	return held
 }
 
 // countMajority reads what partition p's majority-committed position is
 // counted from, then counts it under s.mu, which it returns holding; seq
 // is the number of the last answer taken in before the read.
-func (s *Shipper) countMajority(p int) (pos store.Position, fresh bool, seq uint64) {
+func (s *Shipper) countMajority(p int) (pos record.Position, fresh bool, seq uint64) {
 	snap := s.read(reads{parts: []int{p}, copies: true})
 	s.mu.Lock()
 	pos, fresh = s.majorityLocked(p, snap)
@@ -404,14 +399,14 @@ func (s *Shipper) countMajority(p int) (pos store.Position, fresh bool, seq uint
 // after snap was read (the count leaves it out), or a position of a later
 // tenure than snap's was kept after snap was read (snap is of a tenure
 // this node left: the position is then zero, and nothing is kept).
-func (s *Shipper) majorityLocked(p int, snap *snapshot) (pos store.Position, fresh bool) {
+func (s *Shipper) majorityLocked(p int, snap *snapshot) (pos record.Position, fresh bool) {
 	v := snap.parts[p]
 	if !v.master {
-		return store.Position{}, true
+		return record.Position{}, true
 	}
 	h := s.majority[p]
 	if h.epoch > v.epoch && h.at > snap.seq {
-		return store.Position{}, false
+		return record.Position{}, false
 	}
 	total := 1 + len(v.replicas)
 	if snap.copies > 0 {
@@ -430,7 +425,7 @@ func (s *Shipper) majorityLocked(p int, snap *snapshot) (pos store.Position, fre
 // ackedLocked lists the positions the replicas have acknowledged of
 // partition p by seq (those not heard from yet are left out, and so are
 // the answers taken in after seq: all false when there were any).
-func (s *Shipper) ackedLocked(p int, replicas []string, seq uint64) (acked []store.Position, all bool) {
+func (s *Shipper) ackedLocked(p int, replicas []string, seq uint64) (acked []record.Position, all bool) {
 	all = true
 	for _, r := range replicas {
 		if d := s.dests[r]; d != nil {
@@ -450,28 +445,28 @@ func (s *Shipper) ackedLocked(p int, replicas []string, seq uint64) (acked []sto
 // at last, knows need of the replicas hold besides itself, given what the
 // counted replicas acknowledged: the need-th newest acknowledgement, if it
 // is of the epoch (see MajorityHeld), at most last.
-func majority(last store.Position, epoch uint64, acked []store.Position, need int) store.Position {
+func majority(last record.Position, epoch uint64, acked []record.Position, need int) record.Position {
 	if need <= 0 {
 		return last
 	}
 	if len(acked) < need {
-		return store.Position{}
+		return record.Position{}
 	}
 	acked = slices.Clone(acked)
-	slices.SortFunc(acked, func(a, b store.Position) int { return b.Compare(a) })
+	slices.SortFunc(acked, func(a, b record.Position) int { return b.Compare(a) })
 	held := acked[need-1]
 	if held.Compare(last) > 0 {
 		held = last
 	}
 	if held.Epoch != epoch {
-		return store.Position{}
+		return record.Position{}
 	}
 	return held
 }
 
 // WaitMajorityHeld waits until the partition's majority-committed position
 // (MajorityHeld) reaches pos, or ctx ends; it returns the position.
-func (s *Shipper) WaitMajorityHeld(ctx context.Context, partition int, pos store.Position) (store.Position, error) {
+func (s *Shipper) WaitMajorityHeld(ctx context.Context, partition int, pos record.Position) (record.Position, error) {
 	defer s.wakeWhenDone(ctx)()
 	for {
 		held, fresh, seq := s.countMajority(partition)
@@ -495,13 +490,14 @@ func (s *Shipper) WaitMajorityHeld(ctx context.Context, partition int, pos store
 	}
 }
 
-// Lag reports, per replica and partition this node masters, the
-// acknowledged position and how far it is behind in changes.
+// Lag reports, per replica and partition this node masters (Lags), the
+// acknowledged position and how far it is behind in changes; Copy gives
+// one for any replica, with Behind left zero.
 type Lag struct {
-	Replica   string         `json:"replica"`
-	Partition int            `json:"partition"`
-	Acked     store.Position `json:"acked"`
-	Behind    uint64         `json:"behind"`
+	Replica   string          `json:"replica"`
+	Partition int             `json:"partition"`
+	Acked     record.Position `json:"acked"`
+	Behind    uint64          `json:"behind"`
 	// LagMs is how long ago the oldest change the replica has not
 	// acknowledged was committed (0 when it is up to date).
 	LagMs   int64 `json:"lag_ms"`
@@ -511,6 +507,39 @@ type Lag struct {
 	Copying bool  `json:"copying,omitempty"`
 	Copied  int64 `json:"copied,omitempty"`
 	ToCopy  int64 `json:"to_copy,omitempty"`
+	// The rest is for logs that explain why a move or drain waits (Copy),
+	// not for the API: a user's placement answer lists Lags too.
+	//
+	// Stage is where the replica's progress stands (CatchUp and Copying
+	// say it in two booleans).
+	Stage Stage `json:"-"`
+	// Known: Acked was learned from the replica.
+	Known bool `json:"-"`
+	// Heard is the newest epoch of a batch of this node's the replica
+	// answered (see Shipper.Heard).
+	Heard  uint64 `json:"-"`
+	Queued int    `json:"-"` // documents queued for it
+	// Running: the sender goroutine for the replica runs.
+	Running bool `json:"-"`
+	// LastError is why the last request to the replica failed ("" when
+	// the last one succeeded).
+	LastError string `json:"-"`
+}
+
+// lagLocked describes partition's copy on d, with Behind left zero; call
+// with the shipper's lock held.
+func (d *dest) lagLocked(partition int, now time.Time) Lag {
+	l := Lag{Replica: d.id, Partition: partition, Running: d.running, LastError: d.lastError}
+	pr := d.parts[partition]
+	if pr == nil {
+		return l
+	}
+	l.Stage, l.Acked, l.Known, l.Heard, l.Queued = pr.stage(), pr.acked, pr.known, pr.heard, pr.queued
+	l.CatchUp, l.Copying, l.Copied, l.ToCopy = l.Stage != StageStream, l.Stage == StageCopying, pr.copied, pr.toCopy
+	if !pr.behindSince.IsZero() {
+		l.LagMs = now.Sub(pr.behindSince).Milliseconds()
+	}
+	return l
 }
 
 // Lags lists the progress of every replica.
@@ -518,14 +547,10 @@ func (s *Shipper) Lags() []Lag {
 	var all []Lag
 	var parts []int
 	s.mu.Lock()
+	now := s.now()
 	for _, d := range s.dests {
-		for p, pr := range d.parts {
-			l := Lag{Replica: d.id, Partition: p, Acked: pr.acked, CatchUp: pr.stage() != StageStream,
-				Copying: pr.stage() == StageCopying, Copied: pr.copied, ToCopy: pr.toCopy}
-			if !pr.behindSince.IsZero() {
-				l.LagMs = time.Since(pr.behindSince).Milliseconds()
-			}
-			all = append(all, l)
+		for p := range d.parts {
+			all = append(all, d.lagLocked(p, now))
 			parts = append(parts, p)
 		}
 	}
@@ -557,7 +582,7 @@ func (s *Shipper) Lags() []Lag {
 
 // stamp sets a batch's epoch start and chain, those of its epoch on this
 // node, and the majority-committed position it carries.
-func (s *Shipper) stamp(b *store.Batch) {
+func (s *Shipper) stamp(b *record.Batch) {
 	snap := s.read(stampReads(b))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -565,13 +590,13 @@ func (s *Shipper) stamp(b *store.Batch) {
 }
 
 // stampReads is what stamping b needs read.
-func stampReads(b *store.Batch) reads {
+func stampReads(b *record.Batch) reads {
 	return reads{parts: []int{b.Partition}, tenures: []tenureOf{{b.Partition, b.Epoch}}, copies: true}
 }
 
 // stampLocked is stamp from snap, which holds b's partition and tenure;
 // call with s.mu held.
-func (s *Shipper) stampLocked(b *store.Batch, snap *snapshot) {
+func (s *Shipper) stampLocked(b *record.Batch, snap *snapshot) {
 	t := snap.tenures[tenureOf{b.Partition, b.Epoch}]
 	b.EpochStart = t.start
 	if t.epochs != nil {
@@ -585,10 +610,10 @@ func (s *Shipper) stampLocked(b *store.Batch, snap *snapshot) {
 // from an earlier tenure carries none: its history need not be this
 // tenure's). A count that fell short (majorityLocked's fresh) carries
 // less than it could, never more than is held.
-func (s *Shipper) committedLocked(b *store.Batch, snap *snapshot) store.Position {
+func (s *Shipper) committedLocked(b *record.Batch, snap *snapshot) record.Position {
 	held, _ := s.majorityLocked(b.Partition, snap)
 	if s.majority[b.Partition].epoch != b.Epoch {
-		return store.Position{}
+		return record.Position{}
 	}
 	return held
 }

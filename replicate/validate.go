@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/shoal-db/shoal/api/doc"
+	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/shard"
-	"github.com/shoal-db/shoal/store"
 )
 
 // Bounds of one replication request, as a replica accepts it. A sender
@@ -117,7 +117,7 @@ func (r Request) Validate(partitions int) error {
 // validName checks a document's user, collection and id, and that the user
 // belongs to partition p.
 func validName(user, coll, id string, p, partitions int) error {
-	if store.IsTenureMarker(user, coll, id) {
+	if record.IsTenureMarker(user, coll, id) {
 		return nil // every partition has one, under a user no client can name
 	}
 	if err := doc.ValidUser(user); err != nil {
@@ -135,10 +135,10 @@ func validName(user, coll, id string, p, partitions int) error {
 	return nil
 }
 
-// validKey checks a document key (store.DocKey) of partition p.
+// validKey checks a document key (record.DocKey) of partition p.
 func validKey(k string, p, partitions int) error {
 	parts := strings.SplitN(k, "/", 3)
-	if len(parts) != 3 || store.DocKey(parts[0], parts[1], parts[2]) != k {
+	if len(parts) != 3 || record.DocKey(parts[0], parts[1], parts[2]) != k {
 		return errors.New("not a document key user/collection/id")
 	}
 	return validName(parts[0], parts[1], parts[2], p, partitions)

@@ -3,7 +3,7 @@ package replicate
 import (
 	"slices"
 
-	"github.com/shoal-db/shoal/store"
+	"github.com/shoal-db/shoal/record"
 )
 
 // The shipper calls Mastership, Source, Transport and Observer, and
@@ -43,14 +43,14 @@ type view struct {
 	// While master: the replicas (Mastership.Replicas) and the newest
 	// committed position (Source.Last).
 	replicas []string
-	last     store.Position
+	last     record.Position
 }
 
 // tenure is an epoch's start and chain on this node, as a batch of it
 // carries them (Source.EpochStart and Epochs).
 type tenure struct {
-	start  store.Position
-	epochs []store.EpochStart
+	start  record.Position
+	epochs []record.EpochStart
 }
 
 // tenureOf names a partition's epoch.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/shoal-db/shoal/store"
+	"github.com/shoal-db/shoal/record"
 )
 
 // Request is what a sender ships to one replica in one call: runs of
@@ -15,38 +15,38 @@ type Request struct {
 	Batches []WireBatch `json:"batches"`
 }
 
-// WireBatch is a store.Batch on the wire.
+// WireBatch is a record.Batch on the wire.
 type WireBatch struct {
-	Partition  int                `json:"p"`
-	Epoch      uint64             `json:"e"`
-	EpochStart store.Position     `json:"start"`
-	Epochs     []store.EpochStart `json:"epochs,omitempty"` // the master's epoch chain
-	From       store.Position     `json:"from"`
-	UpTo       store.Position     `json:"upto"`
-	Docs       []WireDoc          `json:"docs,omitempty"`
-	Restore    bool               `json:"restore,omitempty"`
-	Absent     []string           `json:"absent,omitempty"`
-	Full       bool               `json:"full,omitempty"`
-	KeyFrom    string             `json:"kfrom,omitempty"`
-	KeyTo      string             `json:"kto,omitempty"`
-	Horizon    store.Position     `json:"horizon,omitzero"`
+	Partition  int                 `json:"p"`
+	Epoch      uint64              `json:"e"`
+	EpochStart record.Position     `json:"start"`
+	Epochs     []record.EpochStart `json:"epochs,omitempty"` // the master's epoch chain
+	From       record.Position     `json:"from"`
+	UpTo       record.Position     `json:"upto"`
+	Docs       []WireDoc           `json:"docs,omitempty"`
+	Restore    bool                `json:"restore,omitempty"`
+	Absent     []string            `json:"absent,omitempty"`
+	Full       bool                `json:"full,omitempty"`
+	KeyFrom    string              `json:"kfrom,omitempty"`
+	KeyTo      string              `json:"kto,omitempty"`
+	Horizon    record.Position     `json:"horizon,omitzero"`
 	// Committed is the master's majority-committed position of the
 	// partition when it sent the batch (see Shipper.MajorityHeld); a
 	// batch with no documents from and up to the replica's acknowledged
 	// position carries it alone.
-	Committed store.Position `json:"commit,omitzero"`
+	Committed record.Position `json:"commit,omitzero"`
 }
 
 // WireDoc is a document state on the wire.
 type WireDoc struct {
-	User    string         `json:"u"`
-	Coll    string         `json:"c"`
-	ID      string         `json:"d"`
-	Version int64          `json:"v"`
-	Pos     store.Position `json:"pos"`
-	Deleted bool           `json:"x,omitempty"`
-	Updated time.Time      `json:"t"`
-	Body    map[string]any `json:"b,omitempty"`
+	User    string          `json:"u"`
+	Coll    string          `json:"c"`
+	ID      string          `json:"d"`
+	Version int64           `json:"v"`
+	Pos     record.Position `json:"pos"`
+	Deleted bool            `json:"x,omitempty"`
+	Updated time.Time       `json:"t"`
+	Body    map[string]any  `json:"b,omitempty"`
 }
 
 // Response answers a Request: one result per batch, in order.
@@ -80,9 +80,9 @@ const (
 
 // Result is a replica's answer for one batch.
 type Result struct {
-	Partition int            `json:"p"`
-	Applied   store.Position `json:"applied"`
-	Epoch     uint64         `json:"epoch"`
+	Partition int             `json:"p"`
+	Applied   record.Position `json:"applied"`
+	Epoch     uint64          `json:"epoch"`
 	// Code is the answer's kind (see Code's values).
 	Code     Code     `json:"code"`
 	Error    string   `json:"error,omitempty"`
@@ -90,7 +90,7 @@ type Result struct {
 }
 
 // ToWire converts a batch for sending.
-func ToWire(b store.Batch) WireBatch {
+func ToWire(b record.Batch) WireBatch {
 	w := WireBatch{Partition: b.Partition, Epoch: b.Epoch, EpochStart: b.EpochStart, Epochs: b.Epochs, From: b.From, UpTo: b.UpTo,
 		Docs: make([]WireDoc, len(b.Docs)), Restore: b.Restore, Absent: b.Absent,
 		Full: b.Full, KeyFrom: b.KeyFrom, KeyTo: b.KeyTo, Horizon: b.Horizon, Committed: b.Committed}
@@ -103,12 +103,12 @@ func ToWire(b store.Batch) WireBatch {
 
 // FromWire converts a received batch; body numbers arrive as float64 from
 // JSON and are normalised by the caller's decoder (see api).
-func FromWire(w WireBatch) store.Batch {
-	b := store.Batch{Partition: w.Partition, Epoch: w.Epoch, EpochStart: w.EpochStart, Epochs: w.Epochs, From: w.From, UpTo: w.UpTo,
-		Docs: make([]*store.Doc, len(w.Docs)), Restore: w.Restore, Absent: w.Absent,
+func FromWire(w WireBatch) record.Batch {
+	b := record.Batch{Partition: w.Partition, Epoch: w.Epoch, EpochStart: w.EpochStart, Epochs: w.Epochs, From: w.From, UpTo: w.UpTo,
+		Docs: make([]*record.Doc, len(w.Docs)), Restore: w.Restore, Absent: w.Absent,
 		Full: w.Full, KeyFrom: w.KeyFrom, KeyTo: w.KeyTo, Horizon: w.Horizon, Committed: w.Committed}
 	for i, d := range w.Docs {
-		b.Docs[i] = &store.Doc{Key: store.DocKey(d.User, d.Coll, d.ID), User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version,
+		b.Docs[i] = &record.Doc{Key: record.DocKey(d.User, d.Coll, d.ID), User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version,
 			Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body, Size: approxSize(d.Body)}
 	}
 	return b

@@ -45,6 +45,10 @@ func (q WriteQuorum) Replicas(replicas []string) []string {
 	return replicas[:min(len(replicas), q.copies()-1)]
 }
 
+// ReplicaSlots is how many regular replicas the master has beside it
+// when every copy is placed: rf-1. Write concern all waits for each.
+func (q WriteQuorum) ReplicaSlots() int { return q.copies() - 1 }
+
 // Majority is how many regular copies, the master included, a write
 // concern majority write must be on: rf/2+1.
 func (q WriteQuorum) Majority() int { return q.copies()/2 + 1 }

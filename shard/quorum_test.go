@@ -46,6 +46,26 @@ func TestWriteQuorum(t *testing.T) {
 		if got := q.MajorityReplicas(); got != c.majority-1 {
 			t.Errorf("%s: majority replicas %d, want %d", c.name, got, c.majority-1)
 		}
+		if got, want := q.ReplicaSlots(), max(c.rf, 1)-1; got != want {
+			t.Errorf("%s: replica slots %d, want %d", c.name, got, want)
+		}
+	}
+}
+
+func TestReplicasOf(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		a    Assignment
+		want []string
+	}{
+		{"master with replicas", Assignment{Master: "m", Responsible: []string{"m", "a", "b"}}, []string{"a", "b"}},
+		{"master alone", Assignment{Master: "m", Responsible: []string{"m"}}, nil},
+		{"another master", Assignment{Master: "x", Responsible: []string{"x", "m"}}, nil},
+		{"no master known", Assignment{Responsible: []string{"m", "a"}}, nil},
+	} {
+		if got := c.a.ReplicasOf("m"); !slices.Equal(got, c.want) || (got == nil) != (c.want == nil) {
+			t.Errorf("%s: replicas of m %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 

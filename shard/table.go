@@ -22,6 +22,17 @@ type Assignment struct {
 	Revision uint64 `json:"v,omitempty"`
 }
 
+// ReplicasOf returns the replicas self lists as the partition's master:
+// the responsible list after the master, in order; none when the table
+// names another master. Whether self still holds the lease is the
+// caller's to check (the table may lag a lease that went).
+func (a Assignment) ReplicasOf(self string) []string {
+	if a.Master != self || len(a.Responsible) < 2 {
+		return nil
+	}
+	return a.Responsible[1:]
+}
+
 // newer reports whether a should replace b: a higher epoch always wins;
 // within an epoch, a higher revision; at the same revision, the one that
 // knows the responsible list (a master learned from a 421 carries none).

@@ -23,25 +23,19 @@ type Position = record.Position
 // (record.Doc: the leaf package holds it, as it does Position).
 type Doc = record.Doc
 
-// The tenure marker is the document a new master writes in a partition
-// before a majority or linearizable read when it has written nothing in
-// its tenure yet (see the api's markTenure): raft's no-op entry at the
-// start of a term. Its user is one no client can name (user names start
-// with a letter or digit), and every partition has one.
+// The tenure marker and document keys are record's (record.TenureUser,
+// record.DocKey); the store names them too.
 const (
-	TenureUser = "_shoal"
-	TenureColl = "tenure"
-	TenureID   = "marker"
+	TenureUser = record.TenureUser
+	TenureColl = record.TenureColl
+	TenureID   = record.TenureID
 )
 
 // IsTenureMarker reports whether user, coll and id name a tenure marker.
-func IsTenureMarker(user, coll, id string) bool {
-	return user == TenureUser && coll == TenureColl && id == TenureID
-}
+func IsTenureMarker(user, coll, id string) bool { return record.IsTenureMarker(user, coll, id) }
 
-// DocKey builds the store _id of a document. The three parts cannot contain
-// '/', so the key is unambiguous.
-func DocKey(user, coll, id string) string { return user + "/" + coll + "/" + id }
+// DocKey builds the store _id of a document (record.DocKey).
+func DocKey(user, coll, id string) string { return record.DocKey(user, coll, id) }
 
 // CollectionName is the store collection holding one partition's documents.
 func CollectionName(partition int) string { return fmt.Sprintf("p%04d", partition) }
@@ -220,8 +214,8 @@ func (s *Store) Get(ctx context.Context, partition int, key string) (*Doc, error
 	return d, err
 }
 
-// ErrNotFound means the store holds no record of the key.
-var ErrNotFound = errors.New("not found")
+// ErrNotFound means the store holds no record of the key (record.ErrNotFound).
+var ErrNotFound = record.ErrNotFound
 
 // Scan returns the live documents of one collection of a user.
 func (s *Store) Scan(ctx context.Context, partition int, user, coll string) ([]*Doc, error) {

@@ -373,7 +373,7 @@ func listenURL(ln net.Listener) string {
 
 // leasePlan is what the lease manager wants each round: the voters of the
 // peer list, and per partition whether this node should master it (see
-// placement.WantsLease).
+// placement.Decide).
 func (n *Node) leasePlan() lease.Plan {
 	ring, voters := n.place.current()
 	view := n.cluster.View()
@@ -410,6 +410,7 @@ func (n *Node) leasePlan() lease.Plan {
 				Superseded: learned != "" && learned != n.cfg.NodeID || a.Master == n.cfg.NodeID && n.promote.yieldedAt(p, a.Epoch),
 				Up:         func(id string) bool { return states[id] == cluster.Up && !l.Over(id, a) },
 				Lost:       lost,
+			}, placement.Answers{
 				Promote: func(regular []string, up func(string) bool) bool {
 					return n.promote.mayCampaign(p, regular, up, func(id string) bool { return states[id] == cluster.Up })
 				},
@@ -505,8 +506,7 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 		if due := placement.SwapsDue(n.chooseReplicas(ctx), retryAt, time.Now()); len(due) > 0 {
 			// One paused swap per tick, the partitions taking turns.
 			s := due[turn%len(due)]
-			switch n.replaceUnderPause(ctx, s, n.replicasWake) {
-			case swapFailed:
+			if n.replaceUnderPause(ctx, s, n.replicasWake) {
 				retryAt[s.Partition] = time.Now().Add(swapBackoff * n.cfg.LeaseTTL)
 			}
 			turn++
@@ -530,7 +530,11 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 // tenure takes no writes until this loop records its replica list (see
 // writable), and a swap may wait LEASE_TTL for the pause and 2 s more
 // for the newcomers (a handoff's receiver refused writes for those 2 s).
-func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap, wake <-chan struct{}) (outcome swapOutcome) {
+//
+// backoff says the swap failed and waits swapBackoff before it is tried
+// again; one that gave way is tried again at once, after the tenure's list
+// is recorded.
+func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap, wake <-chan struct{}) (backoff bool) {
 	swapCtx, woken, stop := untilWoken(ctx, wake)
 	defer func() {
 		stop()
@@ -539,20 +543,18 @@ func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap, wa
 			// outcome, so that the loop records the new tenure's list
 			// at once.
 			n.wakeReplicas()
-			if outcome == swapFailed {
-				outcome = swapGaveWay
-			}
+			backoff = false
 		}
 	}()
 	pauseCtx, cancel := context.WithTimeout(swapCtx, n.cfg.LeaseTTL)
 	resume, err := n.writer.Pause(pauseCtx, s.Partition)
 	cancel()
 	if err != nil {
-		return swapFailed
+		return true
 	}
 	defer resume()
 	if _, ok := n.leases.Holds(s.Partition); !ok {
-		return swapFailed // the lease went while the pause was awaited
+		return true // the lease went while the pause was awaited
 	}
 	last := n.writer.Position(s.Partition)
 	shipCtx, cancel := context.WithTimeout(swapCtx, handoffShipTimeout)
@@ -563,7 +565,7 @@ func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap, wa
 			n.log.Debug("newcomer replicas did not catch up while writes paused; tried again later", "partition", s.Partition,
 				"newcomers", s.Newcomers, "err", err)
 		}
-		return swapFailed
+		return true
 	}
 	n.chooseReplicas(ctx)
 	// The new list counts once the voters keep it and the table takes it
@@ -579,7 +581,7 @@ func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap, wa
 		}
 		n.chooseReplicas(ctx)
 	}
-	return swapMade
+	return false
 }
 
 // listsNewcomers reports whether the table lists the newcomers of swap s
@@ -593,27 +595,6 @@ func (n *Node) listsNewcomers(s placement.PausedSwap) bool {
 		}
 	}
 	return true
-}
-
-// swapOutcome is how a paused swap ended.
-type swapOutcome int
-
-const (
-	swapMade    swapOutcome = iota // the newcomers took their slots
-	swapFailed                     // tried again after swapBackoff
-	swapGaveWay                    // a tenure began; tried again at once, after its list is recorded
-)
-
-func (o swapOutcome) String() string {
-	switch o {
-	case swapMade:
-		return "made"
-	case swapFailed:
-		return "failed"
-	case swapGaveWay:
-		return "gave way"
-	}
-	return fmt.Sprintf("swapOutcome(%d)", int(o))
 }
 
 // untilWoken returns a context cancelled when wake fires (or parent ends),
@@ -716,11 +697,7 @@ func (n *Node) replicasOf(p int) []string {
 	if _, ok := n.leases.Holds(p); !ok {
 		return nil
 	}
-	a := n.table.Get(p)
-	if a.Master != n.cfg.NodeID || len(a.Responsible) < 2 {
-		return nil
-	}
-	return a.Responsible[1:]
+	return n.table.Get(p).ReplicasOf(n.cfg.NodeID)
 }
 
 // chooseReplicas updates the responsible list of every partition this

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -307,7 +306,7 @@ func (pr *promotion) heardOf(p int) map[string]store.Position {
 
 // mustConfirm has the tenure this node is about to take of p confirmed
 // before it writes, as one won by the promotion rule: a grant taken back
-// after a restart (placement.WantInput.Retake).
+// after a restart (placement.AskRetake, answered through placement.Answers.Retake).
 func (pr *promotion) mustConfirm(p int) {
 	pr.mu.Lock()
 	pr.campaigned[p] = time.Now()
@@ -468,25 +467,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 		// lists: a write counted on it while the voters' list was not yet
 		// taken is on a majority of it) and on the voters' list.
 		own := pr.writer.Applied(p)
-		var ok, stepDown bool
-		var why string
-		if everyone[p] {
-			ok, stepDown, why = lease.ConfirmTenure(pr.self, own, up, over, pr.copies())
-		} else {
-			ok, stepDown, why = lease.ConfirmOnList(pr.self, own, up, over, tableList[p], pr.copies())
-		}
-		for _, l := range c.lists {
-			if stepDown {
-				break
-			}
-			ok2, step2, why2 := lease.ConfirmOnList(pr.self, own, up, over, l.Copies, pr.copies())
-			switch {
-			case step2:
-				ok, stepDown, why = false, true, why2
-			case !ok2 && ok:
-				ok, why = false, fmt.Sprintf("the copies the voters keep for epoch %d (%v): %s", l.Epoch, l.Copies, why2)
-			}
-		}
+		ok, stepDown, why := lease.ConfirmOnLists(pr.self, own, up, over, tableList[p], everyone[p], c.lists, pr.copies())
 		switch {
 		case ok:
 			pr.mu.Lock()

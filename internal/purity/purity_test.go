@@ -51,7 +51,9 @@ func TestPurePackagesDoNoIO(t *testing.T) {
 // builds without the store, whose MongoDB driver and FerretDB are some 500
 // packages; record is a leaf; placement builds on shard and record alone;
 // the replica's apply rules (replicate/applyrule) on record alone, and
-// their driver (replicate/applybatch) on those two.
+// their driver (replicate/applybatch) on those two; replicate (the
+// shipper and the replica's side, over interfaces) builds without the
+// store and its driver.
 func TestDependencyRules(t *testing.T) {
 	list := goList(t)
 	nonStandard := func(pkgs ...string) []string {
@@ -76,6 +78,9 @@ func TestDependencyRules(t *testing.T) {
 		{"record", "the standard library", func(dep string) bool { return dep == module+"record" }},
 		{"placement", "the standard library and what shard and record build on", func(dep string) bool {
 			return slices.Contains(placementMay, dep)
+		}},
+		{"replicate", "the standard library and packages other than the store and its MongoDB driver", func(dep string) bool {
+			return !store(dep) && !strings.HasPrefix(dep, "go.mongodb.org/") && !strings.Contains(dep, "FerretDB")
 		}},
 		{"replicate/applyrule", "the standard library and record", func(dep string) bool {
 			return dep == module+"record" || dep == module+"replicate/applyrule"
