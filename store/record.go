@@ -355,6 +355,9 @@ type write struct {
 // retrying while the store is busy. Retries turn inserts into upserts, so a
 // batch that was partly applied before a failure is applied exactly once.
 func (s *Store) commit(ctx context.Context, partition int, writes []write) error {
+	if err := s.ensureIndexes(ctx, partition); err != nil {
+		return err
+	}
 	if err := s.acquireWrite(ctx); err != nil {
 		return err
 	}

@@ -339,6 +339,9 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 	for _, p := range w.parts {
 		var last Position
 		if exists[CollectionName(p.id)] {
+			if err := w.store.ensureIndexes(ctx, p.id); err != nil {
+				return err
+			}
 			if last, err = w.store.LastPosition(ctx, p.id); err != nil {
 				return err
 			}
@@ -352,6 +355,9 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 // insertNew inserts documents that should be new here, in one unordered
 // write; it returns the keys that were already stored (left untouched).
 func (s *Store) insertNew(ctx context.Context, partition int, docs []*Doc) (map[string]bool, error) {
+	if err := s.ensureIndexes(ctx, partition); err != nil {
+		return nil, err
+	}
 	if err := s.acquireWrite(ctx); err != nil {
 		return nil, err
 	}

@@ -3,7 +3,10 @@
 // document records of each partition, the cluster metadata, and the ordered
 // per-partition writer that commits concurrent writes together.
 //
-// It imports no other Shoal package. Atomicity never relies on the store (the
+// Of this module it imports only record (the values it keeps) and the
+// replica's apply rules and their driver (replicate/applyrule,
+// replicate/applybatch), which it runs on a partition's writer goroutine.
+// Atomicity never relies on the store (the
 // embedded one does not make conditional updates atomic): every change to a
 // partition goes through that partition's single writer goroutine.
 package store
@@ -54,6 +57,12 @@ type Store struct {
 	log      *slog.Logger
 	observe  func(op string, d time.Duration, err error)
 
+	// indexes: the partitions' collections get the indexes their access
+	// paths need (indexes.go), on a MongoDB given by URI; indexed holds the
+	// partitions whose indexes this process has created.
+	indexes bool
+	indexed sync.Map
+
 	// writeSlots bounds concurrent write commands. SQLite has one writer at
 	// a time and a 10 s busy timeout, so the embedded store gets one slot:
 	// waiting happens here, with no deadline of its own, and partitions
@@ -102,6 +111,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err := s.Ping(ctx); err != nil {
 		s.Close(ctx)
 		return nil, fmt.Errorf("store: %s does not answer: %w", redact(s.uri), err)
+	}
+	if s.indexes = !s.embedded; s.indexes {
+		if err := s.createIndexes(ctx, rollbackCollection, rollbackIndexes); err != nil {
+			s.Close(ctx)
+			return nil, fmt.Errorf("store: %w", err)
+		}
 	}
 	return s, nil
 }

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/shoal-db/shoal/internal/storetest"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// indexNames lists the indexes of a collection, sorted.
+func indexNames(t *testing.T, s *Store, coll string) []string {
+	t.Helper()
+	ctx := context.Background()
+	cur, err := s.db.Collection(coll).Indexes().List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs []bson.M
+	if err := cur.All(ctx, &specs); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, spec := range specs {
+		names = append(names, spec["name"].(string))
+	}
+	slices.Sort(names)
+	return names
+}
+
+// On a MongoDB given by URI, a partition's collection gets the indexes its
+// reads need when the partition is first written, and a restart asks for
+// them again without harm; the reads answer as before.
+func TestAStoreOnMongoDBIndexesEveryAccessPath(t *testing.T) {
+	ctx := context.Background()
+	mongo := storetest.Start(t)
+	open := func() (*Store, *Writer) {
+		s, err := Open(ctx, Options{URI: mongo.URI, Database: "shoal"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := NewWriter(s, 4, WriterOptions{CacheBytes: 1 << 20})
+		if err := w.LoadAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return s, w
+	}
+	s, w := open()
+	for _, id := range []string{"a", "b", "c"} {
+		if r := w.Do(ctx, Op{Partition: 3, User: "u", Coll: "c", ID: id, Fresh: true, Mutate: put(map[string]any{"id": id})}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	want := []string{"_id_", "collection", "position", "tombstones"}
+	if got := indexNames(t, s, CollectionName(3)); !slices.Equal(got, want) {
+		t.Fatalf("partition 3's indexes: %v, want %v", got, want)
+	}
+	if got := indexNames(t, s, rollbackCollection); !slices.Equal(got, []string{"_id_", "at"}) {
+		t.Fatalf("the rollback collection's indexes: %v, want _id_ and at", got)
+	}
+	w.Close(ctx)
+	s.Close(ctx)
+
+	s, w = open()
+	defer s.Close(ctx)
+	defer w.Close(ctx)
+	if got := indexNames(t, s, CollectionName(3)); !slices.Equal(got, want) {
+		t.Fatalf("after a restart, partition 3's indexes: %v, want %v", got, want)
+	}
+	last, err := s.LastPosition(ctx, 3)
+	if err != nil || last.Seq != 3 {
+		t.Fatalf("newest position %v (%v), want the third write's", last, err)
+	}
+	after, err := s.ScanAfter(ctx, 3, Position{Epoch: last.Epoch, Seq: 1}, 0)
+	if err != nil || len(after) != 2 || after[0].ID != "b" || after[1].ID != "c" {
+		t.Fatalf("scan after the first write: %d documents (%v), want b and c in order", len(after), err)
+	}
+	live, err := s.Scan(ctx, 3, "u", "c")
+	if err != nil || len(live) != 3 {
+		t.Fatalf("the collection holds %d documents (%v), want 3", len(live), err)
+	}
+	counts, err := s.Collections(ctx, 3, "u")
+	if err != nil || len(counts) != 1 || counts[0].Count != 3 {
+		t.Fatalf("collections %v (%v), want c with 3", counts, err)
+	}
+}
+
+// The embedded store gets no index beyond _id: FerretDB on SQLite would
+// maintain them at every write and use none of them.
+func TestTheEmbeddedStoreCreatesNoIndex(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	w := NewWriter(s, 4, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	if r := w.Do(ctx, Op{Partition: 2, User: "u", Coll: "c", ID: "a", Fresh: true, Mutate: put(map[string]any{"v": int64(1)})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got := indexNames(t, s, CollectionName(2)); !slices.Equal(got, []string{"_id_"}) {
+		t.Fatalf("the embedded store's partition 2 has indexes %v, want only _id_", got)
+	}
+}
