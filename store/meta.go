@@ -6,42 +6,28 @@ import (
 	"fmt"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
+	"github.com/shoal-db/shoal/store/engine"
 )
-
-const metaCollection = "meta"
 
 // ErrPartitionCountMismatch is returned when a store created with one
 // partition count is opened with another.
 var ErrPartitionCountMismatch = errors.New("partition count mismatch")
 
-type clusterMeta struct {
-	ID             string    `bson:"_id"`
-	PartitionCount int       `bson:"partition_count"`
-	NodeID         string    `bson:"node_id"`
-	Created        time.Time `bson:"created"`
-}
-
 // CheckPartitionCount records count on the first start of a store and
 // refuses any other count afterwards: the partition of every document
 // depends on it.
 func (s *Store) CheckPartitionCount(ctx context.Context, nodeID string, count int) error {
-	c := s.db.Collection(metaCollection)
-	var got clusterMeta
-	err := c.FindOne(ctx, bson.D{{Key: "_id", Value: "cluster"}}).Decode(&got)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		_, err = c.InsertOne(ctx, clusterMeta{ID: "cluster", PartitionCount: count, NodeID: nodeID, Created: time.Now().UTC()})
-		if mongo.IsDuplicateKeyError(err) {
-			return s.CheckPartitionCount(ctx, nodeID, count)
-		}
-		if err != nil {
-			return fmt.Errorf("%w: recording the partition count: %v", ErrUnavailable, err)
-		}
-		return nil
-	}
+	got, ok, err := s.records.Meta(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: reading the partition count: %v", ErrUnavailable, err)
+		return err
+	}
+	if !ok {
+		created, err := s.records.CreateMeta(ctx, engine.Meta{PartitionCount: count, NodeID: nodeID, Created: time.Now().UTC()})
+		if err != nil || created {
+			return err
+		}
+		// Another start recorded it first: check against that.
+		return s.CheckPartitionCount(ctx, nodeID, count)
 	}
 	if got.PartitionCount != count {
 		return fmt.Errorf("%w: this store was created on %s with PARTITION_COUNT=%d and the node was started with PARTITION_COUNT=%d; "+
@@ -55,13 +41,6 @@ func (s *Store) CheckPartitionCount(ctx context.Context, nodeID string, count in
 // and the node that created it (0 and "" for a store no node has started
 // on yet).
 func (s *Store) PartitionCount(ctx context.Context) (count int, nodeID string, err error) {
-	var got clusterMeta
-	err = s.db.Collection(metaCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "cluster"}}).Decode(&got)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return 0, "", nil
-	}
-	if err != nil {
-		return 0, "", fmt.Errorf("%w: reading the partition count: %v", ErrUnavailable, err)
-	}
-	return got.PartitionCount, got.NodeID, nil
+	got, _, err := s.records.Meta(ctx)
+	return got.PartitionCount, got.NodeID, err
 }

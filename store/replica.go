@@ -2,61 +2,19 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"reflect"
-	"slices"
 
 	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/replicate/applybatch"
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"github.com/shoal-db/shoal/store/engine"
 )
 
-const partitionsCollection = "partitions"
+// appliedDoc is a node's durable record of a partition
+// (engine.PartitionRecord).
+type appliedDoc = engine.PartitionRecord
 
-// appliedDoc is a node's durable record of a partition: how much of its
-// history it holds as a replica, and its tombstone horizon. It is written
-// whole, so every field is kept in the partition's in-memory state too.
-type appliedDoc struct {
-	Partition int    `bson:"_id"`
-	Epoch     uint64 `bson:"e"`
-	Seq       uint64 `bson:"s"`
-	// Seen is the newest epoch seen in a batch: older ones stay refused
-	// after a restart.
-	Seen uint64 `bson:"seen"`
-	// The horizon: the highest position of any tombstone purged here.
-	HorizonEpoch uint64 `bson:"he"`
-	HorizonSeq   uint64 `bson:"hs"`
-	// Recopy: this node's copy must be replaced by a full copy before it
-	// counts as holding anything (see startRecopy).
-	Recopy bool `bson:"rc,omitempty"`
-	// Restoring: the epoch of a master this node answered "diverged": it
-	// holds changes that master never had, kept in the rollback
-	// collection, and until that master has restored every one of them
-	// each of its batches is checked for them again (see rollBack). Also
-	// set when the check of a master's first batch failed.
-	Restoring uint64 `bson:"rs,omitempty"`
-	// The tenure: the epoch this node last mastered the partition at, and
-	// the position its history was complete up to when that tenure began.
-	// It is recorded before the tenure's first write is acknowledged, so
-	// that after a restart the node still counts its own writes as held
-	// (see partition.held).
-	TenureEpoch uint64 `bson:"te,omitempty"`
-	TenureFrom  uint64 `bson:"tfe,omitempty"`
-	TenureSeq   uint64 `bson:"tfs,omitempty"`
-	// Chain: the epoch chain of the history this node's copy follows (see
-	// chain.go): its own tenure, appended when the tenure began, or the
-	// chain of the last batch it applied.
-	Chain []EpochStart `bson:"ch,omitempty"`
-	// Carrying: the tenure's carry (see Writer.carryOver) is not finished:
-	// this node's copy is complete only up to the tenure's start.
-	Carrying bool `bson:"ca,omitempty"`
-}
-
-// same reports whether two records say the same.
-func (d appliedDoc) same(o appliedDoc) bool { return reflect.DeepEqual(d, o) }
+// sameRecord reports whether two records say the same.
+func sameRecord(a, b appliedDoc) bool { return reflect.DeepEqual(a, b) }
 
 // record builds the partition's record with the given applied position
 // and horizon, and everything else as the partition has it now.
@@ -79,7 +37,7 @@ func (s *Store) partitionRecord(ctx context.Context, partition int) (appliedDoc,
 	var recs map[int]appliedDoc
 	err := s.timed("applied", func() error {
 		var err error
-		recs, err = s.loadRecords(ctx)
+		recs, err = s.records.LoadRecords(ctx)
 		return err
 	})
 	d, ok := recs[partition]
@@ -87,51 +45,6 @@ func (s *Store) partitionRecord(ctx context.Context, partition int) (appliedDoc,
 		d.Partition = partition
 	}
 	return d, err
-}
-
-// CountAfter counts a partition's documents and tombstones whose position
-// is after the given one (the zero position: all of them): how much a
-// catch-up or a full copy has to send.
-func (s *Store) CountAfter(ctx context.Context, partition int, after Position) (int64, error) {
-	filter := bson.D{{Key: "$or", Value: bson.A{
-		bson.D{{Key: fEpoch, Value: bson.D{{Key: "$gt", Value: int64(after.Epoch)}}}},
-		bson.D{{Key: fEpoch, Value: int64(after.Epoch)}, {Key: fSeq, Value: bson.D{{Key: "$gt", Value: int64(after.Seq)}}}},
-	}}}
-	if after == (Position{}) {
-		filter = bson.D{}
-	}
-	var n int64
-	err := s.timed("count_after", func() error {
-		var err error
-		n, err = s.db.Collection(CollectionName(partition)).CountDocuments(ctx, filter)
-		if err != nil {
-			return fmt.Errorf("%w: counting partition %d: %v", ErrUnavailable, partition, err)
-		}
-		return nil
-	})
-	return n, err
-}
-
-// ScanAfter returns up to limit (0: all) documents and tombstones of a
-// partition whose position is after the given one, in position order: the
-// log a lagging replica is caught up from.
-func (s *Store) ScanAfter(ctx context.Context, partition int, after Position, limit int) ([]*Doc, error) {
-	filter := bson.D{{Key: "$or", Value: bson.A{
-		bson.D{{Key: fEpoch, Value: bson.D{{Key: "$gt", Value: int64(after.Epoch)}}}},
-		bson.D{{Key: fEpoch, Value: int64(after.Epoch)}, {Key: fSeq, Value: bson.D{{Key: "$gt", Value: int64(after.Seq)}}}},
-	}}}
-	opts := options.Find().SetSort(bson.D{{Key: fEpoch, Value: 1}, {Key: fSeq, Value: 1}})
-	if limit > 0 {
-		opts.SetLimit(int64(limit))
-	}
-	docs, err := s.find(ctx, "scan_after", partition, filter, opts)
-	if err != nil {
-		return nil, err
-	}
-	// The embedded store's sort on two keys is checked here: catch-up
-	// relies on position order.
-	slices.SortFunc(docs, func(a, b *Doc) int { return a.Pos.Compare(b.Pos) })
-	return docs, nil
 }
 
 // Batch is a run of a partition's history shipped from its master
@@ -323,68 +236,26 @@ func (w *Writer) commitApplied(p *partition, writes []write) error {
 // partition (its position, where an epoch started) is answered from a
 // writer that has not looked at the store yet.
 func (w *Writer) LoadAll(ctx context.Context) error {
-	names, err := w.store.db.ListCollectionNames(ctx, bson.D{})
+	exists, err := w.store.docs.Partitions(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: listing collections: %v", ErrUnavailable, err)
+		return err
 	}
-	exists := map[string]bool{}
-	for _, n := range names {
-		exists[n] = true
-	}
-	applied, err := w.store.loadRecords(ctx)
+	applied, err := w.store.records.LoadRecords(ctx)
 	if err != nil {
 		return err
 	}
 	w.noteAllLoaded(applied)
 	for _, p := range w.parts {
 		var last Position
-		if exists[CollectionName(p.id)] {
-			if err := w.store.ensureIndexes(ctx, p.id); err != nil {
-				return err
-			}
+		if exists[p.id] {
 			if last, err = w.store.LastPosition(ctx, p.id); err != nil {
 				return err
 			}
 		}
 		p.setLoaded(last, applied[p.id])
-		p.tombstones.Store(exists[CollectionName(p.id)])
+		p.tombstones.Store(exists[p.id])
 	}
 	return nil
-}
-
-// insertNew inserts documents that should be new here, in one unordered
-// write; it returns the keys that were already stored (left untouched).
-func (s *Store) insertNew(ctx context.Context, partition int, docs []*Doc) (map[string]bool, error) {
-	if err := s.ensureIndexes(ctx, partition); err != nil {
-		return nil, err
-	}
-	if err := s.acquireWrite(ctx); err != nil {
-		return nil, err
-	}
-	defer s.releaseWrite()
-	recs := make([]any, len(docs))
-	for i, d := range docs {
-		recs[i] = docToBSON(d)
-	}
-	dups := map[string]bool{}
-	err := s.timed("insert_new", func() error {
-		_, err := s.db.Collection(CollectionName(partition)).InsertMany(ctx, recs, options.InsertMany().SetOrdered(false))
-		if err == nil {
-			return nil
-		}
-		var bwe mongo.BulkWriteException
-		if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
-			return fmt.Errorf("%w: inserting %d documents: %v", ErrUnavailable, len(docs), err)
-		}
-		for _, we := range bwe.WriteErrors {
-			if we.Code != 11000 || we.Index < 0 || we.Index >= len(docs) {
-				return fmt.Errorf("%w: inserting %d documents: %v", ErrUnavailable, len(docs), err)
-			}
-			dups[docs[we.Index].Key] = true
-		}
-		return nil
-	})
-	return dups, err
 }
 
 // rollbackScan is how many documents one read of a rollback's search

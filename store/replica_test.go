@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/shoal-db/shoal/internal/storetest"
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 func doc(id string, epoch, seq uint64, version int64, deleted bool) *Doc {

@@ -1,14 +1,16 @@
-// Package store is everything that touches MongoDB: opening the node's own
-// database (an embedded FerretDB on SQLite when no MONGO_URI is given), the
-// document records of each partition, the cluster metadata, and the ordered
-// per-partition writer that commits concurrent writes together.
+// Package store is a node's storage: the ordered per-partition writers
+// that commit concurrent writes together, the document cache, a replica's
+// side of replication (over replicate/applybatch), and the records a node
+// keeps, all over a storage engine (store/engine). The one engine today is
+// MongoDB's driver (mongo*.go): an embedded FerretDB on SQLite when no
+// MONGO_URI is given, or the MongoDB it names.
 //
-// Of this module it imports only record (the values it keeps) and the
-// replica's apply rules and their driver (replicate/applyrule,
+// Of this module it imports record (the values it keeps), store/engine,
+// and the replica's apply rules and their driver (replicate/applyrule,
 // replicate/applybatch), which it runs on a partition's writer goroutine.
-// Atomicity never relies on the store (the
-// embedded one does not make conditional updates atomic): every change to a
-// partition goes through that partition's single writer goroutine.
+// Atomicity never relies on the storage (the embedded one does not make
+// conditional updates atomic): every change to a partition goes through
+// that partition's single writer goroutine.
 package store
 
 import (
@@ -23,6 +25,7 @@ import (
 	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
+	"github.com/shoal-db/shoal/store/engine"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
@@ -57,6 +60,11 @@ type Store struct {
 	log      *slog.Logger
 	observe  func(op string, d time.Duration, err error)
 
+	// docs and records are the engine that stores the document states and
+	// the rest of what a node keeps.
+	docs    engine.Documents
+	records engine.Records
+
 	// indexes: the partitions' collections get the indexes their access
 	// paths need (indexes.go), on a MongoDB given by URI; indexed holds the
 	// partitions whose indexes this process has created.
@@ -74,8 +82,8 @@ type Store struct {
 	closeOnce    sync.Once
 }
 
-// ErrUnavailable wraps failures to reach the store.
-var ErrUnavailable = errors.New("store unavailable")
+// ErrUnavailable wraps failures to reach the store (engine.ErrUnavailable).
+var ErrUnavailable = engine.ErrUnavailable
 
 // Open connects to the store and checks it answers.
 func Open(ctx context.Context, o Options) (*Store, error) {
@@ -112,8 +120,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.Close(ctx)
 		return nil, fmt.Errorf("store: %s does not answer: %w", redact(s.uri), err)
 	}
+	m := &mongoEngine{s: s}
+	s.docs, s.records = m, m
 	if s.indexes = !s.embedded; s.indexes {
-		if err := s.createIndexes(ctx, rollbackCollection, rollbackIndexes); err != nil {
+		if err := m.ensureAllIndexes(ctx); err != nil {
 			s.Close(ctx)
 			return nil, fmt.Errorf("store: %w", err)
 		}

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // Tombstones are kept for TOMBSTONE_RETENTION, long enough for a lagging
@@ -115,72 +112,6 @@ func (w *Writer) processPurge(p *partition, before time.Time) (int, error) {
 		p.tombstones.Store(false)
 	}
 	return len(plan.keys), nil
-}
-
-// tombstones reads a partition's tombstones (without bodies: they have
-// none).
-func (s *Store) tombstones(ctx context.Context, partition int) ([]*Doc, error) {
-	return s.find(ctx, "tombstones", partition, bson.D{{Key: fDeleted, Value: true}},
-		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: fEpoch, Value: 1}, {Key: fSeq, Value: 1},
-			{Key: fDeleted, Value: 1}, {Key: fUpdated, Value: 1}}))
-}
-
-// deleteTombstones removes a partition's tombstones last changed before
-// the given time: the same ones planPurge picks from tombstones.
-func (s *Store) deleteTombstones(ctx context.Context, partition int, before time.Time) error {
-	if err := s.acquireWrite(ctx); err != nil {
-		return err
-	}
-	defer s.releaseWrite()
-	return s.timed("purge", func() error {
-		_, err := s.db.Collection(CollectionName(partition)).DeleteMany(ctx, bson.D{{Key: fDeleted, Value: true},
-			{Key: fUpdated, Value: bson.D{{Key: "$lt", Value: before.UnixMilli()}}}})
-		if err != nil {
-			return fmt.Errorf("%w: purging tombstones of partition %d: %v", ErrUnavailable, partition, err)
-		}
-		return nil
-	})
-}
-
-// ScanKeys returns up to limit (0: all) documents and tombstones of a
-// partition whose key is after afterKey ("" = from the first), in key
-// order: the chunks of a full copy.
-func (s *Store) ScanKeys(ctx context.Context, partition int, afterKey string, limit int) ([]*Doc, error) {
-	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})
-	if limit > 0 {
-		opts.SetLimit(int64(limit))
-	}
-	return s.scanRange(ctx, "scan_keys", partition, afterKey, "", opts)
-}
-
-// keyRange returns the keys and positions of what a partition holds with
-// a key in (after, upTo] ("" = unbounded).
-func (s *Store) keyRange(ctx context.Context, partition int, after, upTo string) ([]*Doc, error) {
-	return s.scanRange(ctx, "key_range", partition, after, upTo,
-		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: fEpoch, Value: 1}, {Key: fSeq, Value: 1}}))
-}
-
-func (s *Store) scanRange(ctx context.Context, op string, partition int, after, upTo string, opts *options.FindOptionsBuilder) ([]*Doc, error) {
-	bounds := bson.D{}
-	if after != "" {
-		bounds = append(bounds, bson.E{Key: "$gt", Value: after})
-	}
-	if upTo != "" {
-		bounds = append(bounds, bson.E{Key: "$lte", Value: upTo})
-	}
-	filter := bson.D{}
-	if len(bounds) > 0 {
-		filter = bson.D{{Key: "_id", Value: bounds}}
-	}
-	docs, err := s.find(ctx, op, partition, filter, opts)
-	if err != nil {
-		return nil, err
-	}
-	// The embedded store's comparisons and sort are checked here: a full
-	// copy relies on key order.
-	docs = slices.DeleteFunc(docs, func(d *Doc) bool { return !inKeyRange(d.Key, after, upTo) })
-	slices.SortFunc(docs, func(a, b *Doc) int { return compareKeys(a.Key, b.Key) })
-	return docs, nil
 }
 
 func compareKeys(a, b string) int {

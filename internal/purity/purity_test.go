@@ -16,7 +16,7 @@ import (
 const module = "github.com/shoal-db/shoal/"
 
 // pure are the packages that must do no I/O (README, "Packages").
-var pure = []string{"record", "shard", "placement", "replicate/applyrule"}
+var pure = []string{"record", "shard", "placement", "replicate/applyrule", "store/engine"}
 
 // ioPackages are the standard packages through which a package does I/O.
 var ioPackages = []string{"net", "os", "os/exec", "os/signal", "io/fs", "io/ioutil", "path/filepath", "database/sql", "syscall", "log", "log/slog", "plugin", "runtime/debug"}
@@ -81,6 +81,9 @@ func TestDependencyRules(t *testing.T) {
 		}},
 		{"replicate", "the standard library and packages other than the store and its MongoDB driver", func(dep string) bool {
 			return !store(dep) && !strings.HasPrefix(dep, "go.mongodb.org/") && !strings.Contains(dep, "FerretDB")
+		}},
+		{"store/engine", "the standard library and record (an engine builds without the store)", func(dep string) bool {
+			return dep == module+"record" || dep == module+"store/engine"
 		}},
 		{"replicate/applyrule", "the standard library and record", func(dep string) bool {
 			return dep == module+"record" || dep == module+"replicate/applyrule"

@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/shoal-db/shoal/store/engine"
+)
+
+// The store's reads and writes of document states, each through the
+// engine (engine.Documents); the partition writers call the unexported
+// ones.
+
+// CollectionCount is one collection of a user and its live documents.
+type CollectionCount = engine.CollectionCount
+
+// Get reads one document (or tombstone) by key. It returns ErrNotFound when
+// the store has no record of it.
+func (s *Store) Get(ctx context.Context, partition int, key string) (*Doc, error) {
+	return s.docs.Get(ctx, partition, key)
+}
+
+// Scan returns the live documents of one collection of a user.
+func (s *Store) Scan(ctx context.Context, partition int, user, coll string) ([]*Doc, error) {
+	return s.collect(ctx, partition, engine.Scope{User: user, Coll: coll})
+}
+
+// ScanUser returns the live documents of every collection of a user.
+func (s *Store) ScanUser(ctx context.Context, partition int, user string) ([]*Doc, error) {
+	return s.collect(ctx, partition, engine.Scope{User: user})
+}
+
+func (s *Store) collect(ctx context.Context, partition int, scope engine.Scope) ([]*Doc, error) {
+	var out []*Doc
+	err := s.docs.Each(ctx, partition, scope, func(d *Doc) error {
+		out = append(out, d)
+		return nil
+	})
+	return out, err
+}
+
+// ScanEach calls fn with each live document of one collection of a user, in
+// no particular order, as it reads them, so that the caller holds only the
+// documents it keeps. It stops at the first error fn returns and returns
+// it.
+func (s *Store) ScanEach(ctx context.Context, partition int, user, coll string, fn func(*Doc) error) error {
+	return s.docs.Each(ctx, partition, engine.Scope{User: user, Coll: coll}, fn)
+}
+
+// Collections lists a user's collections with their live document counts,
+// sorted by name.
+func (s *Store) Collections(ctx context.Context, partition int, user string) ([]CollectionCount, error) {
+	return s.docs.Collections(ctx, partition, user)
+}
+
+// LastPosition returns the newest position stored in a partition (zero if
+// it is empty). The documents are the log, so this is where the partition's
+// history ends.
+func (s *Store) LastPosition(ctx context.Context, partition int) (Position, error) {
+	return s.docs.Last(ctx, partition)
+}
+
+// CountAfter counts a partition's documents and tombstones whose position
+// is after the given one (the zero position: all of them): how much a
+// catch-up or a full copy has to send.
+func (s *Store) CountAfter(ctx context.Context, partition int, after Position) (int64, error) {
+	return s.docs.CountAfter(ctx, partition, after)
+}
+
+// ScanAfter returns up to limit (0: all) documents and tombstones of a
+// partition whose position is after the given one, in position order: the
+// log a lagging replica is caught up from.
+func (s *Store) ScanAfter(ctx context.Context, partition int, after Position, limit int) ([]*Doc, error) {
+	return s.docs.ScanAfter(ctx, partition, after, limit)
+}
+
+// ScanKeys returns up to limit (0: all) documents and tombstones of a
+// partition whose key is after afterKey ("" = from the first), in key
+// order: the chunks of a full copy.
+func (s *Store) ScanKeys(ctx context.Context, partition int, afterKey string, limit int) ([]*Doc, error) {
+	return s.docs.ScanKeys(ctx, partition, afterKey, limit)
+}
+
+// write is one document state to commit. Insert is true when the store is
+// known to hold no record of the key (an insert is cheaper than a replace).
+type write struct {
+	doc    *Doc
+	insert bool
+}
+
+// commit writes a batch of document states in order (engine.Commit).
+func (s *Store) commit(ctx context.Context, partition int, writes []write) error {
+	out := make([]engine.Write, len(writes))
+	for i, w := range writes {
+		out[i] = engine.Write{Doc: w.doc, Insert: w.insert}
+	}
+	return s.docs.Commit(ctx, partition, out)
+}
+
+// insertNew inserts documents that should be new here; it returns the keys
+// that were already stored (left untouched).
+func (s *Store) insertNew(ctx context.Context, partition int, docs []*Doc) (map[string]bool, error) {
+	return s.docs.InsertNew(ctx, partition, docs)
+}
+
+// remove deletes the records of keys from a partition (a replica dropping
+// documents its master has no record of).
+func (s *Store) remove(ctx context.Context, partition int, keys []string) error {
+	return s.docs.Remove(ctx, partition, keys)
+}
+
+// tombstones reads a partition's tombstones (without bodies: they have
+// none).
+func (s *Store) tombstones(ctx context.Context, partition int) ([]*Doc, error) {
+	return s.docs.Tombstones(ctx, partition)
+}
+
+// deleteTombstones removes a partition's tombstones last changed before
+// the given time: the same ones planPurge picks from tombstones.
+func (s *Store) deleteTombstones(ctx context.Context, partition int, before time.Time) error {
+	return s.docs.PurgeTombstones(ctx, partition, before)
+}
+
+// keyRange returns the keys and positions of what a partition holds with
+// a key in (after, upTo] ("" = unbounded).
+func (s *Store) keyRange(ctx context.Context, partition int, after, upTo string) ([]*Doc, error) {
+	return s.docs.KeyRange(ctx, partition, after, upTo)
+}

@@ -1,0 +1,103 @@
+// Package engine is the boundary between the store's partition writers and
+// the storage under them: what a storage engine must offer for a node's
+// documents (Documents). The store (package store) keeps everything above
+// it, the writers' goroutines, positions, cache and group commit, and
+// calls an engine for every read and write of a document state.
+//
+// Two engines are planned (docs/storage-engine.md): MongoDB through its
+// driver (package store's mongoEngine, run against a real MongoDB or the
+// embedded FerretDB), and an embedded engine of Shoal's own. Each must
+// pass the conformance suite in engine/enginetest; this package holds
+// only the interface and its values, and imports nothing but record, so
+// an engine and the suite build without any other.
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/shoal-db/shoal/record"
+)
+
+// ErrUnavailable wraps every failure to reach the storage (the store's
+// ErrUnavailable is this one): the node answers 503 and the caller may
+// retry. A key the storage holds no record of is record.ErrNotFound.
+var ErrUnavailable = errors.New("store unavailable")
+
+// Write is one document state to commit. Insert says the engine is known
+// to hold no record of the key (an insert may be cheaper than a replace);
+// a retried commit may find it there and must replace it then.
+type Write struct {
+	Doc    *record.Doc
+	Insert bool
+}
+
+// CollectionCount is one collection of a user and its live documents.
+type CollectionCount struct {
+	Name  string `json:"name"`
+	Count int64  `json:"count"`
+}
+
+// Scope selects a user's live documents: of one collection (Coll set),
+// or of all of them (Coll "").
+type Scope struct {
+	User, Coll string
+}
+
+// Documents is the storage of every partition's document states: one per
+// key (user/collection/id, record.DocKey), a live document or the
+// tombstone of a deleted one, each with the position of the change that
+// made it. A partition's states are its history: its newest position is
+// where the history ends.
+//
+// Writes to one partition come from one goroutine at a time (its writer);
+// reads may run beside them. A write that returns an error may have
+// stored some of its states: the caller writes them again (Commit
+// replaces, InsertNew reports what it found).
+type Documents interface {
+	// Get reads the state of key: record.ErrNotFound when there is none.
+	Get(ctx context.Context, partition int, key string) (*record.Doc, error)
+	// Commit stores the states in order, durably before it returns (as
+	// the engine was opened: a synced write, or one a crash of the
+	// process does not lose).
+	Commit(ctx context.Context, partition int, writes []Write) error
+	// InsertNew stores the states whose keys it holds no record of, and
+	// returns the keys it already held (left untouched).
+	InsertNew(ctx context.Context, partition int, docs []*record.Doc) (held map[string]bool, err error)
+	// Remove deletes the records of keys (a replica dropping what its
+	// master has no record of).
+	Remove(ctx context.Context, partition int, keys []string) error
+	// Last is the partition's newest position (zero when it holds
+	// nothing).
+	Last(ctx context.Context, partition int) (record.Position, error)
+	// ScanAfter returns up to limit (0: all) states whose position is
+	// after the given one, in position order: catch-up and the search of
+	// a rollback.
+	ScanAfter(ctx context.Context, partition int, after record.Position, limit int) ([]*record.Doc, error)
+	// CountAfter counts the states whose position is after the given one.
+	CountAfter(ctx context.Context, partition int, after record.Position) (int64, error)
+	// ScanKeys returns up to limit (0: all) states with a key after the
+	// given one ("": from the first), in key order: the chunks of a full
+	// copy.
+	ScanKeys(ctx context.Context, partition int, afterKey string, limit int) ([]*record.Doc, error)
+	// KeyRange returns the keys and positions (no bodies) of the states
+	// with a key in (after, upTo] ("": unbounded), in key order.
+	KeyRange(ctx context.Context, partition int, after, upTo string) ([]*record.Doc, error)
+	// Each calls fn with every live document of scope as it reads them,
+	// in no particular order, so that the caller holds only what it
+	// keeps. It stops at fn's first error and returns it as it is.
+	Each(ctx context.Context, partition int, scope Scope, fn func(*record.Doc) error) error
+	// Collections lists a user's collections that hold a live document,
+	// with their counts, sorted by name.
+	Collections(ctx context.Context, partition int, user string) ([]CollectionCount, error)
+	// Tombstones returns the partition's tombstones (keys, positions,
+	// times; no bodies).
+	Tombstones(ctx context.Context, partition int) ([]*record.Doc, error)
+	// PurgeTombstones deletes the tombstones written before the given
+	// time.
+	PurgeTombstones(ctx context.Context, partition int, before time.Time) error
+	// Partitions lists the partitions that may hold a state (a partition
+	// left out holds none).
+	Partitions(ctx context.Context) (map[int]bool, error)
+}
