@@ -1,0 +1,823 @@
+// Package pebbleengine is a storage engine (store/engine) on Pebble, an
+// LSM key-value store in pure Go: one directory, no server, every access
+// path a point lookup or a range of keys in order.
+//
+// Key layout (integers big-endian, so byte order is numeric order; part is
+// the partition, 4 bytes):
+//
+//	'd' part key                -> the state of key: header and body (encodeState)
+//	'p' part epoch seq          -> key: the position index, one entry per key
+//	't' part updated key        -> epoch seq: the tombstones, by time written
+//	'c' part user 0x00 coll     -> the live documents of a collection (8 bytes)
+//	'r' part                    -> the partition's record (JSON)
+//	'b' at id / 'B' id          -> a rolled back state (JSON) / at, to find it by id
+//	'v', 'V', 'l', 'm'          -> lease votes, voter set, tenure lists, meta (JSON)
+//
+// A commit replaces a key's state, and its entries in the position and
+// tombstone indexes and its collection's count, in one batch: the indexes
+// and counts never disagree with the states. Writes to one partition come
+// from one goroutine at a time (engine.Documents), so reading a key's old
+// state before the batch is safe; records are saved by one caller at a
+// time (engine.Records).
+package pebbleengine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/shoal-db/shoal/record"
+	"github.com/shoal-db/shoal/store/engine"
+)
+
+// Engine is a Pebble database holding one node's documents and records.
+type Engine struct {
+	db    *pebble.DB
+	write *pebble.WriteOptions
+}
+
+var (
+	_ engine.Documents = (*Engine)(nil)
+	_ engine.Records   = (*Engine)(nil)
+)
+
+// Options says where and how to open an engine.
+type Options struct {
+	// Dir holds the database (created if missing).
+	Dir string
+	// NoSync writes each commit to the log without waiting for the disk:
+	// a crash of the process loses nothing, a power failure may lose the
+	// last commits (STORE_SYNC=normal). Default: every commit is synced.
+	NoSync bool
+	// CacheBytes is the block cache (default 64 MiB).
+	CacheBytes int64
+}
+
+// Open opens (or creates) the engine in o.Dir.
+func Open(o Options) (*Engine, error) {
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 64 << 20
+	}
+	cache := pebble.NewCache(o.CacheBytes)
+	defer cache.Unref()
+	db, err := pebble.Open(o.Dir, &pebble.Options{Cache: cache, Logger: quietLogger{}})
+	if err != nil {
+		return nil, fmt.Errorf("%w: opening the pebble store in %s: %v", engine.ErrUnavailable, o.Dir, err)
+	}
+	e := &Engine{db: db, write: pebble.Sync}
+	if o.NoSync {
+		e.write = pebble.NoSync
+	}
+	return e, nil
+}
+
+// Close closes the database; every commit has returned by then.
+func (e *Engine) Close() error { return e.db.Close() }
+
+// quietLogger drops Pebble's informational logs; errors still reach the
+// callers as errors.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+// Key construction.
+
+func prefix(kind byte, partition int) []byte {
+	return binary.BigEndian.AppendUint32([]byte{kind}, uint32(partition))
+}
+
+func docKey(partition int, key string) []byte { return append(prefix('d', partition), key...) }
+
+func posKey(partition int, p record.Position) []byte {
+	k := binary.BigEndian.AppendUint64(prefix('p', partition), p.Epoch)
+	return binary.BigEndian.AppendUint64(k, p.Seq)
+}
+
+func tombKey(partition int, updated time.Time, key string) []byte {
+	k := binary.BigEndian.AppendUint64(prefix('t', partition), uint64(updated.UnixMilli()))
+	return append(k, key...)
+}
+
+func countKey(partition int, user, coll string) []byte {
+	k := append(prefix('c', partition), user...)
+	return append(append(k, 0), coll...)
+}
+
+// upper is the first key after every key that starts with p.
+func upper(p []byte) []byte {
+	out := bytes.Clone(p)
+	for i := len(out) - 1; i >= 0; i-- {
+		if out[i] < 0xff {
+			out[i]++
+			return out[:i+1]
+		}
+	}
+	return nil // p is all 0xff: no upper bound
+}
+
+// A state's value: version(8) epoch(8) seq(8) updated(8, ms) deleted(1),
+// then the body (none for a tombstone).
+const header = 33
+
+func encodeState(d *record.Doc) ([]byte, error) {
+	v := make([]byte, header, header+64)
+	binary.BigEndian.PutUint64(v[0:], uint64(d.Version))
+	binary.BigEndian.PutUint64(v[8:], d.Pos.Epoch)
+	binary.BigEndian.PutUint64(v[16:], d.Pos.Seq)
+	binary.BigEndian.PutUint64(v[24:], uint64(d.Updated.UnixMilli()))
+	if d.Deleted {
+		v[32] = 1
+		return v, nil
+	}
+	return appendBody(v, d.Body)
+}
+
+// decodeState reads the state of key; with bodies false it leaves the
+// body out (and the user, collection and id, which the key holds).
+func decodeState(key string, v []byte, bodies bool) (*record.Doc, error) {
+	if len(v) < header {
+		return nil, fmt.Errorf("pebble engine: the state of %s is %d bytes", key, len(v))
+	}
+	d := &record.Doc{Key: key, Version: int64(binary.BigEndian.Uint64(v[0:])),
+		Pos:     record.Position{Epoch: binary.BigEndian.Uint64(v[8:]), Seq: binary.BigEndian.Uint64(v[16:])},
+		Updated: time.UnixMilli(int64(binary.BigEndian.Uint64(v[24:]))).UTC(), Deleted: v[32] == 1, Size: len(key) + len(v)}
+	if !bodies {
+		return d, nil
+	}
+	parts := strings.SplitN(key, "/", 3)
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("pebble engine: stored key %q is not user/collection/id", key)
+	}
+	d.User, d.Coll, d.ID = parts[0], parts[1], parts[2]
+	if !d.Deleted {
+		body, err := decodeBody(v[header:])
+		if err != nil {
+			return nil, fmt.Errorf("%w (key %s)", err, key)
+		}
+		d.Body = body
+	}
+	return d, nil
+}
+
+// unavailable wraps a Pebble failure.
+func unavailable(what string, err error) error {
+	return fmt.Errorf("%w: %s: %v", engine.ErrUnavailable, what, err)
+}
+
+// Get reads the state of key.
+func (e *Engine) Get(_ context.Context, partition int, key string) (*record.Doc, error) {
+	v, closer, err := e.db.Get(docKey(partition, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, record.ErrNotFound
+	}
+	if err != nil {
+		return nil, unavailable("reading "+key, err)
+	}
+	defer closer.Close()
+	return decodeState(key, v, true)
+}
+
+// old is what a batch knows of a key's state before its change: read from
+// the database once, then as the batch left it.
+type old struct {
+	held    bool
+	pos     record.Position
+	updated time.Time
+	deleted bool
+}
+
+// batch is one atomic write to a partition, with the states it has set so
+// far (a key written twice in one commit).
+type batch struct {
+	e         *Engine
+	partition int
+	b         *pebble.Batch
+	seen      map[string]old
+	counts    map[string]int64 // collection count key -> change
+}
+
+func (e *Engine) newBatch(partition int) *batch {
+	return &batch{e: e, partition: partition, b: e.db.NewBatch(), seen: map[string]old{}, counts: map[string]int64{}}
+}
+
+// before is key's state before this change.
+func (b *batch) before(key string) (old, error) {
+	if o, ok := b.seen[key]; ok {
+		return o, nil
+	}
+	v, closer, err := b.e.db.Get(docKey(b.partition, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return old{}, nil
+	}
+	if err != nil {
+		return old{}, unavailable("reading "+key, err)
+	}
+	defer closer.Close()
+	d, err := decodeState(key, v, false)
+	if err != nil {
+		return old{}, err
+	}
+	return old{held: true, pos: d.Pos, updated: d.Updated, deleted: d.Deleted}, nil
+}
+
+// drop removes key's old state from the indexes and counts.
+func (b *batch) drop(key string, o old) error {
+	if !o.held {
+		return nil
+	}
+	if err := b.b.Delete(posKey(b.partition, o.pos), nil); err != nil {
+		return err
+	}
+	if o.deleted {
+		return b.b.Delete(tombKey(b.partition, o.updated, key), nil)
+	}
+	user, coll, _ := splitKey(key)
+	b.counts[string(countKey(b.partition, user, coll))]--
+	return nil
+}
+
+// put sets d as its key's state.
+func (b *batch) put(d *record.Doc) error {
+	o, err := b.before(d.Key)
+	if err != nil {
+		return err
+	}
+	if err := b.drop(d.Key, o); err != nil {
+		return err
+	}
+	v, err := encodeState(d)
+	if err != nil {
+		return err
+	}
+	if err := b.b.Set(docKey(b.partition, d.Key), v, nil); err != nil {
+		return err
+	}
+	if err := b.b.Set(posKey(b.partition, d.Pos), []byte(d.Key), nil); err != nil {
+		return err
+	}
+	if d.Deleted {
+		pos := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, d.Pos.Epoch), d.Pos.Seq)
+		if err := b.b.Set(tombKey(b.partition, d.Updated, d.Key), pos, nil); err != nil {
+			return err
+		}
+	} else {
+		b.counts[string(countKey(b.partition, d.User, d.Coll))]++
+	}
+	b.seen[d.Key] = old{held: true, pos: d.Pos, updated: d.Updated.Truncate(time.Millisecond), deleted: d.Deleted}
+	return nil
+}
+
+// remove deletes key's state.
+func (b *batch) remove(key string) error {
+	o, err := b.before(key)
+	if err != nil || !o.held {
+		return err
+	}
+	if err := b.drop(key, o); err != nil {
+		return err
+	}
+	b.seen[key] = old{}
+	return b.b.Delete(docKey(b.partition, key), nil)
+}
+
+// commit applies the counts' changes and writes the batch.
+func (b *batch) commit(what string) error {
+	defer b.b.Close()
+	for k, change := range b.counts {
+		if change == 0 {
+			continue
+		}
+		n, err := b.e.count([]byte(k))
+		if err != nil {
+			return err
+		}
+		if n += change; n <= 0 {
+			err = b.b.Delete([]byte(k), nil)
+		} else {
+			err = b.b.Set([]byte(k), binary.BigEndian.AppendUint64(nil, uint64(n)), nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := b.b.Commit(b.e.write); err != nil {
+		return unavailable(what, err)
+	}
+	return nil
+}
+
+func (e *Engine) count(k []byte) (int64, error) {
+	v, closer, err := e.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, unavailable("reading a collection count", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("pebble engine: a collection count is %d bytes", len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+func splitKey(key string) (user, coll, id string) {
+	parts := strings.SplitN(key, "/", 3)
+	for len(parts) < 3 {
+		parts = append(parts, "")
+	}
+	return parts[0], parts[1], parts[2]
+}
+
+// Commit stores the states in order, in one batch.
+func (e *Engine) Commit(_ context.Context, partition int, writes []engine.Write) error {
+	b := e.newBatch(partition)
+	for _, w := range writes {
+		if err := b.put(w.Doc); err != nil {
+			b.b.Close()
+			return err
+		}
+	}
+	return b.commit(fmt.Sprintf("committing %d changes to partition %d", len(writes), partition))
+}
+
+// InsertNew stores the states of keys it holds no record of.
+func (e *Engine) InsertNew(_ context.Context, partition int, docs []*record.Doc) (map[string]bool, error) {
+	b := e.newBatch(partition)
+	held := map[string]bool{}
+	for _, d := range docs {
+		o, err := b.before(d.Key)
+		if err != nil {
+			b.b.Close()
+			return nil, err
+		}
+		if o.held {
+			held[d.Key] = true
+			continue
+		}
+		if err := b.put(d); err != nil {
+			b.b.Close()
+			return nil, err
+		}
+	}
+	return held, b.commit(fmt.Sprintf("inserting %d documents", len(docs)))
+}
+
+// Remove deletes the states of keys.
+func (e *Engine) Remove(_ context.Context, partition int, keys []string) error {
+	b := e.newBatch(partition)
+	for _, k := range keys {
+		if err := b.remove(k); err != nil {
+			b.b.Close()
+			return err
+		}
+	}
+	return b.commit(fmt.Sprintf("removing %d documents", len(keys)))
+}
+
+// iterate calls fn with each key and value from lower up to (not
+// including) upper, in order, or in reverse; fn returns false to stop.
+func (e *Engine) iterate(lower, upperBound []byte, reverse bool, fn func(k, v []byte) (bool, error)) error {
+	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upperBound})
+	if err != nil {
+		return unavailable("reading", err)
+	}
+	defer it.Close()
+	valid := it.First()
+	next := it.Next
+	if reverse {
+		valid, next = it.Last(), it.Prev
+	}
+	for ; valid; valid = next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return unavailable("reading", err)
+		}
+		goOn, err := fn(it.Key(), v)
+		if err != nil || !goOn {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// Last is the partition's newest position.
+func (e *Engine) Last(_ context.Context, partition int) (record.Position, error) {
+	var last record.Position
+	p := prefix('p', partition)
+	err := e.iterate(p, upper(p), true, func(k, _ []byte) (bool, error) {
+		last = positionOf(k[len(p):])
+		return false, nil
+	})
+	return last, err
+}
+
+func positionOf(b []byte) record.Position {
+	return record.Position{Epoch: binary.BigEndian.Uint64(b), Seq: binary.BigEndian.Uint64(b[8:])}
+}
+
+// afterPosition is the first position index key after pos.
+func afterPosition(partition int, pos record.Position) []byte {
+	if pos.Seq == ^uint64(0) {
+		return posKey(partition, record.Position{Epoch: pos.Epoch + 1})
+	}
+	return posKey(partition, record.Position{Epoch: pos.Epoch, Seq: pos.Seq + 1})
+}
+
+// ScanAfter returns up to limit states after a position, in position order.
+func (e *Engine) ScanAfter(ctx context.Context, partition int, after record.Position, limit int) ([]*record.Doc, error) {
+	var keys []string
+	p := prefix('p', partition)
+	err := e.iterate(afterPosition(partition, after), upper(p), false, func(_, v []byte) (bool, error) {
+		keys = append(keys, string(v))
+		return limit <= 0 || len(keys) < limit, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*record.Doc, 0, len(keys))
+	for _, k := range keys {
+		d, err := e.Get(ctx, partition, k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// CountAfter counts the states after a position.
+func (e *Engine) CountAfter(_ context.Context, partition int, after record.Position) (int64, error) {
+	var n int64
+	p := prefix('p', partition)
+	err := e.iterate(afterPosition(partition, after), upper(p), false, func(_, _ []byte) (bool, error) {
+		n++
+		return true, nil
+	})
+	return n, err
+}
+
+// states reads the states with a key in (after, upTo] ("": unbounded), in
+// key order, up to limit (0: all).
+func (e *Engine) states(partition int, after, upTo string, limit int, bodies bool) ([]*record.Doc, error) {
+	p := prefix('d', partition)
+	lower := p
+	if after != "" {
+		lower = append(docKey(partition, after), 0)
+	}
+	up := upper(p)
+	if upTo != "" {
+		up = append(docKey(partition, upTo), 0)
+	}
+	var out []*record.Doc
+	err := e.iterate(lower, up, false, func(k, v []byte) (bool, error) {
+		d, err := decodeState(string(k[len(p):]), v, bodies)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, d)
+		return limit <= 0 || len(out) < limit, nil
+	})
+	return out, err
+}
+
+// ScanKeys returns up to limit states after a key, in key order.
+func (e *Engine) ScanKeys(_ context.Context, partition int, afterKey string, limit int) ([]*record.Doc, error) {
+	return e.states(partition, afterKey, "", limit, true)
+}
+
+// KeyRange returns the keys and positions in (after, upTo].
+func (e *Engine) KeyRange(_ context.Context, partition int, after, upTo string) ([]*record.Doc, error) {
+	return e.states(partition, after, upTo, 0, false)
+}
+
+// Each calls fn with every live document of scope, in key order.
+func (e *Engine) Each(ctx context.Context, partition int, scope engine.Scope, fn func(*record.Doc) error) error {
+	p := docKey(partition, scope.User+"/")
+	if scope.Coll != "" {
+		p = docKey(partition, scope.User+"/"+scope.Coll+"/")
+	}
+	d := prefix('d', partition)
+	var fnErr error
+	err := e.iterate(p, upper(p), false, func(k, v []byte) (bool, error) {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if len(v) >= header && v[32] == 1 {
+			return true, nil // a tombstone
+		}
+		doc, err := decodeState(string(k[len(d):]), v, true)
+		if err != nil {
+			return false, err
+		}
+		fnErr = fn(doc)
+		return fnErr == nil, nil
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	return err
+}
+
+// Collections lists a user's collections with live documents, by name.
+func (e *Engine) Collections(_ context.Context, partition int, user string) ([]engine.CollectionCount, error) {
+	p := countKey(partition, user, "")
+	out := []engine.CollectionCount{}
+	err := e.iterate(p, upper(p), false, func(k, v []byte) (bool, error) {
+		if len(v) != 8 {
+			return false, fmt.Errorf("pebble engine: a collection count is %d bytes", len(v))
+		}
+		out = append(out, engine.CollectionCount{Name: string(k[len(p):]), Count: int64(binary.BigEndian.Uint64(v))})
+		return true, nil
+	})
+	return out, err
+}
+
+// Tombstones returns the partition's tombstones.
+func (e *Engine) Tombstones(_ context.Context, partition int) ([]*record.Doc, error) {
+	p := prefix('t', partition)
+	var out []*record.Doc
+	err := e.iterate(p, upper(p), false, func(k, v []byte) (bool, error) {
+		if len(k) < len(p)+8 || len(v) != 16 {
+			return false, errors.New("pebble engine: a tombstone index entry is corrupt")
+		}
+		out = append(out, &record.Doc{Key: string(k[len(p)+8:]), Deleted: true, Pos: positionOf(v),
+			Updated: time.UnixMilli(int64(binary.BigEndian.Uint64(k[len(p):]))).UTC()})
+		return true, nil
+	})
+	return out, err
+}
+
+// PurgeTombstones deletes the tombstones written before the given time.
+func (e *Engine) PurgeTombstones(ctx context.Context, partition int, before time.Time) error {
+	tombs, err := e.Tombstones(ctx, partition)
+	if err != nil {
+		return err
+	}
+	b := e.newBatch(partition)
+	for _, t := range tombs {
+		if !t.Updated.Before(before) {
+			continue
+		}
+		if err := b.remove(t.Key); err != nil {
+			b.b.Close()
+			return err
+		}
+	}
+	return b.commit(fmt.Sprintf("purging tombstones of partition %d", partition))
+}
+
+// Partitions lists the partitions that hold a state.
+func (e *Engine) Partitions(_ context.Context) (map[int]bool, error) {
+	out := map[int]bool{}
+	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'d'}, UpperBound: []byte{'e'}})
+	if err != nil {
+		return nil, unavailable("listing partitions", err)
+	}
+	defer it.Close()
+	for valid := it.First(); valid; {
+		k := it.Key()
+		if len(k) < 5 {
+			valid = it.Next()
+			continue
+		}
+		p := int(binary.BigEndian.Uint32(k[1:5]))
+		out[p] = true
+		next := upper(prefix('d', p))
+		if next == nil {
+			break
+		}
+		valid = it.SeekGE(next)
+	}
+	if err := it.Error(); err != nil {
+		return nil, unavailable("listing partitions", err)
+	}
+	return out, nil
+}
+
+// Records.
+
+func (e *Engine) getJSON(key []byte, what string, into any) (bool, error) {
+	v, closer, err := e.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, unavailable("reading "+what, err)
+	}
+	defer closer.Close()
+	if err := json.Unmarshal(v, into); err != nil {
+		return false, fmt.Errorf("pebble engine: %s is corrupt: %w", what, err)
+	}
+	return true, nil
+}
+
+func (e *Engine) setJSON(key []byte, what string, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := e.db.Set(key, raw, e.write); err != nil {
+		return unavailable("recording "+what, err)
+	}
+	return nil
+}
+
+// LoadRecords reads every partition's record.
+func (e *Engine) LoadRecords(_ context.Context) (map[int]engine.PartitionRecord, error) {
+	out := map[int]engine.PartitionRecord{}
+	err := e.iterate([]byte{'r'}, []byte{'s'}, false, func(_, v []byte) (bool, error) {
+		var r engine.PartitionRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false, fmt.Errorf("pebble engine: a partition record is corrupt: %w", err)
+		}
+		out[r.Partition] = r
+		return true, nil
+	})
+	return out, err
+}
+
+// SaveRecords writes the changed records in one batch.
+func (e *Engine) SaveRecords(_ context.Context, changed []engine.PartitionRecord, _ func() []engine.PartitionRecord) error {
+	b := e.db.NewBatch()
+	defer b.Close()
+	for _, r := range changed {
+		raw, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if err := b.Set(prefix('r', r.Partition), raw, nil); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(e.write); err != nil {
+		return unavailable("recording the applied positions", err)
+	}
+	return nil
+}
+
+// LeaseVotes reads every vote recorded.
+func (e *Engine) LeaseVotes(_ context.Context) (map[int]record.LeaseVote, error) {
+	var votes []record.LeaseVote
+	_, err := e.getJSON([]byte{'v'}, "the lease votes", &votes)
+	out := make(map[int]record.LeaseVote, len(votes))
+	for _, v := range votes {
+		out[v.Partition] = v
+	}
+	return out, err
+}
+
+// SaveLeaseVotes replaces the votes recorded.
+func (e *Engine) SaveLeaseVotes(_ context.Context, votes map[int]record.LeaseVote) error {
+	list := make([]record.LeaseVote, 0, len(votes))
+	for _, v := range votes {
+		list = append(list, v)
+	}
+	slices.SortFunc(list, func(a, b record.LeaseVote) int { return a.Partition - b.Partition })
+	return e.setJSON([]byte{'v'}, "the lease votes", list)
+}
+
+type voterSet struct {
+	Voters  []string  `json:"voters"`
+	Changed time.Time `json:"changed"`
+}
+
+// VoterSet reads the voter set recorded last.
+func (e *Engine) VoterSet(_ context.Context) ([]string, time.Time, error) {
+	var vs voterSet
+	_, err := e.getJSON([]byte{'V'}, "the voter set", &vs)
+	return vs.Voters, vs.Changed, err
+}
+
+// SaveVoterSet replaces the voter set.
+func (e *Engine) SaveVoterSet(_ context.Context, voters []string, changed time.Time) error {
+	return e.setJSON([]byte{'V'}, "the voter set", voterSet{Voters: voters, Changed: changed.UTC()})
+}
+
+type tenureList struct {
+	Partition int      `json:"p"`
+	Epoch     uint64   `json:"e"`
+	Replicas  []string `json:"r"`
+	Seq       uint64   `json:"s,omitempty"`
+}
+
+// TenureLists reads the tenure lists recorded.
+func (e *Engine) TenureLists(_ context.Context) (map[int]engine.TenureList, error) {
+	var lists []tenureList
+	_, err := e.getJSON([]byte{'l'}, "the replica lists of this node's tenures", &lists)
+	out := make(map[int]engine.TenureList, len(lists))
+	for _, l := range lists {
+		out[l.Partition] = engine.TenureList{Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq}
+	}
+	return out, err
+}
+
+// SaveTenureLists replaces the tenure lists.
+func (e *Engine) SaveTenureLists(_ context.Context, lists map[int]engine.TenureList) error {
+	out := make([]tenureList, 0, len(lists))
+	for p, l := range lists {
+		out = append(out, tenureList{Partition: p, Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq})
+	}
+	slices.SortFunc(out, func(a, b tenureList) int { return a.Partition - b.Partition })
+	return e.setJSON([]byte{'l'}, "the replica lists of this node's tenures", out)
+}
+
+// Meta reads the meta.
+func (e *Engine) Meta(_ context.Context) (engine.Meta, bool, error) {
+	var m engine.Meta
+	ok, err := e.getJSON([]byte{'m'}, "the meta", &m)
+	return m, ok, err
+}
+
+// CreateMeta records m unless meta is recorded. The node calls it once, at
+// start, before it serves anything.
+func (e *Engine) CreateMeta(ctx context.Context, m engine.Meta) (bool, error) {
+	if _, ok, err := e.Meta(ctx); err != nil || ok {
+		return false, err
+	}
+	return true, e.setJSON([]byte{'m'}, "the meta", m)
+}
+
+// storedRollback is a rolled back state as stored: the body encoded like
+// a document's, so that its numbers keep their types.
+type storedRollback struct {
+	engine.RolledBack
+	Body []byte `json:"body,omitempty"`
+}
+
+func rollbackID(r engine.RolledBack) string {
+	return record.DocKey(r.User, r.Coll, r.ID) + "@" + r.Position.String()
+}
+
+// SaveRollback keeps rolled back states, once per key and position.
+func (e *Engine) SaveRollback(_ context.Context, states []engine.RolledBack) error {
+	b := e.db.NewBatch()
+	defer b.Close()
+	for _, r := range states {
+		id := rollbackID(r)
+		byID := append([]byte{'B'}, id...)
+		if _, closer, err := e.db.Get(byID); err == nil {
+			closer.Close()
+			continue // kept already
+		} else if !errors.Is(err, pebble.ErrNotFound) {
+			return unavailable("reading the rollback records", err)
+		}
+		s := storedRollback{RolledBack: r}
+		if r.Body != nil {
+			var err error
+			if s.Body, err = appendBody(nil, r.Body); err != nil {
+				return err
+			}
+		}
+		s.RolledBack.Body = nil
+		raw, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		at := binary.BigEndian.AppendUint64([]byte{'b'}, uint64(r.At.UnixNano()))
+		if err := b.Set(append(at, id...), raw, nil); err != nil {
+			return err
+		}
+		if err := b.Set(byID, at[1:], nil); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(e.write); err != nil {
+		return unavailable(fmt.Sprintf("keeping %d rolled back documents", len(states)), err)
+	}
+	return nil
+}
+
+// Rollbacks lists the rolled back states, oldest first, at most limit.
+func (e *Engine) Rollbacks(_ context.Context, limit int) ([]engine.RolledBack, error) {
+	var out []engine.RolledBack
+	err := e.iterate([]byte{'b'}, []byte{'c'}, false, func(_, v []byte) (bool, error) {
+		var s storedRollback
+		if err := json.Unmarshal(v, &s); err != nil {
+			return false, fmt.Errorf("pebble engine: a rollback record is corrupt: %w", err)
+		}
+		r := s.RolledBack
+		if s.Body != nil {
+			body, err := decodeBody(s.Body)
+			if err != nil {
+				return false, err
+			}
+			r.Body = body
+		}
+		out = append(out, r)
+		return limit <= 0 || len(out) < limit, nil
+	})
+	return out, err
+}
