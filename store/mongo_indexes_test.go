@@ -85,18 +85,3 @@ func TestAStoreOnMongoDBIndexesEveryAccessPath(t *testing.T) {
 		t.Fatalf("collections %v (%v), want c with 3", counts, err)
 	}
 }
-
-// The embedded store gets no index beyond _id: FerretDB on SQLite would
-// maintain them at every write and use none of them.
-func TestTheEmbeddedStoreCreatesNoIndex(t *testing.T) {
-	ctx := context.Background()
-	s := openTestStore(t)
-	w := NewWriter(s, 4, WriterOptions{CacheBytes: 1 << 20})
-	defer w.Close(ctx)
-	if r := w.Do(ctx, Op{Partition: 2, User: "u", Coll: "c", ID: "a", Fresh: true, Mutate: put(map[string]any{"v": int64(1)})}); r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	if got := indexNames(t, s, CollectionName(2)); !slices.Equal(got, []string{"_id_"}) {
-		t.Fatalf("the embedded store's partition 2 has indexes %v, want only _id_", got)
-	}
-}

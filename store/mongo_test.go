@@ -8,12 +8,9 @@ import (
 	"github.com/shoal-db/shoal/store/engine/enginetest"
 )
 
-// The MongoDB engine passes the engines' conformance suite on the
-// embedded FerretDB, and on one reached by URI (with its indexes).
+// The MongoDB engine passes the engines' conformance suite, on a FerretDB
+// reached by URI (with its indexes).
 func TestTheMongoEngineConforms(t *testing.T) {
-	t.Run("embedded", func(t *testing.T) {
-		enginetest.Run(t, func(t *testing.T) enginetest.Engine { return openTestStore(t).docs.(*mongoEngine) })
-	})
 	t.Run("uri", func(t *testing.T) {
 		mongo := storetest.Start(t)
 		n := 0

@@ -170,11 +170,11 @@ func TestDivergedChangesAreRolledBackAndRestored(t *testing.T) {
 	}
 }
 
-// The records of the partitions survive a restart through the applied
-// log, across its compactions, the newest entry winning.
+// The records of the partitions survive a restart through the mongo
+// engine's applied log, across its compactions, the newest entry winning.
 func TestAppliedLogSurvivesRestartsAndCompactions(t *testing.T) {
 	ctx := context.Background()
-	s := openTestStore(t)
+	s := openMongoStore(t)
 	w := NewWriter(s, 8, WriterOptions{})
 	for i := 1; i <= appliedCompactEvery+100; i++ {
 		w.setRecord(appliedDoc{Partition: i % 8, Epoch: 2, Seq: uint64(i), Seen: 2})

@@ -1,9 +1,9 @@
 // Package store is a node's storage: the ordered per-partition writers
 // that commit concurrent writes together, the document cache, a replica's
 // side of replication (over replicate/applybatch), and the records a node
-// keeps, all over a storage engine (store/engine). The one engine today is
-// MongoDB's driver (mongo*.go): an embedded FerretDB on SQLite when no
-// MONGO_URI is given, or the MongoDB it names.
+// keeps, all over a storage engine (store/engine): the embedded one
+// (store/pebbleengine, in DATA_DIR/pebble) when no MONGO_URI is given, or
+// MongoDB's driver (mongo*.go) on the MongoDB it names.
 //
 // Of this module it imports record (the values it keeps), store/engine,
 // and the replica's apply rules and their driver (replicate/applyrule,
@@ -24,24 +24,25 @@ import (
 	"sync"
 	"time"
 
-	"github.com/FerretDB/FerretDB/ferretdb"
 	"github.com/shoal-db/shoal/store/engine"
+	"github.com/shoal-db/shoal/store/pebbleengine"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// Options says which MongoDB to use.
+// Options says which storage to use.
 type Options struct {
-	// URI of a MongoDB; empty starts an embedded FerretDB under DataDir.
+	// URI of a MongoDB; empty keeps the store in DataDir, on the embedded
+	// engine (Pebble, store/pebbleengine).
 	URI string
-	// Database is the database name inside it.
+	// Database is the database name inside the MongoDB.
 	Database string
-	// DataDir holds the embedded store's SQLite files.
+	// DataDir holds the embedded engine's files (in DataDir/pebble).
 	DataDir string
-	// SyncNormal makes the embedded store flush its log to disk at
-	// checkpoints rather than at every commit (SQLite synchronous=NORMAL
-	// in WAL mode): a crash of the process loses nothing, a power failure
-	// may lose the last commits. Default: every commit (FULL).
+	// SyncNormal has the embedded engine write each commit to its log
+	// without waiting for the disk: a crash of the process loses nothing,
+	// a power failure may lose the last commits. Default: every commit is
+	// synced before it is answered.
 	SyncNormal bool
 	// Logger receives the store's logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -56,7 +57,6 @@ type Store struct {
 	db       *mongo.Database
 	embedded bool
 	uri      string
-	socket   string
 	log      *slog.Logger
 	observe  func(op string, d time.Duration, err error)
 
@@ -71,15 +71,13 @@ type Store struct {
 	indexes bool
 	indexed sync.Map
 
-	// writeSlots bounds concurrent write commands. SQLite has one writer at
-	// a time and a 10 s busy timeout, so the embedded store gets one slot:
+	// writeSlots bounds the mongo engine's concurrent write commands (16);
 	// waiting happens here, with no deadline of its own, and partitions
 	// queue more changes into their next batch meanwhile.
 	writeSlots chan struct{}
 
-	stopEmbedded context.CancelFunc
-	embeddedDone chan struct{}
-	closeOnce    sync.Once
+	closeEngine func() error // the embedded engine's Close
+	closeOnce   sync.Once
 }
 
 // ErrUnavailable wraps failures to reach the store (engine.ErrUnavailable).
@@ -97,14 +95,13 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if s.observe == nil {
 		s.observe = func(string, time.Duration, error) {}
 	}
-	slots := 16
 	if o.URI == "" {
-		uri, err := s.startEmbedded(o.DataDir, o.SyncNormal)
-		if err != nil {
+		if err := s.openEmbedded(o); err != nil {
 			return nil, err
 		}
-		s.uri, s.embedded, slots = uri, true, 1
+		return s, nil
 	}
+	slots := 16
 	s.writeSlots = make(chan struct{}, slots)
 	client, err := mongo.Connect(options.Client().ApplyURI(s.uri).
 		SetMaxPoolSize(128).
@@ -131,90 +128,81 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) startEmbedded(dataDir string, syncNormal bool) (string, error) {
-	dataDir, err := filepath.Abs(dataDir)
+// openEmbedded opens the embedded engine in o.DataDir/pebble, after
+// checking that o.DataDir holds no store of the format before it.
+func (s *Store) openEmbedded(o Options) error {
+	dataDir, err := filepath.Abs(o.DataDir)
 	if err != nil {
-		return "", err
+		return err
 	}
-	dir := filepath.Join(dataDir, "store")
-	// The SQLite files hold every tenant's documents: the node's user alone
-	// may read them, whatever mode an older version left.
+	if err := refuseOldFormat(dataDir); err != nil {
+		return err
+	}
+	dir := filepath.Join(dataDir, "pebble")
+	// The engine's files hold every tenant's documents: the node's user
+	// alone may read them.
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("store: creating %s: %w", dir, err)
+		return fmt.Errorf("store: creating %s: %w", dir, err)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
-		return "", fmt.Errorf("store: making %s private to this user: %w", dir, err)
+		return fmt.Errorf("store: making %s private to this user: %w", dir, err)
 	}
-	sqliteURL := "file:" + dir + "/"
-	if syncNormal {
-		sqliteURL += "?_pragma=synchronous(NORMAL)"
-	}
-	socket, tmp, err := prepareSocket(dataDir, s.log)
+	e, err := pebbleengine.Open(pebbleengine.Options{Dir: dir, NoSync: o.SyncNormal})
 	if err != nil {
-		return "", err
+		return fmt.Errorf("store: %w (is another node running on DATA_DIR %s?)", err, dataDir)
 	}
-	removeTmp := func() {
-		if tmp != "" {
-			os.RemoveAll(tmp)
-		}
-	}
-	f, err := ferretdb.New(&ferretdb.Config{
-		// No TCP listener: only this process's user can reach the socket.
-		Listener:  ferretdb.ListenerConfig{Unix: socket},
-		Handler:   "sqlite",
-		SQLiteURL: sqliteURL,
-		// FerretDB logs every command it does not know at warn level
-		// (the driver's endSessions, for one); only its errors matter here.
-		Logger: slog.New(errorsOnly{s.log.With("component", "ferretdb").Handler()}),
-	})
-	if err != nil {
-		removeTmp()
-		return "", fmt.Errorf("store: starting the embedded store in %s: %w", dir, err)
-	}
-	// The socket was made with the umask's mode; its directory (0700)
-	// already keeps others out, and 0600 says so on the socket too.
-	if err := os.Chmod(socket, 0o600); err != nil {
-		s.log.Warn("the embedded store's socket keeps its mode", "socket", socket, "err", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.socket, s.stopEmbedded, s.embeddedDone = socket, cancel, make(chan struct{})
-	go func() {
-		defer close(s.embeddedDone)
-		// The listener removes the socket when it closes.
-		defer removeTmp()
-		if err := f.Run(ctx); err != nil {
-			s.log.Error("embedded store stopped", "err", err)
-		}
-	}()
-	return socketURI(socket), nil
+	o2 := observed{e: e, timed: s.timed}
+	s.docs, s.records, s.embedded, s.closeEngine = o2, o2, true, e.Close
+	return nil
 }
 
-// Embedded reports whether the store is the in-process FerretDB.
+// ErrOldFormat: DATA_DIR holds a store this version does not read.
+var ErrOldFormat = errors.New("store: DATA_DIR holds a store of an earlier format")
+
+// refuseOldFormat fails when dataDir holds the store of Shoal's earlier
+// embedded engine (FerretDB on SQLite, in DATA_DIR/store): a node never
+// starts empty beside data it cannot read.
+func refuseOldFormat(dataDir string) error {
+	old, _ := filepath.Glob(filepath.Join(dataDir, "store", "*.sqlite"))
+	if len(old) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is the SQLite store of an earlier Shoal (before the Pebble engine). This version keeps its data in %s and "+
+		"does not read the old files. To keep using that data, run the earlier release; to start this node afresh, move %s away "+
+		"(with REPLICATION_FACTOR 2 or more, the other nodes copy its partitions back to it)",
+		ErrOldFormat, filepath.Join(dataDir, "store"), filepath.Join(dataDir, "pebble"), filepath.Join(dataDir, "store"))
+}
+
+// Embedded reports whether the store is the embedded engine (no MONGO_URI).
 func (s *Store) Embedded() bool { return s.embedded }
 
-// Database gives direct access for benchmarks that measure the raw store.
-func (s *Store) Database() *mongo.Database { return s.db }
+// Engine is the store's engine, for benchmarks that measure it raw.
+func (s *Store) Engine() engine.Documents { return s.docs }
 
 // Ping checks that the store answers.
 func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if s.client == nil {
+		// The embedded engine: it answers while it is open.
+		_, err := s.docs.Last(ctx, 0)
+		return err
+	}
 	if err := s.client.Ping(ctx, nil); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	return nil
 }
 
-// Close disconnects and stops the embedded store, if any.
+// Close disconnects from the MongoDB, or closes the embedded engine.
 func (s *Store) Close(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
 		if s.client != nil {
 			err = s.client.Disconnect(ctx)
 		}
-		if s.stopEmbedded != nil {
-			s.stopEmbedded()
-			<-s.embeddedDone
+		if s.closeEngine != nil {
+			err = s.closeEngine()
 		}
 	})
 	return err
@@ -262,12 +250,3 @@ func redact(uri string) string {
 	}
 	return uri[:scheme+3] + "***" + uri[at:]
 }
-
-// errorsOnly passes only error records to the wrapped handler.
-type errorsOnly struct{ slog.Handler }
-
-func (h errorsOnly) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelError && h.Handler.Enabled(ctx, l)
-}
-func (h errorsOnly) WithAttrs(a []slog.Attr) slog.Handler { return errorsOnly{h.Handler.WithAttrs(a)} }
-func (h errorsOnly) WithGroup(n string) slog.Handler      { return errorsOnly{h.Handler.WithGroup(n)} }

@@ -9,12 +9,27 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shoal-db/shoal/internal/storetest"
 )
 
 func openTestStore(t *testing.T) *Store {
 	t.Helper()
 	ctx := context.Background()
 	s, err := Open(ctx, Options{Database: "shoal", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(ctx) })
+	return s
+}
+
+// openMongoStore opens a store on a FerretDB of the test's own, reached by
+// URI: the mongo engine.
+func openMongoStore(t *testing.T) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, Options{URI: storetest.Start(t).URI, Database: "shoal"})
 	if err != nil {
 		t.Fatal(err)
 	}

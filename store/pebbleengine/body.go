@@ -11,7 +11,9 @@ import (
 // A document body is stored in a small binary form that keeps its value
 // types exactly (api/doc: nil, bool, int64, float64, string, []any and
 // map[string]any), where JSON would read every number back as a float64.
-// Each value is a tag byte and its payload; lengths and counts are
+// Other Go integers (int, int32) and float32, which code of this module
+// may hand in, are kept as int64 and float64, as the mongo engine reads
+// them back. Each value is a tag byte and its payload; lengths and counts are
 // uvarints, integers zig-zag varints, floats 8 bytes big-endian, object
 // keys sorted so that equal bodies encode alike.
 const (
@@ -50,6 +52,12 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 		return append(dst, tagFalse), nil
 	case int64:
 		return binary.AppendVarint(append(dst, tagInt), v), nil
+	case int:
+		return appendValue(dst, int64(v))
+	case int32:
+		return appendValue(dst, int64(v))
+	case float32:
+		return appendValue(dst, float64(v))
 	case float64:
 		return binary.BigEndian.AppendUint64(append(dst, tagFloat), math.Float64bits(v)), nil
 	case string:

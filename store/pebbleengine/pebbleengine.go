@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -39,9 +40,28 @@ import (
 )
 
 // Engine is a Pebble database holding one node's documents and records.
+// Every call holds mu for reading; Close takes it for writing, so that no
+// call meets a closed database (Pebble panics on one): a call after Close
+// answers ErrUnavailable.
 type Engine struct {
 	db    *pebble.DB
 	write *pebble.WriteOptions
+
+	mu     sync.RWMutex
+	closed bool
+}
+
+// errClosed: the engine was closed.
+var errClosed = fmt.Errorf("%w: the pebble store is closed", engine.ErrUnavailable)
+
+// enter takes mu for a call, or answers errClosed.
+func (e *Engine) enter() error {
+	e.mu.RLock()
+	if e.closed {
+		e.mu.RUnlock()
+		return errClosed
+	}
+	return nil
 }
 
 var (
@@ -79,8 +99,16 @@ func Open(o Options) (*Engine, error) {
 	return e, nil
 }
 
-// Close closes the database; every commit has returned by then.
-func (e *Engine) Close() error { return e.db.Close() }
+// Close closes the database once the calls under way have returned.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	return e.db.Close()
+}
 
 // quietLogger drops Pebble's informational logs; errors still reach the
 // callers as errors.
@@ -176,8 +204,7 @@ func unavailable(what string, err error) error {
 	return fmt.Errorf("%w: %s: %v", engine.ErrUnavailable, what, err)
 }
 
-// Get reads the state of key.
-func (e *Engine) Get(_ context.Context, partition int, key string) (*record.Doc, error) {
+func (e *Engine) doGet(_ context.Context, partition int, key string) (*record.Doc, error) {
 	v, closer, err := e.db.Get(docKey(partition, key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, record.ErrNotFound
@@ -341,8 +368,7 @@ func splitKey(key string) (user, coll, id string) {
 	return parts[0], parts[1], parts[2]
 }
 
-// Commit stores the states in order, in one batch.
-func (e *Engine) Commit(_ context.Context, partition int, writes []engine.Write) error {
+func (e *Engine) doCommit(_ context.Context, partition int, writes []engine.Write) error {
 	b := e.newBatch(partition)
 	for _, w := range writes {
 		if err := b.put(w.Doc); err != nil {
@@ -353,8 +379,7 @@ func (e *Engine) Commit(_ context.Context, partition int, writes []engine.Write)
 	return b.commit(fmt.Sprintf("committing %d changes to partition %d", len(writes), partition))
 }
 
-// InsertNew stores the states of keys it holds no record of.
-func (e *Engine) InsertNew(_ context.Context, partition int, docs []*record.Doc) (map[string]bool, error) {
+func (e *Engine) doInsertNew(_ context.Context, partition int, docs []*record.Doc) (map[string]bool, error) {
 	b := e.newBatch(partition)
 	held := map[string]bool{}
 	for _, d := range docs {
@@ -375,8 +400,7 @@ func (e *Engine) InsertNew(_ context.Context, partition int, docs []*record.Doc)
 	return held, b.commit(fmt.Sprintf("inserting %d documents", len(docs)))
 }
 
-// Remove deletes the states of keys.
-func (e *Engine) Remove(_ context.Context, partition int, keys []string) error {
+func (e *Engine) doRemove(_ context.Context, partition int, keys []string) error {
 	b := e.newBatch(partition)
 	for _, k := range keys {
 		if err := b.remove(k); err != nil {
@@ -413,8 +437,7 @@ func (e *Engine) iterate(lower, upperBound []byte, reverse bool, fn func(k, v []
 	return it.Error()
 }
 
-// Last is the partition's newest position.
-func (e *Engine) Last(_ context.Context, partition int) (record.Position, error) {
+func (e *Engine) doLast(_ context.Context, partition int) (record.Position, error) {
 	var last record.Position
 	p := prefix('p', partition)
 	err := e.iterate(p, upper(p), true, func(k, _ []byte) (bool, error) {
@@ -436,8 +459,7 @@ func afterPosition(partition int, pos record.Position) []byte {
 	return posKey(partition, record.Position{Epoch: pos.Epoch, Seq: pos.Seq + 1})
 }
 
-// ScanAfter returns up to limit states after a position, in position order.
-func (e *Engine) ScanAfter(ctx context.Context, partition int, after record.Position, limit int) ([]*record.Doc, error) {
+func (e *Engine) doScanAfter(ctx context.Context, partition int, after record.Position, limit int) ([]*record.Doc, error) {
 	var keys []string
 	p := prefix('p', partition)
 	err := e.iterate(afterPosition(partition, after), upper(p), false, func(_, v []byte) (bool, error) {
@@ -449,7 +471,7 @@ func (e *Engine) ScanAfter(ctx context.Context, partition int, after record.Posi
 	}
 	out := make([]*record.Doc, 0, len(keys))
 	for _, k := range keys {
-		d, err := e.Get(ctx, partition, k)
+		d, err := e.doGet(ctx, partition, k)
 		if err != nil {
 			return nil, err
 		}
@@ -458,8 +480,7 @@ func (e *Engine) ScanAfter(ctx context.Context, partition int, after record.Posi
 	return out, nil
 }
 
-// CountAfter counts the states after a position.
-func (e *Engine) CountAfter(_ context.Context, partition int, after record.Position) (int64, error) {
+func (e *Engine) doCountAfter(_ context.Context, partition int, after record.Position) (int64, error) {
 	var n int64
 	p := prefix('p', partition)
 	err := e.iterate(afterPosition(partition, after), upper(p), false, func(_, _ []byte) (bool, error) {
@@ -493,18 +514,15 @@ func (e *Engine) states(partition int, after, upTo string, limit int, bodies boo
 	return out, err
 }
 
-// ScanKeys returns up to limit states after a key, in key order.
-func (e *Engine) ScanKeys(_ context.Context, partition int, afterKey string, limit int) ([]*record.Doc, error) {
+func (e *Engine) doScanKeys(_ context.Context, partition int, afterKey string, limit int) ([]*record.Doc, error) {
 	return e.states(partition, afterKey, "", limit, true)
 }
 
-// KeyRange returns the keys and positions in (after, upTo].
-func (e *Engine) KeyRange(_ context.Context, partition int, after, upTo string) ([]*record.Doc, error) {
+func (e *Engine) doKeyRange(_ context.Context, partition int, after, upTo string) ([]*record.Doc, error) {
 	return e.states(partition, after, upTo, 0, false)
 }
 
-// Each calls fn with every live document of scope, in key order.
-func (e *Engine) Each(ctx context.Context, partition int, scope engine.Scope, fn func(*record.Doc) error) error {
+func (e *Engine) doEach(ctx context.Context, partition int, scope engine.Scope, fn func(*record.Doc) error) error {
 	p := docKey(partition, scope.User+"/")
 	if scope.Coll != "" {
 		p = docKey(partition, scope.User+"/"+scope.Coll+"/")
@@ -531,8 +549,7 @@ func (e *Engine) Each(ctx context.Context, partition int, scope engine.Scope, fn
 	return err
 }
 
-// Collections lists a user's collections with live documents, by name.
-func (e *Engine) Collections(_ context.Context, partition int, user string) ([]engine.CollectionCount, error) {
+func (e *Engine) doCollections(_ context.Context, partition int, user string) ([]engine.CollectionCount, error) {
 	p := countKey(partition, user, "")
 	out := []engine.CollectionCount{}
 	err := e.iterate(p, upper(p), false, func(k, v []byte) (bool, error) {
@@ -545,8 +562,7 @@ func (e *Engine) Collections(_ context.Context, partition int, user string) ([]e
 	return out, err
 }
 
-// Tombstones returns the partition's tombstones.
-func (e *Engine) Tombstones(_ context.Context, partition int) ([]*record.Doc, error) {
+func (e *Engine) doTombstones(_ context.Context, partition int) ([]*record.Doc, error) {
 	p := prefix('t', partition)
 	var out []*record.Doc
 	err := e.iterate(p, upper(p), false, func(k, v []byte) (bool, error) {
@@ -560,9 +576,8 @@ func (e *Engine) Tombstones(_ context.Context, partition int) ([]*record.Doc, er
 	return out, err
 }
 
-// PurgeTombstones deletes the tombstones written before the given time.
-func (e *Engine) PurgeTombstones(ctx context.Context, partition int, before time.Time) error {
-	tombs, err := e.Tombstones(ctx, partition)
+func (e *Engine) doPurgeTombstones(ctx context.Context, partition int, before time.Time) error {
+	tombs, err := e.doTombstones(ctx, partition)
 	if err != nil {
 		return err
 	}
@@ -579,8 +594,7 @@ func (e *Engine) PurgeTombstones(ctx context.Context, partition int, before time
 	return b.commit(fmt.Sprintf("purging tombstones of partition %d", partition))
 }
 
-// Partitions lists the partitions that hold a state.
-func (e *Engine) Partitions(_ context.Context) (map[int]bool, error) {
+func (e *Engine) doPartitions(_ context.Context) (map[int]bool, error) {
 	out := map[int]bool{}
 	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'d'}, UpperBound: []byte{'e'}})
 	if err != nil {
@@ -635,8 +649,7 @@ func (e *Engine) setJSON(key []byte, what string, v any) error {
 	return nil
 }
 
-// LoadRecords reads every partition's record.
-func (e *Engine) LoadRecords(_ context.Context) (map[int]engine.PartitionRecord, error) {
+func (e *Engine) doLoadRecords(_ context.Context) (map[int]engine.PartitionRecord, error) {
 	out := map[int]engine.PartitionRecord{}
 	err := e.iterate([]byte{'r'}, []byte{'s'}, false, func(_, v []byte) (bool, error) {
 		var r engine.PartitionRecord
@@ -649,8 +662,7 @@ func (e *Engine) LoadRecords(_ context.Context) (map[int]engine.PartitionRecord,
 	return out, err
 }
 
-// SaveRecords writes the changed records in one batch.
-func (e *Engine) SaveRecords(_ context.Context, changed []engine.PartitionRecord, _ func() []engine.PartitionRecord) error {
+func (e *Engine) doSaveRecords(_ context.Context, changed []engine.PartitionRecord, _ func() []engine.PartitionRecord) error {
 	b := e.db.NewBatch()
 	defer b.Close()
 	for _, r := range changed {
@@ -668,8 +680,7 @@ func (e *Engine) SaveRecords(_ context.Context, changed []engine.PartitionRecord
 	return nil
 }
 
-// LeaseVotes reads every vote recorded.
-func (e *Engine) LeaseVotes(_ context.Context) (map[int]record.LeaseVote, error) {
+func (e *Engine) doLeaseVotes(_ context.Context) (map[int]record.LeaseVote, error) {
 	var votes []record.LeaseVote
 	_, err := e.getJSON([]byte{'v'}, "the lease votes", &votes)
 	out := make(map[int]record.LeaseVote, len(votes))
@@ -679,8 +690,7 @@ func (e *Engine) LeaseVotes(_ context.Context) (map[int]record.LeaseVote, error)
 	return out, err
 }
 
-// SaveLeaseVotes replaces the votes recorded.
-func (e *Engine) SaveLeaseVotes(_ context.Context, votes map[int]record.LeaseVote) error {
+func (e *Engine) doSaveLeaseVotes(_ context.Context, votes map[int]record.LeaseVote) error {
 	list := make([]record.LeaseVote, 0, len(votes))
 	for _, v := range votes {
 		list = append(list, v)
@@ -694,15 +704,13 @@ type voterSet struct {
 	Changed time.Time `json:"changed"`
 }
 
-// VoterSet reads the voter set recorded last.
-func (e *Engine) VoterSet(_ context.Context) ([]string, time.Time, error) {
+func (e *Engine) doVoterSet(_ context.Context) ([]string, time.Time, error) {
 	var vs voterSet
 	_, err := e.getJSON([]byte{'V'}, "the voter set", &vs)
 	return vs.Voters, vs.Changed, err
 }
 
-// SaveVoterSet replaces the voter set.
-func (e *Engine) SaveVoterSet(_ context.Context, voters []string, changed time.Time) error {
+func (e *Engine) doSaveVoterSet(_ context.Context, voters []string, changed time.Time) error {
 	return e.setJSON([]byte{'V'}, "the voter set", voterSet{Voters: voters, Changed: changed.UTC()})
 }
 
@@ -713,8 +721,7 @@ type tenureList struct {
 	Seq       uint64   `json:"s,omitempty"`
 }
 
-// TenureLists reads the tenure lists recorded.
-func (e *Engine) TenureLists(_ context.Context) (map[int]engine.TenureList, error) {
+func (e *Engine) doTenureLists(_ context.Context) (map[int]engine.TenureList, error) {
 	var lists []tenureList
 	_, err := e.getJSON([]byte{'l'}, "the replica lists of this node's tenures", &lists)
 	out := make(map[int]engine.TenureList, len(lists))
@@ -724,8 +731,7 @@ func (e *Engine) TenureLists(_ context.Context) (map[int]engine.TenureList, erro
 	return out, err
 }
 
-// SaveTenureLists replaces the tenure lists.
-func (e *Engine) SaveTenureLists(_ context.Context, lists map[int]engine.TenureList) error {
+func (e *Engine) doSaveTenureLists(_ context.Context, lists map[int]engine.TenureList) error {
 	out := make([]tenureList, 0, len(lists))
 	for p, l := range lists {
 		out = append(out, tenureList{Partition: p, Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq})
@@ -734,17 +740,14 @@ func (e *Engine) SaveTenureLists(_ context.Context, lists map[int]engine.TenureL
 	return e.setJSON([]byte{'l'}, "the replica lists of this node's tenures", out)
 }
 
-// Meta reads the meta.
-func (e *Engine) Meta(_ context.Context) (engine.Meta, bool, error) {
+func (e *Engine) doMeta(_ context.Context) (engine.Meta, bool, error) {
 	var m engine.Meta
 	ok, err := e.getJSON([]byte{'m'}, "the meta", &m)
 	return m, ok, err
 }
 
-// CreateMeta records m unless meta is recorded. The node calls it once, at
-// start, before it serves anything.
-func (e *Engine) CreateMeta(ctx context.Context, m engine.Meta) (bool, error) {
-	if _, ok, err := e.Meta(ctx); err != nil || ok {
+func (e *Engine) doCreateMeta(ctx context.Context, m engine.Meta) (bool, error) {
+	if _, ok, err := e.doMeta(ctx); err != nil || ok {
 		return false, err
 	}
 	return true, e.setJSON([]byte{'m'}, "the meta", m)
@@ -761,8 +764,7 @@ func rollbackID(r engine.RolledBack) string {
 	return record.DocKey(r.User, r.Coll, r.ID) + "@" + r.Position.String()
 }
 
-// SaveRollback keeps rolled back states, once per key and position.
-func (e *Engine) SaveRollback(_ context.Context, states []engine.RolledBack) error {
+func (e *Engine) doSaveRollback(_ context.Context, states []engine.RolledBack) error {
 	b := e.db.NewBatch()
 	defer b.Close()
 	for _, r := range states {
@@ -800,8 +802,7 @@ func (e *Engine) SaveRollback(_ context.Context, states []engine.RolledBack) err
 	return nil
 }
 
-// Rollbacks lists the rolled back states, oldest first, at most limit.
-func (e *Engine) Rollbacks(_ context.Context, limit int) ([]engine.RolledBack, error) {
+func (e *Engine) doRollbacks(_ context.Context, limit int) ([]engine.RolledBack, error) {
 	var out []engine.RolledBack
 	err := e.iterate([]byte{'b'}, []byte{'c'}, false, func(_, v []byte) (bool, error) {
 		var s storedRollback
@@ -820,4 +821,241 @@ func (e *Engine) Rollbacks(_ context.Context, limit int) ([]engine.RolledBack, e
 		return limit <= 0 || len(out) < limit, nil
 	})
 	return out, err
+}
+
+// The calls, each under mu (enter).
+
+// Get reads the state of key.
+func (e *Engine) Get(ctx context.Context, partition int, key string) (*record.Doc, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doGet(ctx, partition, key)
+}
+
+// Commit stores the states in order, in one batch.
+func (e *Engine) Commit(ctx context.Context, partition int, writes []engine.Write) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.mu.RUnlock()
+	return e.doCommit(ctx, partition, writes)
+}
+
+// InsertNew stores the states of keys it holds no record of.
+func (e *Engine) InsertNew(ctx context.Context, partition int, docs []*record.Doc) (map[string]bool, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doInsertNew(ctx, partition, docs)
+}
+
+// Remove deletes the states of keys.
+func (e *Engine) Remove(ctx context.Context, partition int, keys []string) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.mu.RUnlock()
+	return e.doRemove(ctx, partition, keys)
+}
+
+// Last is the partition's newest position.
+func (e *Engine) Last(ctx context.Context, partition int) (record.Position, error) {
+	if err := e.enter(); err != nil {
+		return record.Position{}, err
+	}
+	defer e.mu.RUnlock()
+	return e.doLast(ctx, partition)
+}
+
+// ScanAfter returns up to limit states after a position, in position order.
+func (e *Engine) ScanAfter(ctx context.Context, partition int, after record.Position, limit int) ([]*record.Doc, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doScanAfter(ctx, partition, after, limit)
+}
+
+// CountAfter counts the states after a position.
+func (e *Engine) CountAfter(ctx context.Context, partition int, after record.Position) (int64, error) {
+	if err := e.enter(); err != nil {
+		return 0, err
+	}
+	defer e.mu.RUnlock()
+	return e.doCountAfter(ctx, partition, after)
+}
+
+// ScanKeys returns up to limit states after a key, in key order.
+func (e *Engine) ScanKeys(ctx context.Context, partition int, afterKey string, limit int) ([]*record.Doc, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doScanKeys(ctx, partition, afterKey, limit)
+}
+
+// KeyRange returns the keys and positions in (after, upTo].
+func (e *Engine) KeyRange(ctx context.Context, partition int, after string, upTo string) ([]*record.Doc, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doKeyRange(ctx, partition, after, upTo)
+}
+
+// Each calls fn with every live document of scope, in key order.
+func (e *Engine) Each(ctx context.Context, partition int, scope engine.Scope, fn func(*record.Doc) error) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.mu.RUnlock()
+	return e.doEach(ctx, partition, scope, fn)
+}
+
+// Collections lists a user's collections with live documents, by name.
+func (e *Engine) Collections(ctx context.Context, partition int, user string) ([]engine.CollectionCount, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doCollections(ctx, partition, user)
+}
+
+// Tombstones returns the partition's tombstones.
+func (e *Engine) Tombstones(ctx context.Context, partition int) ([]*record.Doc, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doTombstones(ctx, partition)
+}
+
+// PurgeTombstones deletes the tombstones written before the given time.
+func (e *Engine) PurgeTombstones(ctx context.Context, partition int, before time.Time) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.mu.RUnlock()
+	return e.doPurgeTombstones(ctx, partition, before)
+}
+
+// Partitions lists the partitions that hold a state.
+func (e *Engine) Partitions(ctx context.Context) (map[int]bool, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doPartitions(ctx)
+}
+
+// LoadRecords reads every partition's record.
+func (e *Engine) LoadRecords(ctx context.Context) (map[int]engine.PartitionRecord, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doLoadRecords(ctx)
+}
+
+// SaveRecords writes the changed records in one batch.
+func (e *Engine) SaveRecords(ctx context.Context, changed []engine.PartitionRecord, a2 func() []engine.PartitionRecord) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.mu.RUnlock()
+	return e.doSaveRecords(ctx, changed, a2)
+}
+
+// LeaseVotes reads every vote recorded.
+func (e *Engine) LeaseVotes(ctx context.Context) (map[int]record.LeaseVote, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doLeaseVotes(ctx)
+}
+
+// SaveLeaseVotes replaces the votes recorded.
+func (e *Engine) SaveLeaseVotes(ctx context.Context, votes map[int]record.LeaseVote) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.mu.RUnlock()
+	return e.doSaveLeaseVotes(ctx, votes)
+}
+
+// VoterSet reads the voter set recorded last.
+func (e *Engine) VoterSet(ctx context.Context) ([]string, time.Time, error) {
+	if err := e.enter(); err != nil {
+		return nil, time.Time{}, err
+	}
+	defer e.mu.RUnlock()
+	return e.doVoterSet(ctx)
+}
+
+// SaveVoterSet replaces the voter set.
+func (e *Engine) SaveVoterSet(ctx context.Context, voters []string, changed time.Time) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.mu.RUnlock()
+	return e.doSaveVoterSet(ctx, voters, changed)
+}
+
+// TenureLists reads the tenure lists recorded.
+func (e *Engine) TenureLists(ctx context.Context) (map[int]engine.TenureList, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doTenureLists(ctx)
+}
+
+// SaveTenureLists replaces the tenure lists.
+func (e *Engine) SaveTenureLists(ctx context.Context, lists map[int]engine.TenureList) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.mu.RUnlock()
+	return e.doSaveTenureLists(ctx, lists)
+}
+
+// Meta reads the meta.
+func (e *Engine) Meta(ctx context.Context) (engine.Meta, bool, error) {
+	if err := e.enter(); err != nil {
+		return engine.Meta{}, false, err
+	}
+	defer e.mu.RUnlock()
+	return e.doMeta(ctx)
+}
+
+// CreateMeta records m unless meta is recorded. The node calls it once, at
+// start, before it serves anything.
+func (e *Engine) CreateMeta(ctx context.Context, m engine.Meta) (bool, error) {
+	if err := e.enter(); err != nil {
+		return false, err
+	}
+	defer e.mu.RUnlock()
+	return e.doCreateMeta(ctx, m)
+}
+
+// SaveRollback keeps rolled back states, once per key and position.
+func (e *Engine) SaveRollback(ctx context.Context, states []engine.RolledBack) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.mu.RUnlock()
+	return e.doSaveRollback(ctx, states)
+}
+
+// Rollbacks lists the rolled back states, oldest first, at most limit.
+func (e *Engine) Rollbacks(ctx context.Context, limit int) ([]engine.RolledBack, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doRollbacks(ctx, limit)
 }

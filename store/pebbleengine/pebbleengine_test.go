@@ -1,10 +1,13 @@
 package pebbleengine
 
 import (
+	"context"
+	"errors"
 	"math"
 	"reflect"
 	"testing"
 
+	"github.com/shoal-db/shoal/store/engine"
 	"github.com/shoal-db/shoal/store/engine/enginetest"
 )
 
@@ -52,8 +55,15 @@ func TestABodyKeepsItsTypes(t *testing.T) {
 			t.Fatalf("a body cut to %d of %d bytes decoded", i, len(enc))
 		}
 	}
-	if _, err := appendBody(nil, map[string]any{"x": int32(1)}); err == nil {
-		t.Fatal("an int32, which api/doc never makes, was encoded")
+	widened, err := appendBody(nil, map[string]any{"i": 7, "i32": int32(-3), "f32": float32(0.5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeBody(widened); err != nil || !reflect.DeepEqual(got, map[string]any{"i": int64(7), "i32": int64(-3), "f32": 0.5}) {
+		t.Fatalf("int, int32 and float32 read back as %#v (%v), want int64 and float64", got, err)
+	}
+	if _, err := appendBody(nil, map[string]any{"x": struct{}{}}); err == nil {
+		t.Fatal("a value no document holds was encoded")
 	}
 }
 
@@ -69,4 +79,26 @@ func FuzzDecodeBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A call after Close answers ErrUnavailable instead of meeting a closed
+// database (Pebble panics on one): a node's loops may still be stopping.
+func TestACallAfterCloseIsRefused(t *testing.T) {
+	e, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	ctx := context.Background()
+	if _, err := e.Get(ctx, 0, "u/c/a"); !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("Get after Close: %v", err)
+	}
+	if err := e.SaveTenureLists(ctx, map[int]engine.TenureList{1: {Epoch: 1}}); !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("a save after Close: %v", err)
+	}
 }
