@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/shoal-db/shoal/record"
@@ -20,8 +23,11 @@ import (
 // (docToBSON). It shares the Store's connection, write slots, metrics
 // and indexes.
 type mongoEngine struct {
-	s   *Store
-	log appliedLog // where SaveRecords writes (mongo_records.go)
+	s *Store
+	// logMu serialises SaveRecords (each Writer serialises its own; tests
+	// run two Writers on one Store); log is where it writes.
+	logMu sync.Mutex
+	log   appliedLog
 }
 
 var (
@@ -41,22 +47,11 @@ func (m *mongoEngine) Each(ctx context.Context, partition int, scope engine.Scop
 	return m.each(ctx, op, partition, filter, options.Find().SetBatchSize(scanFirstBatch), scanBatchBytes, fn)
 }
 
-// ensureAllIndexes creates the rollback collection's indexes and those of
-// every partition that has a collection (ensureIndexes).
+// ensureAllIndexes creates the rollback collection's indexes; a
+// partition's are created before it is first read at start (Last, which
+// Writer.LoadAll asks of every partition that exists) or written.
 func (m *mongoEngine) ensureAllIndexes(ctx context.Context) error {
-	if err := m.createIndexes(ctx, rollbackCollection, rollbackIndexes); err != nil {
-		return err
-	}
-	parts, err := m.Partitions(ctx)
-	if err != nil {
-		return err
-	}
-	for p := range parts {
-		if err := m.ensureIndexes(ctx, p); err != nil {
-			return err
-		}
-	}
-	return nil
+	return m.createIndexes(ctx, rollbackCollection, rollbackIndexes)
 }
 
 // Partitions lists the partitions whose collection exists.
@@ -67,8 +62,8 @@ func (m *mongoEngine) Partitions(ctx context.Context) (map[int]bool, error) {
 	}
 	out := map[int]bool{}
 	for _, n := range names {
-		var p int
-		if _, err := fmt.Sscanf(n, "p%04d", &p); err == nil && CollectionName(p) == n {
+		digits, ok := strings.CutPrefix(n, "p")
+		if p, err := strconv.Atoi(digits); ok && err == nil && p >= 0 && CollectionName(p) == n {
 			out[p] = true
 		}
 	}
@@ -170,6 +165,9 @@ func (m *mongoEngine) Collections(ctx context.Context, partition int, user strin
 // it is empty). The documents are the log, so this is where the partition's
 // history ends.
 func (m *mongoEngine) Last(ctx context.Context, partition int) (record.Position, error) {
+	if err := m.ensureIndexes(ctx, partition); err != nil {
+		return record.Position{}, err
+	}
 	docs, err := m.find(ctx, "last_position", partition, bson.D{},
 		options.Find().SetSort(bson.D{{Key: fEpoch, Value: -1}, {Key: fSeq, Value: -1}}).SetLimit(1).
 			SetProjection(bson.D{{Key: fEpoch, Value: 1}, {Key: fSeq, Value: 1}, {Key: fDeleted, Value: 1}}))

@@ -77,8 +77,7 @@ type appliedEntry struct {
 	Parts []appliedDoc `bson:"parts"`
 }
 
-// appliedLog is where the applied log stands; SaveRecords's caller
-// serialises calls, so it needs no lock of its own.
+// appliedLog is where the applied log stands (under mongoEngine.logMu).
 type appliedLog struct {
 	seq   int64 // the last entry's _id (0: not read yet)
 	since int   // entries since the last snapshot
@@ -88,6 +87,8 @@ type appliedLog struct {
 // SaveRecords writes one entry of the applied log: the changed records,
 // or a snapshot of all of them every appliedCompactEvery entries.
 func (m *mongoEngine) SaveRecords(ctx context.Context, changed []appliedDoc, all func() []appliedDoc) error {
+	m.logMu.Lock()
+	defer m.logMu.Unlock()
 	if err := m.loadSeq(ctx); err != nil {
 		return err
 	}

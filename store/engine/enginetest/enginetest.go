@@ -385,15 +385,20 @@ func tombstones(t *testing.T, e Engine) {
 
 func partitionsHeld(t *testing.T, e Engine) {
 	ctx := context.Background()
-	commit(t, e, 4, doc("c", "a", 1, 1, nil))
-	commit(t, e, 17, doc("c", "a", 1, 1, nil))
+	want := map[int]bool{4: true, 17: true, 10000: true, 65535: true}
+	for p := range want {
+		commit(t, e, p, doc("c", "a", 1, 1, nil))
+	}
 	got, err := e.Partitions(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []int{4, 17} {
-		if !got[p] {
-			t.Errorf("partition %d holds a state but is not listed (%v)", p, got)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("partitions held: %v, want %v", got, want)
+	}
+	for p := range want {
+		if pos, err := e.Last(ctx, p); err != nil || pos != (record.Position{Epoch: 1, Seq: 1}) {
+			t.Fatalf("partition %d's newest position %s (%v)", p, pos, err)
 		}
 	}
 }
