@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -147,7 +148,7 @@ func (s *Store) openEmbedded(o Options) error {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("store: making %s private to this user: %w", dir, err)
 	}
-	e, err := pebbleengine.Open(pebbleengine.Options{Dir: dir, NoSync: o.SyncNormal})
+	e, err := pebbleengine.Open(pebbleengine.Options{Dir: dir, NoSync: o.SyncNormal, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("store: %w (is another node running on DATA_DIR %s?)", err, dataDir)
 	}
@@ -163,14 +164,23 @@ var ErrOldFormat = errors.New("store: DATA_DIR holds a store of an earlier forma
 // embedded engine (FerretDB on SQLite, in DATA_DIR/store): a node never
 // starts empty beside data it cannot read.
 func refuseOldFormat(dataDir string) error {
-	old, _ := filepath.Glob(filepath.Join(dataDir, "store", "*.sqlite"))
-	if len(old) == 0 {
+	dir := filepath.Join(dataDir, "store")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	return fmt.Errorf("%w: %s is the SQLite store of an earlier Shoal (before the Pebble engine). This version keeps its data in %s and "+
-		"does not read the old files. To keep using that data, run the earlier release; to start this node afresh, move %s away "+
-		"(with REPLICATION_FACTOR 2 or more, the other nodes copy its partitions back to it)",
-		ErrOldFormat, filepath.Join(dataDir, "store"), filepath.Join(dataDir, "pebble"), filepath.Join(dataDir, "store"))
+	if err != nil {
+		return fmt.Errorf("store: cannot tell whether %s holds a store of an earlier format: %w", dir, err)
+	}
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".sqlite") {
+			return fmt.Errorf("%w: %s is the SQLite store of an earlier Shoal (before the Pebble engine). This version keeps its data in %s and "+
+				"does not read the old files. To keep using that data, run the earlier release; to start this node afresh, move %s away "+
+				"(with REPLICATION_FACTOR 2 or more, the other nodes copy its partitions back to it)",
+				ErrOldFormat, dir, filepath.Join(dataDir, "pebble"), dir)
+		}
+	}
+	return nil
 }
 
 // Embedded reports whether the store is the embedded engine (no MONGO_URI).

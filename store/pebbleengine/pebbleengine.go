@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -79,6 +80,9 @@ type Options struct {
 	NoSync bool
 	// CacheBytes is the block cache (default 64 MiB).
 	CacheBytes int64
+	// Logger receives Pebble's errors (background compactions, a full
+	// disk); nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // Open opens (or creates) the engine in o.Dir.
@@ -88,7 +92,10 @@ func Open(o Options) (*Engine, error) {
 	}
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref()
-	db, err := pebble.Open(o.Dir, &pebble.Options{Cache: cache, Logger: quietLogger{}})
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	db, err := pebble.Open(o.Dir, &pebble.Options{Cache: cache, Logger: errorLogger{o.Logger}})
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening the pebble store in %s: %v", engine.ErrUnavailable, o.Dir, err)
 	}
@@ -110,13 +117,14 @@ func (e *Engine) Close() error {
 	return e.db.Close()
 }
 
-// quietLogger drops Pebble's informational logs; errors still reach the
-// callers as errors.
-type quietLogger struct{}
+// errorLogger drops Pebble's informational logs and passes its errors on.
+type errorLogger struct{ log *slog.Logger }
 
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
+func (errorLogger) Infof(string, ...any) {}
+func (l errorLogger) Errorf(format string, args ...any) {
+	l.log.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+func (errorLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf("pebble: "+format, args...))
 }
 
@@ -205,7 +213,12 @@ func unavailable(what string, err error) error {
 }
 
 func (e *Engine) doGet(_ context.Context, partition int, key string) (*record.Doc, error) {
-	v, closer, err := e.db.Get(docKey(partition, key))
+	return getOn(e.db, partition, key)
+}
+
+// getOn reads the state of key from r: the database, or a snapshot of it.
+func getOn(r pebble.Reader, partition int, key string) (*record.Doc, error) {
+	v, closer, err := r.Get(docKey(partition, key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, record.ErrNotFound
 	}
@@ -300,7 +313,9 @@ func (b *batch) put(d *record.Doc) error {
 			return err
 		}
 	} else {
-		b.counts[string(countKey(b.partition, d.User, d.Coll))]++
+		// Counted by the key, as drop uncounts it.
+		user, coll, _ := splitKey(d.Key)
+		b.counts[string(countKey(b.partition, user, coll))]++
 	}
 	b.seen[d.Key] = old{held: true, pos: d.Pos, updated: d.Updated.Truncate(time.Millisecond), deleted: d.Deleted}
 	return nil
@@ -414,7 +429,12 @@ func (e *Engine) doRemove(_ context.Context, partition int, keys []string) error
 // iterate calls fn with each key and value from lower up to (not
 // including) upper, in order, or in reverse; fn returns false to stop.
 func (e *Engine) iterate(lower, upperBound []byte, reverse bool, fn func(k, v []byte) (bool, error)) error {
-	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upperBound})
+	return iterateOn(e.db, lower, upperBound, reverse, fn)
+}
+
+// iterateOn is iterate over r: the database, or a snapshot of it.
+func iterateOn(r pebble.Reader, lower, upperBound []byte, reverse bool, fn func(k, v []byte) (bool, error)) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upperBound})
 	if err != nil {
 		return unavailable("reading", err)
 	}
@@ -459,19 +479,32 @@ func afterPosition(partition int, pos record.Position) []byte {
 	return posKey(partition, record.Position{Epoch: pos.Epoch, Seq: pos.Seq + 1})
 }
 
-func (e *Engine) doScanAfter(ctx context.Context, partition int, after record.Position, limit int) ([]*record.Doc, error) {
+// afterIndexScan, when set (tests), runs between ScanAfter's walk of the
+// position index and its reads of the states.
+var afterIndexScan func()
+
+func (e *Engine) doScanAfter(_ context.Context, partition int, after record.Position, limit int) ([]*record.Doc, error) {
+	// One snapshot for the index and the states: a key the writer moves to
+	// a later position meanwhile must not come back at that position (a
+	// catch-up continues after the last position it was sent, and would
+	// skip everything between).
+	snap := e.db.NewSnapshot()
+	defer snap.Close()
 	var keys []string
 	p := prefix('p', partition)
-	err := e.iterate(afterPosition(partition, after), upper(p), false, func(_, v []byte) (bool, error) {
+	err := iterateOn(snap, afterPosition(partition, after), upper(p), false, func(_, v []byte) (bool, error) {
 		keys = append(keys, string(v))
 		return limit <= 0 || len(keys) < limit, nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	if afterIndexScan != nil {
+		afterIndexScan()
+	}
 	out := make([]*record.Doc, 0, len(keys))
 	for _, k := range keys {
-		d, err := e.doGet(ctx, partition, k)
+		d, err := getOn(snap, partition, k)
 		if err != nil {
 			return nil, err
 		}
@@ -583,7 +616,18 @@ func (e *Engine) doPurgeTombstones(ctx context.Context, partition int, before ti
 	}
 	b := e.newBatch(partition)
 	for _, t := range tombs {
-		if !t.Updated.Before(before) {
+		// Whole milliseconds, as the store's planPurge and the mongo
+		// engine compare: a tombstone planPurge keeps is never deleted.
+		if t.Updated.UnixMilli() >= before.UnixMilli() {
+			continue
+		}
+		// Only the tombstone itself: a key written again since is kept.
+		o, err := b.before(t.Key)
+		if err != nil {
+			b.b.Close()
+			return err
+		}
+		if !o.held || !o.deleted || o.pos != t.Pos {
 			continue
 		}
 		if err := b.remove(t.Key); err != nil {
@@ -643,7 +687,9 @@ func (e *Engine) setJSON(key []byte, what string, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := e.db.Set(key, raw, e.write); err != nil {
+	// Always synced, whatever STORE_SYNC says: a voter that forgot a vote
+	// after a power failure could grant a conflicting lease.
+	if err := e.db.Set(key, raw, pebble.Sync); err != nil {
 		return unavailable("recording "+what, err)
 	}
 	return nil
