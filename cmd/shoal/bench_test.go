@@ -25,7 +25,7 @@ func TestBenchRunsEveryPhase(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"REST writes (POST)", "REST point reads (GET)", "raw store insertOne", "raw findOne, same documents", "Shoal/raw: writes"} {
+	for _, want := range []string{"REST writes (POST)", "REST point reads (GET)", "raw engine commit, one document", "raw engine get, same documents", "Shoal/raw: writes"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out.String())
 		}

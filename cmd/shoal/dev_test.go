@@ -690,7 +690,7 @@ func TestDevStopsRemovedNodeOnceDrained(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(d.dir, "node3.pid")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("node3.pid left behind: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(d.dir, "node3", "store")); err != nil {
+	if _, err := os.Stat(filepath.Join(d.dir, "node3", "pebble")); err != nil {
 		t.Errorf("node3's data is gone: %v", err)
 	}
 	d.waitPartitions(token, 30*time.Second, "node3 holding nothing in node1's table", func(ps *api.PartitionSummary) bool {

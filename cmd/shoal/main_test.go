@@ -86,7 +86,7 @@ func TestServeStopsCleanlyOnSIGTERM(t *testing.T) {
 	if !strings.Contains(logs.String(), "node stopped") {
 		t.Fatalf("no clean stop in logs:\n%s", logs.String())
 	}
-	if _, err := os.Stat(filepath.Join(dir, "store")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "pebble")); err != nil {
 		t.Fatalf("no store files under DATA_DIR: %v", err)
 	}
 }

@@ -102,7 +102,7 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.GossipSuspectTimeout, v) }},
 	{Key: "DATA_DIR", Default: "./data", Help: "directory for the embedded store's files, in DATA_DIR/pebble (used when MONGO_URI is unset)",
 		set: func(c *Config, v string) error { c.DataDir = v; return nil }},
-	{Key: "STORE_SYNC", Default: "full", Help: "embedded store only: full syncs every commit to disk before answering; normal writes it to the store's log without waiting for the disk (a process crash loses nothing, a power failure may lose the last commits; faster)",
+	{Key: "STORE_SYNC", Default: "full", Help: "kept for older configurations: the embedded store syncs every commit to disk before answering with either value (full or normal)",
 		set: func(c *Config, v string) error { c.StoreSync = v; return nil }},
 	{Key: "MONGO_URI", Default: "", Help: "MongoDB to store documents in; unset: the embedded store (Pebble) under DATA_DIR", Secret: true,
 		set: func(c *Config, v string) error { c.MongoURI = v; return nil }},

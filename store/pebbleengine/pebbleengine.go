@@ -74,10 +74,6 @@ var (
 type Options struct {
 	// Dir holds the database (created if missing).
 	Dir string
-	// NoSync writes each commit to the log without waiting for the disk:
-	// a crash of the process loses nothing, a power failure may lose the
-	// last commits (STORE_SYNC=normal). Default: every commit is synced.
-	NoSync bool
 	// CacheBytes is the block cache (default 64 MiB).
 	CacheBytes int64
 	// Logger receives Pebble's errors (background compactions, a full
@@ -100,9 +96,6 @@ func Open(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("%w: opening the pebble store in %s: %v", engine.ErrUnavailable, o.Dir, err)
 	}
 	e := &Engine{db: db, write: pebble.Sync}
-	if o.NoSync {
-		e.write = pebble.NoSync
-	}
 	return e, nil
 }
 
