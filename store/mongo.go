@@ -388,11 +388,7 @@ func (m *mongoEngine) scanRange(ctx context.Context, op string, partition int, a
 // first write (commit, insertNew: the write creates the collection) and at
 // start for a collection that exists (Writer.LoadAll). Creating an index
 // that exists is a no-op, so a restart asks again and changes nothing.
-// Without indexes (the embedded store) it does nothing.
 func (m *mongoEngine) ensureIndexes(ctx context.Context, partition int) error {
-	if !m.s.indexes {
-		return nil
-	}
 	if _, done := m.s.indexed.Load(partition); done {
 		return nil
 	}

@@ -55,22 +55,19 @@ type Options struct {
 
 // Store is one node's database.
 type Store struct {
-	client   *mongo.Client
-	db       *mongo.Database
-	embedded bool
-	uri      string
-	log      *slog.Logger
-	observe  func(op string, d time.Duration, err error)
+	client  *mongo.Client
+	db      *mongo.Database
+	uri     string
+	log     *slog.Logger
+	observe func(op string, d time.Duration, err error)
 
 	// docs and records are the engine that stores the document states and
 	// the rest of what a node keeps.
 	docs    engine.Documents
 	records engine.Records
 
-	// indexes: the partitions' collections get the indexes their access
-	// paths need (indexes.go), on a MongoDB given by URI; indexed holds the
-	// partitions whose indexes this process has created.
-	indexes bool
+	// indexed holds the partitions whose indexes (mongo_indexes.go) the
+	// mongo engine has created in this process.
 	indexed sync.Map
 
 	// writeSlots bounds the mongo engine's concurrent write commands (16);
@@ -121,11 +118,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	m := &mongoEngine{s: s}
 	s.docs, s.records = m, m
-	if s.indexes = !s.embedded; s.indexes {
-		if err := m.ensureAllIndexes(ctx); err != nil {
-			s.Close(ctx)
-			return nil, fmt.Errorf("store: %w", err)
-		}
+	if err := m.ensureAllIndexes(ctx); err != nil {
+		s.Close(ctx)
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	return s, nil
 }
@@ -154,7 +149,7 @@ func (s *Store) openEmbedded(o Options) error {
 		return fmt.Errorf("store: %w (is another node running on DATA_DIR %s?)", err, dataDir)
 	}
 	o2 := observed{e: e, timed: s.timed}
-	s.docs, s.records, s.embedded, s.closeEngine = o2, o2, true, e.Close
+	s.docs, s.records, s.closeEngine = o2, o2, e.Close
 	return nil
 }
 
@@ -183,9 +178,6 @@ func refuseOldFormat(dataDir string) error {
 	}
 	return nil
 }
-
-// Embedded reports whether the store is the embedded engine (no MONGO_URI).
-func (s *Store) Embedded() bool { return s.embedded }
 
 // Engine is the store's engine, for benchmarks that measure it raw.
 func (s *Store) Engine() engine.Documents { return s.docs }

@@ -58,9 +58,10 @@ type Scope struct {
 type Documents interface {
 	// Get reads the state of key: record.ErrNotFound when there is none.
 	Get(ctx context.Context, partition int, key string) (*record.Doc, error)
-	// Commit stores the states in order, durably before it returns (as
-	// the engine was opened: a synced write, or one a crash of the
-	// process does not lose).
+	// Commit stores the states in order, durably before it returns: on
+	// disk, synced, for an embedded engine (a commit left in the
+	// process's buffers is lost by a kill -9; the fault suite lost
+	// acknowledged writes so), or as the MongoDB acknowledges a write.
 	Commit(ctx context.Context, partition int, writes []Write) error
 	// InsertNew stores the states whose keys it holds no record of, and
 	// returns the keys it already held (left untouched).

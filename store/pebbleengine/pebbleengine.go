@@ -45,8 +45,7 @@ import (
 // call meets a closed database (Pebble panics on one): a call after Close
 // answers ErrUnavailable.
 type Engine struct {
-	db    *pebble.DB
-	write *pebble.WriteOptions
+	db *pebble.DB
 
 	mu     sync.RWMutex
 	closed bool
@@ -95,7 +94,7 @@ func Open(o Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening the pebble store in %s: %v", engine.ErrUnavailable, o.Dir, err)
 	}
-	e := &Engine{db: db, write: pebble.Sync}
+	e := &Engine{db: db}
 	return e, nil
 }
 
@@ -347,7 +346,7 @@ func (b *batch) commit(what string) error {
 			return err
 		}
 	}
-	if err := b.b.Commit(b.e.write); err != nil {
+	if err := b.b.Commit(pebble.Sync); err != nil {
 		return unavailable(what, err)
 	}
 	return nil
@@ -713,7 +712,7 @@ func (e *Engine) doSaveRecords(_ context.Context, changed []engine.PartitionReco
 			return err
 		}
 	}
-	if err := b.Commit(e.write); err != nil {
+	if err := b.Commit(pebble.Sync); err != nil {
 		return unavailable("recording the applied positions", err)
 	}
 	return nil
@@ -835,7 +834,7 @@ func (e *Engine) doSaveRollback(_ context.Context, states []engine.RolledBack) e
 			return err
 		}
 	}
-	if err := b.Commit(e.write); err != nil {
+	if err := b.Commit(pebble.Sync); err != nil {
 		return unavailable(fmt.Sprintf("keeping %d rolled back documents", len(states)), err)
 	}
 	return nil
