@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/internal/testnode"
 	"github.com/shoal-db/shoal/internal/torture"
 )
@@ -58,25 +59,29 @@ func TestLinkCutsUnderTheFaultSuitesWorkload(t *testing.T) {
 	// One fault of each kind (CI's time is short), in a seeded order.
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	for _, kind := range kinds {
-		p, err := torture.PlacementOf(ctx, nil, targets[0], token, "registers")
-		if err != nil {
-			t.Fatal(err)
-		}
+		// Right after a handoff the new master's entry may not name its
+		// replicas yet: wait for a placement with a master and a replica.
+		var p api.PlacementView
+		var replicas []string
+		testnode.Eventually(t, 30*time.Second, "the registers' partition has a master and a replica", func() (bool, string) {
+			var err error
+			if p, err = torture.PlacementOf(ctx, nil, targets[0], token, "registers"); err != nil {
+				return false, err.Error()
+			}
+			replicas = nil
+			for _, id := range p.Responsible {
+				if id != p.Master {
+					replicas = append(replicas, id)
+				}
+			}
+			return p.Master != "" && len(replicas) > 0, fmt.Sprintf("%+v", p)
+		})
 		f := torture.Fault{Kind: kind, Start: w.Since()}
 		switch kind {
 		case torture.IsolateMaster:
 			f.Target = p.Master
 			c.Faults.Isolate(p.Master, ids)
 		case torture.IsolateReplica:
-			var replicas []string
-			for _, id := range p.Responsible {
-				if id != p.Master {
-					replicas = append(replicas, id)
-				}
-			}
-			if len(replicas) == 0 {
-				t.Fatalf("the registers' partition has no replica: %+v", p)
-			}
 			f.Target = replicas[rng.IntN(len(replicas))]
 			c.Faults.Isolate(f.Target, ids)
 		case torture.Bridge:
