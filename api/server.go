@@ -421,15 +421,19 @@ func (s *Server) listRollback(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	docs, err := s.store.Rollbacks(r.Context(), limit)
+	docs, err := s.store.Rollbacks(r.Context(), limit+1) // one more tells whether the list is whole
 	if err != nil {
 		writeProblem(w, storeProblem(err))
 		return
 	}
+	more := len(docs) > limit
+	if more {
+		docs = docs[:limit]
+	}
 	if docs == nil {
 		docs = []store.RolledBack{}
 	}
-	writeJSON(w, http.StatusOK, RollbackList{Node: s.cfg.NodeID, RolledBack: docs})
+	writeJSON(w, http.StatusOK, RollbackList{Node: s.cfg.NodeID, RolledBack: docs, More: more})
 }
 
 // RollbackList is the answer of GET /v1/admin/rollback: the answering
@@ -437,6 +441,9 @@ func (s *Server) listRollback(w http.ResponseWriter, r *http.Request) {
 type RollbackList struct {
 	Node       string             `json:"node"`
 	RolledBack []store.RolledBack `json:"rolled_back"`
+	// More says the collection holds more than the limit asked for: the
+	// list is its oldest documents only.
+	More bool `json:"more"`
 }
 
 // replicate applies a replication request as a replica.

@@ -408,6 +408,9 @@ func nodeRollbacks(ctx context.Context, hc *http.Client, token string, node Targ
 	if code, ok := answered(err); ok {
 		err = fmt.Errorf("%s answered %d", node.ID, code)
 	}
+	if err == nil && l.More {
+		err = fmt.Errorf("%s holds more than %d rolled back documents: the list read is not whole", node.ID, len(l.RolledBack))
+	}
 	return l.RolledBack, err
 }
 
