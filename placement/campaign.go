@@ -22,6 +22,10 @@ type WantInput struct {
 	HandingOff bool     // this node is handing it to another
 	Receiving  bool     // another node is handing it to this one
 	Superseded bool     // the voters know of a later holder than this node
+	// Stopping: this node is shutting down. It keeps the leases it holds
+	// until it stops and takes no other: a partition it took now would
+	// be masterless a moment later.
+	Stopping bool
 	// NewestEpoch is the newest epoch of the partition in this node's own
 	// history (its store, a master's batches, its tenures): one later than
 	// the table's own tenure of this node means another master came after
@@ -119,6 +123,8 @@ func WantsLease(in WantInput, ans Answers) bool { return Decide(in).Settle(in, a
 // Decide is the campaign rule. Only one of these moves a partition's
 // lease while its master lives: an orderly handoff (the master keeps its
 // lease until it hands it over). Otherwise:
+//   - a node shutting down takes no lease (it keeps those it holds until
+//     it stops);
 //   - a master keeps what it holds, and takes back a lease of its own that
 //     lapsed, unless the voters told it of a later holder or its own
 //     history holds a later epoch than that tenure (a later master's
@@ -140,7 +146,7 @@ func Decide(in WantInput) Want {
 	switch {
 	case in.Holding:
 		return yes
-	case in.HandingOff:
+	case in.Stopping, in.HandingOff:
 		return no
 	case in.Receiving:
 		return yes

@@ -54,6 +54,34 @@ func TestDecideNamesTheQuestionItLeavesToTheNode(t *testing.T) {
 	}
 }
 
+// A node shutting down keeps the leases it holds until it stops, and
+// takes no other: not its own lapsed tenure, not a partition whose master
+// is gone, not a new one (a node whose shutdown waited seconds for
+// requests in flight took over 13 partitions of a node stopped before it,
+// chose their replicas afresh, and left them masterless when it stopped).
+func TestANodeShuttingDownTakesNoLease(t *testing.T) {
+	up := func(id string) bool { return id != "m" }
+	none := func(string) bool { return false }
+	taking := []WantInput{
+		{Self: "x", Assignment: shard.Assignment{Master: "x", Epoch: 2}, NewestEpoch: 2},
+		{Self: "r", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Regular: []string{"m", "r"}, Up: up, Lost: none},
+		{Self: "x", Succession: []string{"x"}, Up: up, Lost: none},
+		{Self: "x", Receiving: true},
+	}
+	for i, in := range taking {
+		if Decide(in) == (Want{}) {
+			t.Fatalf("case %d: %+v takes no lease even when running", i, in)
+		}
+		in.Stopping = true
+		if got := Decide(in); got != (Want{}) {
+			t.Errorf("case %d, shutting down: %+v, want no campaign", i, got)
+		}
+	}
+	if got := Decide(WantInput{Self: "x", Holding: true, Stopping: true}); got != (Want{Campaign: true}) {
+		t.Errorf("a lease held while shutting down: %+v, want it kept", got)
+	}
+}
+
 func TestWantsLeaseMovesALiveMasterOnlyByHandoff(t *testing.T) {
 	up := func(ids ...string) func(string) bool {
 		return func(id string) bool { return slices.Contains(ids, id) }

@@ -68,6 +68,8 @@ type Node struct {
 	// recordedLists is tenureLists as last recorded, for the lease
 	// manager's renewals (copyList); replaced whole, never changed.
 	recordedLists atomic.Pointer[map[int]store.TenureList]
+	// stopping is set when Close begins: the node takes no lease after.
+	stopping atomic.Bool
 	// drainWaits: since when draining copies are kept (chooseReplicas).
 	drainWaits drainWaits
 }
@@ -403,7 +405,7 @@ func (n *Node) leasePlan() lease.Plan {
 			_, learned := n.leases.Learned(p)
 			return placement.WantsLease(placement.WantInput{
 				Self: n.cfg.NodeID, Assignment: a, Regular: shard.WriteQuorum(copies).Regular(a.Responsible), Succession: shard.Succession(ring, p),
-				Holding: holding, HandingOff: n.handoff.inProgress(p), Receiving: n.handoff.receiving(p),
+				Holding: holding, Stopping: n.stopping.Load(), HandingOff: n.handoff.inProgress(p), Receiving: n.handoff.receiving(p),
 				NewestEpoch: n.writer.NewestEpoch(p), LearnedHolder: learned,
 				// Superseded also when this node gave its tenure up
 				// because a copy was ahead (ConfirmTenure).
@@ -992,6 +994,10 @@ func (n *Node) Store() *store.Store { return n.store }
 // SHUTDOWN_GRACE), stops the node's loops, commits every queued change,
 // and closes the store: what StartWith opened, last first.
 func (n *Node) Close(ctx context.Context) error {
+	// From now on it takes no lease (placement.WantInput.Stopping): the
+	// HTTP server's shutdown may wait seconds for requests in flight,
+	// and the lease rounds run until it is over.
+	n.stopping.Store(true)
 	err := n.closers.close(ctx)
 	n.log.Info("node stopped")
 	return err

@@ -28,7 +28,10 @@ import (
 // back. Now a node that knows of an epoch of the partition waits for the
 // table, and M takes its partition back when it restarts.
 func TestAFullRestartDuringAHandoffCopyLosesNoMajorityWrite(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(3))
+	// Chunks of 4 documents, so that node4's copy is seen under way (on
+	// Pebble a copy of 300 documents in growing chunks was over before
+	// the test looked, 3 runs in 9 with three at once).
+	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(3), testcluster.ReplicationBatch(4))
 	token := testnode.AdminToken(t)
 	ring := ringOf(t, 4)
 	var user string
@@ -42,9 +45,9 @@ func TestAFullRestartDuringAHandoffCopyLosesNoMajorityWrite(t *testing.T) {
 	// Writes go through the partition's master of now (which routes them
 	// on if the master changes).
 	via := c.Node(c.MasterOf(p))
-	// Enough documents that node4's copy takes several chunks (16, 32,
-	// 64, ... documents, each a round trip), so that it is under way but
-	// not finished when the nodes stop. A fill write that fails is only
+	// Enough documents that node4's copy takes many chunks (each a round
+	// trip), so that it is under way but not finished when the nodes
+	// stop. A fill write that fails is only
 	// one document less.
 	const fill = 300
 	var wg sync.WaitGroup
@@ -92,9 +95,7 @@ func TestAFullRestartDuringAHandoffCopyLosesNoMajorityWrite(t *testing.T) {
 	})
 	// node4 first: its copy stops where it is.
 	c.Node("node4").Stop()
-	for _, n := range c.Nodes {
-		n.Stop()
-	}
+	c.StopAll()
 	var others []string
 	for _, id := range []string{"node4", "node1", "node2", "node3"} {
 		if id != m {
@@ -197,9 +198,7 @@ func TestARestartedMasterNamesTheReplicasOfItsTenure(t *testing.T) {
 		}
 		return true, ""
 	})
-	for _, n := range c.Nodes {
-		n.Stop()
-	}
+	c.StopAll()
 	checked := 0
 	for _, n := range c.Nodes {
 		restarted := c.Restart(n.ID)

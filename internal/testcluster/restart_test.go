@@ -46,9 +46,7 @@ func TestAFullRestartAfterAFailoverLosesNoMajorityWrite(t *testing.T) {
 	if len(acked) < 20 {
 		t.Fatalf("only %d of 30 majority writes were acknowledged by the stand-in %s", len(acked), standIn)
 	}
-	for _, n := range c.Nodes {
-		n.Stop()
-	}
+	c.StopAll()
 	for _, id := range []string{"node1", "node2", "node3"} {
 		c.Restart(id)
 	}

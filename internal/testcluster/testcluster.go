@@ -337,6 +337,18 @@ func (c *Cluster) startNode(cfg config.Config) *Node {
 	return tn
 }
 
+// StopAll stops every node at once, as a full shutdown of the cluster
+// does: a node stopped one after another keeps running meanwhile (its
+// HTTP server's shutdown waits for requests in flight), and may replace
+// the copies of the nodes stopped before it.
+func (c *Cluster) StopAll() {
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes {
+		wg.Go(n.Stop)
+	}
+	wg.Wait()
+}
+
 // Restart stops the node id (if running) and starts it again on the same
 // data directory and addresses.
 func (c *Cluster) Restart(id string) *Node {
