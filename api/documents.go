@@ -373,6 +373,9 @@ func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// errPageFull ends the scan of a page in key order once it is full.
+var errPageFull = errors.New("the page is full")
+
 func (s *Server) queryDocuments(w http.ResponseWriter, r *http.Request) {
 	user, coll := chi.URLParam(r, "user"), chi.URLParam(r, "coll")
 	q := r.URL.Query() // checkQuery refused a query string that does not parse
@@ -414,10 +417,14 @@ func (s *Server) queryDocuments(w http.ResponseWriter, r *http.Request) {
 	// Documents are evaluated as they come from the store, and only those
 	// that may be on the page are kept. The evaluation stops when the
 	// request's context ends (the client went away, or the node forwarding
-	// it gave up) and when the work passes the budget.
+	// it gave up) and when the work passes the budget. Sorted by _id (the
+	// default), they come in that order from after the cursor, and the
+	// evaluation stops once the page is full: a page costs what it reads
+	// up to its last match, not the collection.
 	ctx := r.Context()
 	scanned := 0
-	err = s.store.ScanEach(ctx, s.partitionOf(user), user, coll, func(d *store.Doc) error {
+	afterID, inKeyOrder := pager.InKeyOrder()
+	err = s.store.ScanEach(ctx, s.partitionOf(user), user, coll, afterID, func(d *store.Doc) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -425,19 +432,31 @@ func (s *Server) queryDocuments(w http.ResponseWriter, r *http.Request) {
 			s.queryHook(ctx)
 		}
 		scanned++
-		return pager.Add(render(d), int64(d.Size))
+		if err := pager.Add(render(d), int64(d.Size)); err != nil {
+			return err
+		}
+		if pager.Full() {
+			return errPageFull
+		}
+		return nil
 	})
+	if errors.Is(err, errPageFull) {
+		err = nil
+	}
 	var res *query.Result
 	if err == nil {
 		res, err = pager.Result()
 	}
 	switch {
 	case errors.Is(err, query.ErrTooExpensive):
+		advice := "or sort on smaller fields; a smaller limit does not help, since with a sort other than _id every document of the collection is evaluated"
+		if inKeyOrder {
+			advice = "or make it match more of the documents it reads: sorted by _id a page reads documents in _id order until it holds limit matches"
+		}
 		writeProblem(w, problem(http.StatusBadRequest, TypeQueryTooExpensive, "Query too expensive", fmt.Sprintf(
 			"the query needs more than the %d work units QUERY_BUDGET allows (it stopped at document %d of the collection): "+
-				"narrow the filter (fewer or simpler $regex patterns, which cost in proportion to the text they read; fewer $or and $in alternatives) "+
-				"or sort on smaller fields; a smaller limit does not help, since every document of the collection is evaluated",
-			s.queryBudget(), scanned)))
+				"narrow the filter (fewer or simpler $regex patterns, which cost in proportion to the text they read; fewer $or and $in alternatives) %s",
+			s.queryBudget(), scanned, advice)))
 	case err != nil && ctx.Err() != nil:
 		writeProblem(w, endedProblem(ctx))
 	case err != nil:

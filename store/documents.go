@@ -39,12 +39,13 @@ func (s *Store) collect(ctx context.Context, partition int, scope engine.Scope) 
 	return out, err
 }
 
-// ScanEach calls fn with each live document of one collection of a user, in
-// no particular order, as it reads them, so that the caller holds only the
-// documents it keeps. It stops at the first error fn returns and returns
+// ScanEach calls fn with each live document of one collection of a user
+// whose id sorts after afterID ("": every one), in id order (byte order),
+// as it reads them, so that the caller holds only the documents it keeps
+// and may stop early. It stops at the first error fn returns and returns
 // it.
-func (s *Store) ScanEach(ctx context.Context, partition int, user, coll string, fn func(*Doc) error) error {
-	return s.docs.Each(ctx, partition, engine.Scope{User: user, Coll: coll}, fn)
+func (s *Store) ScanEach(ctx context.Context, partition int, user, coll, afterID string, fn func(*Doc) error) error {
+	return s.docs.Each(ctx, partition, engine.Scope{User: user, Coll: coll, AfterID: afterID}, fn)
 }
 
 // Collections lists a user's collections with their live document counts,

@@ -36,15 +36,25 @@ var (
 )
 
 // Each calls fn with every live document of scope, in batches of about
-// scanBatchBytes (see ScanEach).
+// scanBatchBytes (see ScanEach). A collection's are read in id order, from
+// the index "collection" (user, collection, deleted, _id): equal on the
+// first three, a range of keys (user/collection/id, compared as bytes) on
+// the last, which the sort follows.
 func (m *mongoEngine) Each(ctx context.Context, partition int, scope engine.Scope, fn func(*record.Doc) error) error {
-	filter := bson.D{{Key: fUser, Value: scope.User}}
-	op := "scan_user"
-	if scope.Coll != "" {
-		filter, op = append(filter, bson.E{Key: fColl, Value: scope.Coll}), "scan_each"
+	if scope.Coll == "" {
+		filter := bson.D{{Key: fUser, Value: scope.User}, {Key: fDeleted, Value: false}}
+		return m.each(ctx, "scan_user", partition, filter, options.Find().SetBatchSize(scanFirstBatch), scanBatchBytes, fn)
 	}
-	filter = append(filter, bson.E{Key: fDeleted, Value: false})
-	return m.each(ctx, op, partition, filter, options.Find().SetBatchSize(scanFirstBatch), scanBatchBytes, fn)
+	// A collection's keys sort from its prefix up to, not including, the
+	// prefix with its last byte, '/', raised by one: '0'.
+	prefix := record.DocKey(scope.User, scope.Coll, "")
+	key := bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: strings.TrimSuffix(prefix, "/") + "0"}}
+	if scope.AfterID != "" {
+		key[0] = bson.E{Key: "$gt", Value: prefix + scope.AfterID}
+	}
+	filter := bson.D{{Key: fUser, Value: scope.User}, {Key: fColl, Value: scope.Coll}, {Key: fDeleted, Value: false}, {Key: "_id", Value: key}}
+	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetBatchSize(scanFirstBatch)
+	return m.each(ctx, "scan_each", partition, filter, opts, scanBatchBytes, fn)
 }
 
 // ensureAllIndexes creates the rollback collection's indexes; a

@@ -36,7 +36,7 @@ func TestScanEach(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	seen := map[string]int{}
-	if err := s.ScanEach(ctx, 0, "u", "c", func(d *Doc) error { seen[d.ID]++; return nil }); err != nil {
+	if err := s.ScanEach(ctx, 0, "u", "c", "", func(d *Doc) error { seen[d.ID]++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(seen) != total-1 || seen["d01"] != 0 {
@@ -49,7 +49,7 @@ func TestScanEach(t *testing.T) {
 	}
 	stop := errors.New("enough")
 	calls := 0
-	err := s.ScanEach(ctx, 0, "u", "c", func(*Doc) error { calls++; return stop })
+	err := s.ScanEach(ctx, 0, "u", "c", "", func(*Doc) error { calls++; return stop })
 	if err != stop || calls != 1 {
 		t.Fatalf("ScanEach after fn's error: %v after %d calls, want fn's error after 1", err, calls)
 	}

@@ -106,6 +106,30 @@ func NewPager(req PageRequest) (*Pager, error) {
 	return p, nil
 }
 
+// InKeyOrder reports whether the page is sorted by _id alone, ascending,
+// with string ids: then a caller that gives the pager a collection's
+// documents in id order (byte order, which is how _id strings compare)
+// may start after afterID ("" for the first page), the cursor's _id, and
+// stop as soon as Full says so.
+func (p *Pager) InKeyOrder() (afterID string, ok bool) {
+	if len(p.keys) != 1 || p.keys[0].name != idSortKey.name || p.keys[0].desc {
+		return "", false
+	}
+	if p.after == nil {
+		return "", true
+	}
+	afterID, ok = p.after[0].(string)
+	return afterID, ok
+}
+
+// Full reports, for a page in key order (InKeyOrder) given its documents
+// in that order, that no document still to come can be on it: one that
+// matched was left out, and every later one sorts after it.
+func (p *Pager) Full() bool {
+	_, ok := p.InKeyOrder()
+	return ok && p.dropped
+}
+
 // compare orders entries, charging the work to the budget.
 func (p *Pager) compare(a, b entry) int { return compareValuesIn(p.keys, a.vals, b.vals, p.req.Budget) }
 

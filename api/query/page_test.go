@@ -415,3 +415,87 @@ func TestCursorValuesExact(t *testing.T) {
 		t.Errorf("got %#v", got)
 	}
 }
+
+// A page sorted by _id, given its documents in id order from after its
+// cursor and stopped as soon as the pager is full, is the page the whole
+// collection gives, with the same cursor; and it stops at the first
+// matching document past the page (TestQueriesInKeyOrderStopAtTheirLimit
+// in package api shows the store reads no further).
+func TestAPageInKeyOrderStopsWhenFull(t *testing.T) {
+	docs := testDocs(2, 300)
+	slices.SortFunc(docs, func(a, b map[string]any) int { return strings.Compare(a["_id"].(string), b["_id"].(string)) })
+	for _, filter := range []string{``, `{"w": {"$ne": 2}}`, `{"v": {"$type": "string"}}`, `{"_id": "none"}`} {
+		f, _ := ParseFilter(filter)
+		for _, sort := range []string{"", "_id"} {
+			s, _ := ParseSort(sort)
+			for _, limit := range []int{1, 7, 1000} {
+				for _, maxBytes := range []int64{0, 2500} {
+					req := PageRequest{Filter: f, Sort: s, Limit: limit, FilterText: filter, Key: testKey, MaxBytes: maxBytes}
+					var got []map[string]any
+					for pages := 0; ; pages++ {
+						whole, err := NewPager(req)
+						if err != nil {
+							t.Fatal(err)
+						}
+						early, _ := NewPager(req)
+						afterID, ok := early.InKeyOrder()
+						if !ok {
+							t.Fatalf("sort %q: not in key order", sort)
+						}
+						read, past := 0, 0
+						for _, d := range docs {
+							if err := whole.Add(d, 1000); err != nil {
+								t.Fatal(err)
+							}
+							if d["_id"].(string) <= afterID || early.Full() {
+								continue
+							}
+							read++
+							if err := early.Add(d, 1000); err != nil {
+								t.Fatal(err)
+							}
+							if early.Full() && f.Match(d) {
+								past++
+							}
+						}
+						w, _ := whole.Result()
+						e, _ := early.Result()
+						if !slices.Equal(ids(e.Docs), ids(w.Docs)) || past > 1 {
+							t.Fatalf("filter %s sort %q limit %d bytes %d page %d: stopped early %v, whole %v (%d matches read past the page)",
+								filter, sort, limit, maxBytes, pages, ids(e.Docs), ids(w.Docs), past)
+						}
+						if len(w.Docs) == 0 {
+							break
+						}
+						wn, _ := w.Next(len(w.Docs) - 1)
+						en, _ := e.Next(len(e.Docs) - 1)
+						if wn != en {
+							t.Fatalf("filter %s sort %q limit %d page %d: cursors differ", filter, sort, limit, pages)
+						}
+						got = append(got, e.Docs...)
+						if wn == "" {
+							break
+						}
+						req.After = wn
+					}
+					var want []map[string]any
+					for _, d := range docs {
+						if f.Match(d) {
+							want = append(want, d)
+						}
+					}
+					if !slices.Equal(ids(got), ids(want)) {
+						t.Fatalf("filter %s sort %q limit %d bytes %d: pages give %d documents, want %d", filter, sort, limit, maxBytes, len(got), len(want))
+					}
+				}
+			}
+		}
+	}
+	for _, sort := range []string{"-_id", "v", "_id,v", "v,_id"} {
+		s, _ := ParseSort(sort)
+		p, _ := NewPager(PageRequest{Sort: s, Limit: 1, Key: testKey})
+		if _, ok := p.InKeyOrder(); ok {
+			t.Errorf("sort %q taken for key order", sort)
+		}
+	}
+}

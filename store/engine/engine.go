@@ -40,9 +40,12 @@ type CollectionCount struct {
 }
 
 // Scope selects a user's live documents: of one collection (Coll set),
-// or of all of them (Coll "").
+// or of all of them (Coll ""). With Coll set, AfterID ("": from the first)
+// starts after that id: only documents whose id sorts after it, in byte
+// order, are read.
 type Scope struct {
 	User, Coll string
+	AfterID    string
 }
 
 // Documents is the storage of every partition's document states: one per
@@ -86,8 +89,10 @@ type Documents interface {
 	// with a key in (after, upTo] ("": unbounded), in key order.
 	KeyRange(ctx context.Context, partition int, after, upTo string) ([]*record.Doc, error)
 	// Each calls fn with every live document of scope as it reads them,
-	// in no particular order, so that the caller holds only what it
-	// keeps. It stops at fn's first error and returns it as it is.
+	// so that the caller holds only what it keeps. A collection's (Coll
+	// set) come in id order (byte order), so that a page sorted by _id
+	// may stop at its limit; a user's (Coll "") in no particular order.
+	// It stops at fn's first error and returns it as it is.
 	Each(ctx context.Context, partition int, scope Scope, fn func(*record.Doc) error) error
 	// Collections lists a user's collections that hold a live document,
 	// with their counts, sorted by name.

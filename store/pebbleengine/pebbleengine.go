@@ -549,12 +549,17 @@ func (e *Engine) doKeyRange(_ context.Context, partition int, after, upTo string
 
 func (e *Engine) doEach(ctx context.Context, partition int, scope engine.Scope, fn func(*record.Doc) error) error {
 	p := docKey(partition, scope.User+"/")
+	from := p
 	if scope.Coll != "" {
 		p = docKey(partition, scope.User+"/"+scope.Coll+"/")
+		from = p
+		if scope.AfterID != "" {
+			from = append(append(bytes.Clone(p), scope.AfterID...), 0) // the first key after it
+		}
 	}
 	d := prefix('d', partition)
 	var fnErr error
-	err := e.iterate(p, upper(p), false, func(k, v []byte) (bool, error) {
+	err := e.iterate(from, upper(p), false, func(k, v []byte) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}

@@ -44,6 +44,7 @@ func Run(t *testing.T, open Open) {
 		{"key order, after a key, with a limit", scanKeys},
 		{"a key range without bodies", keyRange},
 		{"live documents of a scope", each},
+		{"a collection in id order, after an id", eachInOrder},
 		{"collections and their counts", collections},
 		{"tombstones and their purge", tombstones},
 		{"the partitions that hold states", partitionsHeld},
@@ -333,6 +334,61 @@ func each(t *testing.T, e Engine) {
 	})
 	if err != stop || calls != 1 {
 		t.Errorf("fn's error ended the scan after %d calls with %v, want 1 call and fn's own error", calls, err)
+	}
+}
+
+// A collection's live documents come in id order (byte order), from
+// after AfterID, and no other collection's come with them: not one whose
+// name starts with this one's, nor one of another user whose name starts
+// with this user's.
+func eachInOrder(t *testing.T, e Engine) {
+	ctx := context.Background()
+	ids := []string{"b", "a", "a.1", "a-", "a0", "B", "z", "\u00e9t\u00e9", "10", "9", "m"}
+	var docs []*record.Doc
+	for i, id := range ids {
+		docs = append(docs, doc("c", id, 1, uint64(i+1), nil))
+	}
+	near := []*record.Doc{doc("c-d", "a", 1, 20, nil), doc("c0", "a", 1, 21, nil), doc("cc", "a", 1, 22, nil), tomb("c", "gone", 1, 23, at)}
+	for i, u := range []string{"u-", "u0", "uu"} {
+		d := doc("c", "a", 1, uint64(24+i), nil)
+		d.User, d.Key = u, record.DocKey(u, "c", "a")
+		near = append(near, d)
+	}
+	commit(t, e, 0, append(docs, near...)...)
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	read := func(after string, stopAt int) []string {
+		var out []string
+		stop := errors.New("stop")
+		err := e.Each(ctx, 0, engine.Scope{User: "u", Coll: "c", AfterID: after}, func(d *record.Doc) error {
+			if d.User != "u" || d.Coll != "c" {
+				t.Fatalf("a scan of u's collection c read %s", d.Key)
+			}
+			out = append(out, d.ID)
+			if len(out) == stopAt {
+				return stop
+			}
+			return nil
+		})
+		if err != nil && err != stop {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := read("", 0); !slices.Equal(got, sorted) {
+		t.Fatalf("u's collection c: %q, want %q (every live document, in byte order of their ids)", got, sorted)
+	}
+	for i, after := range sorted {
+		if got := read(after, 0); !slices.Equal(got, sorted[i+1:]) {
+			t.Fatalf("after %q: %q, want %q", after, got, sorted[i+1:])
+		}
+	}
+	if got := read("a0x", 0); !slices.Equal(got, sorted[slices.Index(sorted, "a0")+1:]) {
+		t.Fatalf("after an id it does not hold: %q", got)
+	}
+	i := slices.Index(sorted, "a") + 1
+	if got := read("a", 3); !slices.Equal(got, sorted[i:i+3]) {
+		t.Fatalf("three after a, then stopped: %q, want %q", got, sorted[i:i+3])
 	}
 }
 
