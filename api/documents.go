@@ -454,7 +454,7 @@ func (s *Server) queryDocuments(w http.ResponseWriter, r *http.Request) {
 			advice = "or make it match more of the documents it reads: sorted by _id a page reads documents in _id order until it holds limit matches"
 		}
 		writeProblem(w, problem(http.StatusBadRequest, TypeQueryTooExpensive, "Query too expensive", fmt.Sprintf(
-			"the query needs more than the %d work units QUERY_BUDGET allows (it stopped at document %d of the collection): "+
+			"the query needs more than the %d work units QUERY_BUDGET allows (it stopped after reading %d documents): "+
 				"narrow the filter (fewer or simpler $regex patterns, which cost in proportion to the text they read; fewer $or and $in alternatives) %s",
 			s.queryBudget(), scanned, advice)))
 	case err != nil && ctx.Err() != nil:

@@ -60,6 +60,9 @@ type handoffDeps struct {
 	writable      func(p int) (epoch uint64, ok bool)
 	caughtUp      func(p int, replicas []string) bool
 	masterChanged func(p int, holder string, epoch uint64)
+	// stopping reports that the node is shutting down (Node.Close began):
+	// it takes no lease, so it refuses a handoff at once.
+	stopping func() bool
 }
 
 // handoffLeases is the lease manager as handoffs uses it (lease.Manager).
@@ -248,6 +251,12 @@ func (h *handoffs) requestTakeOver(ctx context.Context, to string, p int, from s
 
 // TakeOver is the receiving side of a handoff: campaign for p now.
 func (h *handoffs) TakeOver(ctx context.Context, p int, from store.Position) (shard.Assignment, error) {
+	// A node shutting down takes no lease (placement.WantInput.Stopping):
+	// its campaign would spin until LEASE_TTL while the sender, its lease
+	// released, waits with the partition's writes paused.
+	if h.stopping != nil && h.stopping() {
+		return shard.Assignment{}, fmt.Errorf("node %s is shutting down: it takes no partition", h.self)
+	}
 	if have := h.writer.Applied(p); have.Compare(from) < 0 {
 		return shard.Assignment{}, fmt.Errorf("node %s holds partition %d up to %s, not %s", h.self, p, have, from)
 	}

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/shoal-db/shoal/store"
@@ -30,5 +32,21 @@ func TestAHandoffCarriesOnlyItsOwnTenuresWrites(t *testing.T) {
 	}
 	if h.HandedOver(6, store.Position{Epoch: 3, Seq: 1}) {
 		t.Error("a partition never handed over counts as handed over")
+	}
+}
+
+// A node shutting down refuses a handoff at once, before it counts the
+// partition as incoming or campaigns: it takes no lease
+// (placement.WantInput.Stopping), and a campaign would spin until
+// LEASE_TTL while the sender, its lease released, held the partition's
+// writes (the reviewer's finding on the ninth session's Stopping).
+func TestANodeShuttingDownRefusesAHandoffAtOnce(t *testing.T) {
+	h := newHandoffs(&handoffDeps{self: "n", stopping: func() bool { return true }})
+	_, err := h.TakeOver(context.Background(), 3, store.Position{})
+	if err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("TakeOver on a node shutting down: %v, want a refusal that says so", err)
+	}
+	if h.receiving(3) {
+		t.Fatal("the refused partition counts as incoming")
 	}
 }

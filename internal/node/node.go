@@ -195,7 +195,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	n.handoff = newHandoffs(&handoffDeps{self: cfg.NodeID, partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
 		maxMoves: cfg.MaxConcurrentMoves, log: log, leases: n.leases, writer: n.writer, shipper: n.shipper, table: table,
 		peers: cl, ring: place.Ring, observe: metrics.ObserveHandoff,
-		writable: n.writable, caughtUp: n.caughtUp, masterChanged: n.masterChanged})
+		writable: n.writable, caughtUp: n.caughtUp, masterChanged: n.masterChanged, stopping: n.stopping.Load})
 	n.promote = newPromotion(&promotionDeps{self: cfg.NodeID, partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
 		log: log, leases: n.leases, writer: n.writer, table: table, peers: cl, voters: place.Voters,
 		copies: n.copies, lapseOf: n.lapseOf, wakeTenures: n.wakeTenures, wakeReplicas: n.wakeReplicas,
