@@ -216,6 +216,7 @@ func TestAuth(t *testing.T) {
 	expectProblem(t, carol.Do("DELETE", "/v1/users/dave", nil), 403, "urn:shoal:problem:forbidden", "erase another user")
 	admin := n.Client(testnode.AdminToken(t))
 	expectStatus(t, admin.Do("GET", path, nil), 200, "admin reads any user")
+	n.WaitReady()
 	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
 		expectStatus(t, anon.Do("GET", p, nil), 200, p+" without token")
 	}
@@ -377,6 +378,12 @@ func TestReadyzAndHealthz(t *testing.T) {
 	c := n.Client("")
 	r := c.Do("GET", "/healthz", nil)
 	expectStatus(t, r, http.StatusOK, "healthz")
+	// Ready once its lease voter's startup wait is over and it masters
+	// every partition (a node of its own); 503 saying why before.
+	if r = c.Do("GET", "/readyz", nil); r.Status != http.StatusOK {
+		expectProblem(t, r, http.StatusServiceUnavailable, "urn:shoal:problem:unavailable", "readyz while starting")
+	}
+	n.WaitReady()
 	r = c.Do("GET", "/readyz", nil)
 	expectStatus(t, r, http.StatusOK, "readyz")
 }

@@ -92,6 +92,9 @@ type Config struct {
 	Handoffs Handoffs
 	// Moves lists the partitions moving from this node (/v1/cluster).
 	Moves func() []MoveStatus
+	// Readiness says what the node still waits for before it takes
+	// traffic (GET /readyz): nil, nothing beyond its start.
+	Readiness func() Readiness
 	// Unreconciled lists the partitions this node does not master whose
 	// copy here holds writes of its own last tenure that no later master
 	// has checked yet (/v1/cluster; see PartitionSummary.Unreconciled);
@@ -302,7 +305,24 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, unavailable("the node's store does not answer; its log says why"))
 		return
 	}
-	writeJSON(w, http.StatusOK, NodeStatus{Node: s.cfg.NodeID, Status: "ready"})
+	var rd Readiness
+	if s.cfg.Readiness != nil {
+		rd = s.cfg.Readiness()
+	}
+	if rd.Waiting != "" {
+		writeProblem(w, unavailable("the node is not ready: it waits for "+rd.Waiting))
+		return
+	}
+	writeJSON(w, http.StatusOK, NodeStatus{Node: s.cfg.NodeID, Status: "ready", WithoutMaster: rd.WithoutMaster})
+}
+
+// Readiness is what a node still waits for before it takes traffic.
+type Readiness struct {
+	// Waiting names it ("" : ready).
+	Waiting string
+	// WithoutMaster lists the partitions with no known master when the
+	// node is ready all the same (its wait for them is over).
+	WithoutMaster []int
 }
 
 // NodeStatus is the answer of GET /healthz (status "ok") and of
@@ -310,6 +330,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 type NodeStatus struct {
 	Node   string `json:"node"`
 	Status string `json:"status"`
+	// WithoutMaster, on /readyz, lists the partitions the node knows no
+	// master of: a node is ready once it knows a master for every
+	// partition, or five LEASE_TTLs after it started (then they are
+	// listed here, and writes to them answer 503 until one is elected).
+	WithoutMaster []int `json:"without_master,omitempty"`
 }
 
 // statusRecorder remembers the status code a handler wrote.
@@ -355,7 +380,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		method := methodLabel(r.Method)
 		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
 		s.metrics.requestDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
-		if rec.status >= 500 {
+		if rec.status >= 500 && route != "/readyz" { // a 503 there answers the question
 			// Clients can cause these (a flood during a failover): clipped
 			// and rate-limited.
 			if ok, suppressed := s.failLogs.Allow(); ok {

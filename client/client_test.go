@@ -103,7 +103,7 @@ func TestClusterFromTheNodesRouter(t *testing.T) {
 func TestHealthFromTheNodesRouter(t *testing.T) {
 	srv := realNode(t)
 	h, err := client.New(srv.URL, "").Health(context.Background())
-	if err != nil || h != (api.NodeStatus{Node: "node1", Status: "ok"}) {
+	if err != nil || !reflect.DeepEqual(h, api.NodeStatus{Node: "node1", Status: "ok"}) {
 		t.Fatalf("%+v, %v", h, err)
 	}
 }
@@ -216,7 +216,7 @@ func TestAnswersOfTheServersTypes(t *testing.T) {
 	}
 
 	r, err := client.New(serveJSON(t, "/readyz", "", api.NodeStatus{Node: "node1", Status: "ready"}).URL, "").Ready(ctx)
-	if err != nil || r != (api.NodeStatus{Node: "node1", Status: "ready"}) {
+	if err != nil || !reflect.DeepEqual(r, api.NodeStatus{Node: "node1", Status: "ready"}) {
 		t.Errorf("ready %+v, %v", r, err)
 	}
 }

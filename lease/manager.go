@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-db/shoal/internal/wording"
 	"github.com/shoal-db/shoal/record"
 )
 
@@ -1010,6 +1011,7 @@ func (m *Manager) report(now time.Time) {
 		epoch  uint64
 	}
 	var changes []change
+	var lost []int
 	m.mu.Lock()
 	for p := range m.reported {
 		if m.holder.Holds(p, now) {
@@ -1021,13 +1023,18 @@ func (m *Manager) report(now time.Time) {
 		}
 		if m.reported[p] != 0 {
 			m.reported[p] = 0
-			m.log.Info("no longer master", "partition", p)
+			lost = append(lost, p)
+			m.log.Debug("no longer master", "partition", p)
 		}
 		// A holder learned from a voter's refusal is not reported: it may
 		// be a campaign that never reached a majority. Masters announce
 		// themselves.
 	}
 	m.mu.Unlock()
+	if len(lost) > 0 {
+		slices.Sort(lost)
+		m.log.Info(fmt.Sprintf("no longer master of %s", wording.Plural(len(lost), "partition")), "partitions", wording.Ranges(lost))
+	}
 	for _, c := range changes {
 		m.cfg.OnChange(c.p, c.holder, c.epoch)
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 const (
-	defaultReadyTimeout  = 60 * time.Second // for a node to answer /readyz
+	defaultReadyTimeout  = 60 * time.Second // for a node to answer /readyz, and then to take a write
 	defaultStopTimeout   = 20 * time.Second // from SIGTERM to SIGKILL
 	defaultWatchInterval = time.Second      // between reads of the peer list and polls of a drain
 )
@@ -264,11 +264,28 @@ type notReadyError struct {
 
 func (e *notReadyError) Error() string { return e.child.ID + " " + e.reason }
 
-// waitReady polls /readyz of every child until all answer 200, one exits,
-// the ready timeout passes or ctx ends.
+// waitReady waits until every child answers /readyz with 200 (it knows a
+// master for every partition) and then takes a probe write, so that the
+// banner's examples work on the first try; or until one exits, the ready
+// timeout passes (for each of the two) or ctx ends.
 func (s *Supervisor) waitReady(ctx context.Context, children []*child) error {
+	if err := s.waitEach(ctx, children, s.ready, func(c *child, _ error) string {
+		return fmt.Sprintf("did not answer %s/readyz within %s", c.URL, s.readyTimeout)
+	}); err != nil {
+		return err
+	}
+	return s.waitEach(ctx, children, s.probeWrite, func(c *child, err error) string {
+		return fmt.Sprintf("answered /readyz but took no write within %s (the last try: %v)", s.readyTimeout, err)
+	})
+}
+
+// waitEach tries check on every child, again every 200 ms for those it
+// failed on, until it succeeded on all, one exits, the ready timeout
+// passes (the error then says why, with late) or ctx ends.
+func (s *Supervisor) waitEach(ctx context.Context, children []*child, check func(context.Context, *child) error, late func(*child, error) string) error {
 	deadline := time.Now().Add(s.readyTimeout)
 	pending := children
+	last := map[*child]error{}
 	for {
 		var still []*child
 		for _, c := range pending {
@@ -277,7 +294,8 @@ func (s *Supervisor) waitReady(ctx context.Context, children []*child) error {
 				return &notReadyError{c, "exited before it was ready (" + c.exitStatus() + ")"}
 			default:
 			}
-			if !s.ready(ctx, c) {
+			if err := check(ctx, c); err != nil {
+				last[c] = err
 				still = append(still, c)
 			}
 		}
@@ -286,7 +304,7 @@ func (s *Supervisor) waitReady(ctx context.Context, children []*child) error {
 		}
 		pending = still
 		if time.Now().After(deadline) {
-			return &notReadyError{pending[0], fmt.Sprintf("did not answer %s/readyz within %s", pending[0].URL, s.readyTimeout)}
+			return &notReadyError{pending[0], late(pending[0], last[pending[0]])}
 		}
 		select {
 		case <-ctx.Done():
@@ -296,9 +314,25 @@ func (s *Supervisor) waitReady(ctx context.Context, children []*child) error {
 	}
 }
 
-func (s *Supervisor) ready(ctx context.Context, c *child) bool {
+func (s *Supervisor) ready(ctx context.Context, c *child) error {
 	_, err := client.New(c.URL, "", client.WithHTTPClient(s.client)).Ready(ctx)
-	return err == nil
+	return err
+}
+
+// The probe document: written through a node, then deleted.
+const (
+	probeUser = "shoal-dev-probe"
+	probeColl = "probe"
+)
+
+// probeWrite writes a document through c and deletes it.
+func (s *Supervisor) probeWrite(ctx context.Context, c *child) error {
+	cl := client.New(c.URL, s.setup.AdminToken, client.WithHTTPClient(s.client))
+	if _, _, err := cl.Put(ctx, probeUser, probeColl, c.ID, map[string]any{"probe": true}, client.WriteOptions{}); err != nil {
+		return err
+	}
+	_, err := cl.Delete(ctx, probeUser, probeColl, c.ID, client.WriteOptions{})
+	return err
 }
 
 func (s *Supervisor) reportNotReady(err error) {

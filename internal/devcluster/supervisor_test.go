@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -76,6 +77,7 @@ type fakeNode struct {
 	print      []string // lines it prints as it starts
 	exitAtOnce *Exit    // it ends as soon as it started, never ready
 	notReady   bool     // /readyz answers 503
+	noWrites   bool     // a write answers 503
 	ignoreTerm bool     // SIGTERM does not stop it
 }
 
@@ -114,8 +116,20 @@ func (f *fakeStarter) Start(spec ProcessSpec) (Process, error) {
 		return p, nil
 	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/readyz" || b.notReady {
+		probe := "/v1/users/shoal-dev-probe/collections/probe/documents/" + spec.ID
+		switch {
+		case r.URL.Path == "/readyz" && !b.notReady:
+		case r.URL.Path == probe && !b.noWrites && r.Method == http.MethodPut:
+			p.probes.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"_id":%q,"_version":1}`, spec.ID)
+		case r.URL.Path == probe && !b.noWrites && r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"type":"urn:shoal:problem:unavailable","title":"Service unavailable","status":503,"detail":"no master yet"}`)
 		}
 	})}
 	go func() { p.srv.Serve(l); close(p.served) }()
@@ -159,6 +173,7 @@ type fakeProcess struct {
 	pid        int
 	ignoreTerm bool
 	srv        *http.Server  // nil when it never listened
+	probes     atomic.Int32  // probe writes it took
 	served     chan struct{} // closed when srv stopped serving
 	exit       chan Exit     // holds how it ended, once it did
 
@@ -357,6 +372,9 @@ func TestSupervisorStartsEveryNodeAndStopsThemOnASignal(t *testing.T) {
 				t.Errorf("%s's %s = %q, want %q", p.ID, k, got, want)
 			}
 		}
+		if proc.probes.Load() == 0 {
+			t.Errorf("the banner came before a probe write through %s", p.ID)
+		}
 		if got := readTrim(t, filepath.Join(r.setup.Dir, p.ID+".pid")); got != strconv.Itoa(proc.pid) {
 			t.Errorf("%s.pid holds %q, want %d", p.ID, got, proc.pid)
 		}
@@ -513,6 +531,11 @@ func TestSupervisorGivesUpWhenANodeDoesNotComeUp(t *testing.T) {
 						"dev   | node2 printed nothing\n",
 					"stopping node1 (SIGTERM to pid", "stopping node2 (SIGTERM to pid",
 				}
+			}},
+		{"takes no write", fakeNode{noWrites: true}, func(s *Supervisor) { s.readyTimeout = 300 * time.Millisecond },
+			func(r *supervised) []string {
+				return []string{"dev   | node2 did not come up: it answered /readyz but took no write within 300ms (the last try: ",
+					"no master yet", "stopping node1 (SIGTERM to pid"}
 			}},
 		{"cannot be started", fakeNode{startErr: errors.New("exec: no such file")}, nil,
 			func(r *supervised) []string {

@@ -70,6 +70,10 @@ type Node struct {
 	recordedLists atomic.Pointer[map[int]store.TenureList]
 	// stopping is set when Close begins: the node takes no lease after.
 	stopping atomic.Bool
+	// ready is what /readyz says.
+	ready *readiness
+	// tenures gathers the partitions won for one log line per round.
+	tenures tenureLog
 	// drainWaits: since when draining copies are kept (chooseReplicas).
 	drainWaits drainWaits
 }
@@ -163,6 +167,15 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	}
 	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln,
 		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1), keptWake: make(chan struct{}, 1)}
+	n.ready = &readiness{started: n.started, leaseTTL: cfg.LeaseTTL, withoutMaster: func() []int {
+		var none []int
+		for _, a := range table.Snapshot() {
+			if a.Master == "" {
+				none = append(none, a.Partition)
+			}
+		}
+		return none
+	}}
 	solo := cfg.PeersEndpoint == ""
 	var initialVoters []string
 	if stored, _, err := st.VoterSet(ctx); err == nil && len(stored) == 0 && !solo {
@@ -263,7 +276,8 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		AuthSecret: []byte(cfg.AuthSecret), TokenAudience: cfg.TokenAudience, TokenMaxTTL: cfg.TokenMaxTTL, Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
 		Replication: n.shipper, Copies: n.copies, Committed: n.Committed, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
-		Moves: n.handoff.Moves, Unreconciled: n.unreconciled, CheckCopy: n.checkCopy, Acknowledgements: acks}, st, n.writer)
+		Moves: n.handoff.Moves, Unreconciled: n.unreconciled, CheckCopy: n.checkCopy, Acknowledgements: acks,
+		Readiness: func() api.Readiness { return n.ready.now(time.Now()) }}, st, n.writer)
 	// The background loops stop after the server: requests in flight
 	// finish while they still run.
 	runCtx, stop := context.WithCancel(context.Background())
@@ -478,7 +492,8 @@ func (n *Node) masterChanged(partition int, holder string, epoch uint64) {
 		n.promote.won(partition, epoch, n.table.Get(partition).Master)
 	}
 	if n.table.Merge(a) && holder == n.cfg.NodeID {
-		n.log.Info("master of partition", "partition", partition, "epoch", epoch)
+		n.log.Debug("master of partition", "partition", partition, "epoch", epoch)
+		n.tenures.add(partition, epoch)
 		n.cluster.Broadcast(shard.EncodeAssignments([]shard.Assignment{a}))
 	}
 	if holder == n.cfg.NodeID {
@@ -505,6 +520,7 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 		case <-tick.C:
 		case <-n.replicasWake:
 		}
+		n.tenures.flush(n.log)
 		if due := placement.SwapsDue(n.chooseReplicas(ctx), retryAt, time.Now()); len(due) > 0 {
 			// One paused swap per tick, the partitions taking turns.
 			s := due[turn%len(due)]

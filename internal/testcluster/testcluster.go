@@ -227,7 +227,12 @@ type options struct {
 	tolerant           bool
 	replaceAfter       time.Duration
 	batchDocs          int
+	noWait             bool
 }
+
+// NoWait returns from Start as soon as the nodes run, without waiting for
+// masters and replicas: for tests of what a node says while it starts.
+func NoWait() Option { return func(o *options) { o.noWait = true } }
 
 // MaxConcurrentMoves sets MAX_CONCURRENT_MOVES.
 func MaxConcurrentMoves(n int) Option { return func(o *options) { o.maxMoves = n } }
@@ -292,8 +297,10 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	for i := 0; i < n; i++ {
 		c.Nodes[i] = c.startNode(c.nodeConfig(fmt.Sprintf("node%d", i+1), ports[2*i], ports[2*i+1]))
 	}
-	c.WaitForMasters(30 * time.Second)
-	c.WaitForReplicas(30 * time.Second)
+	if !o.noWait {
+		c.WaitForMasters(30 * time.Second)
+		c.WaitForReplicas(30 * time.Second)
+	}
 	return c
 }
 

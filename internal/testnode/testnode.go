@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -55,6 +56,16 @@ func Start(t testing.TB, cfg config.Config) *Node {
 	tn := &Node{Node: n, Config: cfg, t: t}
 	t.Cleanup(tn.Stop)
 	return tn
+}
+
+// WaitReady waits until the node answers /readyz with 200: its lease
+// voter's startup wait is over and it knows a master for every partition.
+func (n *Node) WaitReady() {
+	n.t.Helper()
+	Eventually(n.t, 30*time.Second, n.Config.NodeID+" answers /readyz with 200", func() (bool, string) {
+		r := n.Client("").Do("GET", "/readyz", nil)
+		return r.Status == 200, fmt.Sprintf("%d %s", r.Status, r.Body)
+	})
 }
 
 // StartNew starts a node on a fresh temporary directory.

@@ -47,6 +47,27 @@ func Plural(n int, noun string) string {
 	return strconv.Itoa(n) + " " + noun + "s"
 }
 
+// Ranges prints sorted numbers with runs shortened: "0-3,7,9-12".
+func Ranges(sorted []int) string {
+	var b strings.Builder
+	for i := 0; i < len(sorted); {
+		j := i
+		for j+1 < len(sorted) && sorted[j+1] == sorted[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(sorted[i]))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(sorted[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
 // NaturalCmp is NaturalLess as a comparison for slices.SortFunc.
 func NaturalCmp(a, b string) int {
 	switch {

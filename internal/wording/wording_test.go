@@ -28,3 +28,14 @@ func TestNaturalLess(t *testing.T) {
 		}
 	}
 }
+
+func TestRanges(t *testing.T) {
+	for _, c := range []struct {
+		in   []int
+		want string
+	}{{nil, ""}, {[]int{5}, "5"}, {[]int{0, 1, 2, 3, 7, 9, 10, 11, 12}, "0-3,7,9-12"}, {[]int{1, 3}, "1,3"}, {[]int{4, 5}, "4-5"}} {
+		if got := Ranges(c.in); got != c.want {
+			t.Errorf("Ranges(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
