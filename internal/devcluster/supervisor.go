@@ -325,9 +325,15 @@ const (
 	probeColl = "probe"
 )
 
+// probeClient sends the probe writes.
+var probeClient = &http.Client{Timeout: 10 * time.Second}
+
 // probeWrite writes a document through c and deletes it.
 func (s *Supervisor) probeWrite(ctx context.Context, c *child) error {
-	cl := client.New(c.URL, s.setup.AdminToken, client.WithHTTPClient(s.client))
+	// Not s.client's 2 s: a node waits up to 2 s for a master before it
+	// answers 503, and a probe cut off sooner leaves it warning that a
+	// write it forwarded may have been taken.
+	cl := client.New(c.URL, s.setup.AdminToken, client.WithHTTPClient(probeClient))
 	if _, _, err := cl.Put(ctx, probeUser, probeColl, c.ID, map[string]any{"probe": true}, client.WriteOptions{}); err != nil {
 		return err
 	}

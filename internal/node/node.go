@@ -167,15 +167,6 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	}
 	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln,
 		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1), keptWake: make(chan struct{}, 1)}
-	n.ready = &readiness{started: n.started, leaseTTL: cfg.LeaseTTL, withoutMaster: func() []int {
-		var none []int
-		for _, a := range table.Snapshot() {
-			if a.Master == "" {
-				none = append(none, a.Partition)
-			}
-		}
-		return none
-	}}
 	solo := cfg.PeersEndpoint == ""
 	var initialVoters []string
 	if stored, _, err := st.VoterSet(ctx); err == nil && len(stored) == 0 && !solo {
@@ -195,6 +186,25 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	if err != nil {
 		return fail(err)
 	}
+	// Its clocks start with the lease manager's, whose voter waits out
+	// one LEASE_TTL from now (none for a node of its own).
+	startWait := cfg.LeaseTTL
+	if solo {
+		startWait = 0
+	}
+	n.ready = &readiness{started: time.Now(), startWait: startWait, leaseTTL: cfg.LeaseTTL, withoutMaster: func() []int {
+		// A master this node names itself but does not hold the lease of
+		// is a tenure from before its start (its store's record), or one
+		// that lapsed: not a master that takes writes (a full restart
+		// names every partition's old master at once).
+		var none []int
+		for _, a := range table.Snapshot() {
+			if _, held := n.leases.Holds(a.Partition); a.Master == "" || a.Master == cfg.NodeID && !held {
+				none = append(none, a.Partition)
+			}
+		}
+		return none
+	}}
 	n.shipper = replicate.New(replicate.Config{Logger: log, MaxQueued: opts.ReplicationQueue, MaxBatchDocs: opts.ReplicationBatchDocs,
 		Mastership: shipperMastership{n}, Source: shipperSource{n}, Transport: replicaTransport{cl},
 		Observer: copyMetrics{metrics: metrics, place: place}})
@@ -516,6 +526,7 @@ func (n *Node) chooseReplicasLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			n.tenures.flush(n.log)
 			return
 		case <-tick.C:
 		case <-n.replicasWake:

@@ -17,15 +17,17 @@ import (
 const readyWaitTTLs = 5
 
 // readinessOf is the readiness rule: a node that started since ago takes
-// traffic once its lease voter's startup wait (one LEASE_TTL) is over and
-// it knows a master for every partition (withoutMaster lists those it
-// knows none of), or once readyWaitTTLs LEASE_TTLs have passed. A
-// scripted client or a load balancer that trusts /readyz then finds
-// writes taken at once (before, the first writes after every node
-// answered /readyz got 503 for about 2 s while masters were elected).
-func readinessOf(since, leaseTTL time.Duration, withoutMaster []int) api.Readiness {
+// traffic once its lease voter's startup wait (startWait: one LEASE_TTL,
+// none for a node of its own) is over and it knows a master for every
+// partition (withoutMaster lists those it knows none of, and those it
+// names itself master of without holding the lease), or once
+// readyWaitTTLs LEASE_TTLs have passed. A scripted client or a load
+// balancer that trusts /readyz then finds writes taken at once (before,
+// the first writes after every node answered /readyz got 503 for about
+// 2 s while masters were elected).
+func readinessOf(since, startWait, leaseTTL time.Duration, withoutMaster []int) api.Readiness {
 	switch {
-	case since < leaseTTL:
+	case since < startWait:
 		return api.Readiness{Waiting: "its lease voter's startup wait (one LEASE_TTL)"}
 	case len(withoutMaster) == 0:
 		return api.Readiness{}
@@ -40,10 +42,12 @@ func readinessOf(since, leaseTTL time.Duration, withoutMaster []int) api.Readine
 // without a known master (a master lost later is a fault the cluster
 // repairs, not a reason to take every node out of service).
 type readiness struct {
-	started  time.Time
-	leaseTTL time.Duration
-	ready    atomic.Bool
-	// withoutMaster lists the partitions the node knows no master of.
+	started   time.Time
+	startWait time.Duration
+	leaseTTL  time.Duration
+	ready     atomic.Bool
+	// withoutMaster lists the partitions the node knows no master of,
+	// or names itself master of without holding the lease.
 	withoutMaster func() []int
 }
 
@@ -52,7 +56,7 @@ func (r *readiness) now(now time.Time) api.Readiness {
 	if r.ready.Load() {
 		return api.Readiness{WithoutMaster: none}
 	}
-	rd := readinessOf(now.Sub(r.started), r.leaseTTL, none)
+	rd := readinessOf(now.Sub(r.started), r.startWait, r.leaseTTL, none)
 	if rd.Waiting == "" {
 		r.ready.Store(true)
 	}

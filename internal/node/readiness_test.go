@@ -8,6 +8,9 @@ import (
 )
 
 func TestReadinessWaitsForTheVotersAndForAMasterOfEveryPartition(t *testing.T) {
+	if got := readinessOf(0, 0, time.Second, nil); got.Waiting != "" {
+		t.Errorf("a node of its own, which has no startup wait, mastering every partition: %+v; want ready", got)
+	}
 	const ttl = 2 * time.Second
 	for _, c := range []struct {
 		name    string
@@ -21,7 +24,7 @@ func TestReadinessWaitsForTheVotersAndForAMasterOfEveryPartition(t *testing.T) {
 		{"partitions without a master", 2 * ttl, []int{3, 8}, "a master for 2 partitions (e.g. partition 3)", nil},
 		{"the wait is over: ready, listing them", readyWaitTTLs * ttl, []int{3, 8}, "", []int{3, 8}},
 	} {
-		got := readinessOf(c.since, ttl, c.none)
+		got := readinessOf(c.since, ttl, ttl, c.none)
 		if c.waiting == "" && got.Waiting != "" || c.waiting != "" && !strings.Contains(got.Waiting, c.waiting) || !slices.Equal(got.WithoutMaster, c.listed) {
 			t.Errorf("%s: %+v; want waiting for %q, listing %v", c.name, got, c.waiting, c.listed)
 		}
@@ -34,7 +37,7 @@ func TestReadinessWaitsForTheVotersAndForAMasterOfEveryPartition(t *testing.T) {
 func TestReadinessOnceReachedIsKept(t *testing.T) {
 	start := time.Unix(100, 0)
 	none := []int{}
-	r := &readiness{started: start, leaseTTL: time.Second, withoutMaster: func() []int { return none }}
+	r := &readiness{started: start, startWait: time.Second, leaseTTL: time.Second, withoutMaster: func() []int { return none }}
 	if got := r.now(start.Add(time.Second / 2)); got.Waiting == "" {
 		t.Fatal("ready during the voter's startup wait")
 	}

@@ -16,8 +16,26 @@ import (
 // first try. Before, /readyz answered 200 as soon as a node ran, and the
 // first writes answered 503 ("no reachable master") for about 2 s while
 // the masters were elected.
+//
+// The same after a full restart, when every node's table names each
+// partition's master of before the restart at once (from the nodes' own
+// tenure records) while no lease is held yet.
 func TestOnceEveryNodeIsReadyEveryPartitionTakesWrites(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.NoWait())
+	token := testnode.AdminToken(t)
+	writeEverywhere(t, c, token, "u")
+	c.StopAll()
+	for _, id := range c.IDs() {
+		c.Restart(id)
+	}
+	writeEverywhere(t, c, token, "v")
+}
+
+// writeEverywhere waits until every node of c answers /readyz with 200,
+// then writes once, with no retry, to every partition (users prefix0,
+// prefix1, ...), each through another node.
+func writeEverywhere(t *testing.T, c *testcluster.Cluster, token, prefix string) {
+	t.Helper()
 	testnode.Eventually(t, 30*time.Second, "every node answers /readyz with 200", func() (bool, string) {
 		for _, n := range c.Nodes {
 			resp, err := http.Get(n.URL() + "/readyz")
@@ -31,10 +49,9 @@ func TestOnceEveryNodeIsReadyEveryPartitionTakesWrites(t *testing.T) {
 		}
 		return true, ""
 	})
-	token := testnode.AdminToken(t)
 	covered := map[int]bool{}
 	for i := 0; len(covered) < testcluster.Partitions; i++ {
-		u := fmt.Sprintf("u%d", i)
+		u := fmt.Sprintf("%s%d", prefix, i)
 		p := shard.PartitionOf(u, testcluster.Partitions)
 		if covered[p] {
 			continue
