@@ -50,7 +50,7 @@ func TestQueriesAnswerTheSameOnBothEngines(t *testing.T) {
 	// supported"), a real MongoDB does not.
 	values := []string{`null`, `true`, `false`, `0`, `1`, `-2`, `2.5`, `1e3`, `9007199254740993`, `"a"`, `"B"`, `"ab"`, `"é"`, `""`,
 		`[]`, `[1,"a"]`, `[2,{"k":3}]`, `{}`, `{"x":1}`, `{"x":"a","y":[1,2]}`, `{"x":{"k":2}}`}
-	for i := range 90 {
+	for i := range 60 {
 		var fields []string
 		for _, f := range []string{"v", "w", "o", "tags"} {
 			if r.IntN(5) == 0 {
@@ -90,12 +90,12 @@ func TestQueriesAnswerTheSameOnBothEngines(t *testing.T) {
 		`{"v":{"$exists":false}}`, `{"v":{"$type":["array","object"]}}`, `{"v":{"$type":"double"}}`, `{"tags":"p"}`, `{"tags":{"$all":["q","t"]}}`,
 		`{"v":{"$size":2}}`, `{"v":{"$elemMatch":{"$gt":1}}}`, `{"o.x":1}`, `{"o.x.k":{"$gte":2}}`, `{"$or":[{"w":0},{"v":"a"}]}`,
 		`{"$nor":[{"w":{"$lt":2}}],"v":{"$ne":null}}`, `{"v":{"$regex":"^a","$options":"i"}}`, `{"v":{"$not":{"$gt":1}}}`, `{"_id":{"$gt":"d5"}}`}
-	sorts := []string{"", "_id", "-_id", "v", "-w,v", "o.x,-_id", "tags"}
+	sorts := []string{"", "-_id", "v", "-w,v", "o.x,-_id", "tags"}
 	for _, filter := range filters {
 		for _, sort := range sorts {
-			for _, limit := range []int{13, 1000} {
-				if limit == 13 && sort != "" && sort != "-_id" && sort != "v" {
-					continue // pages of every sort cost seconds on FerretDB; these three cover key order, reverse and a field
+			for _, limit := range []int{25, 1000} {
+				if limit == 25 && sort != "" {
+					continue // pages of every sort cost seconds on FerretDB (under -race): key order, where a page stops early, is paged
 				}
 				pages := map[string][][]json.RawMessage{}
 				for name, hs := range engines {

@@ -74,6 +74,9 @@ type Node struct {
 	ready *readiness
 	// tenures gathers the partitions won for one log line per round.
 	tenures tenureLog
+	// verdicts is the campaign rule's last verdict per partition, logged
+	// at debug when it changes.
+	verdicts verdictLog
 	// drainWaits: since when draining copies are kept (chooseReplicas).
 	drainWaits drainWaits
 }
@@ -427,7 +430,7 @@ func (n *Node) leasePlan() lease.Plan {
 			_, holding := n.leases.Holds(p)
 			a := n.table.Get(p)
 			_, learned := n.leases.Learned(p)
-			return placement.WantsLease(placement.WantInput{
+			in := placement.WantInput{
 				Self: n.cfg.NodeID, Assignment: a, Regular: shard.WriteQuorum(copies).Regular(a.Responsible), Succession: shard.Succession(ring, p),
 				Holding: holding, Stopping: n.stopping.Load(), HandingOff: n.handoff.inProgress(p), Receiving: n.handoff.receiving(p),
 				NewestEpoch: n.writer.NewestEpoch(p), LearnedHolder: learned,
@@ -436,7 +439,9 @@ func (n *Node) leasePlan() lease.Plan {
 				Superseded: learned != "" && learned != n.cfg.NodeID || a.Master == n.cfg.NodeID && n.promote.yieldedAt(p, a.Epoch),
 				Up:         func(id string) bool { return states[id] == cluster.Up && !l.Over(id, a) },
 				Lost:       lost,
-			}, placement.Answers{
+			}
+			verdict := placement.Decide(in)
+			want := verdict.Settle(in, placement.Answers{
 				Promote: func(regular []string, up func(string) bool) bool {
 					return n.promote.mayCampaign(p, regular, up, func(id string) bool { return states[id] == cluster.Up })
 				},
@@ -448,6 +453,8 @@ func (n *Node) leasePlan() lease.Plan {
 					return true
 				},
 			})
+			n.verdicts.note(n.log, p, fmt.Sprintf("ask %s, campaign %v", verdict.Ask, want), in, l)
+			return want
 		}}
 }
 
