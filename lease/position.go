@@ -22,10 +22,14 @@ type Position = record.Position
 // A write acknowledged with write concern majority is on rf/2+1 copies, so
 // any rf-rf/2 members include one that has it: self must have heard from at
 // least that many (itself included, so with rf 2 itself alone suffices), and
-// its own position must be the highest of them, ties going to the lowest node
-// id so that two equally current members do not both campaign. On refusal the
-// string says why, naming the better member where there is one.
-func MayCampaign(self string, positions map[string]Position, rf int) (bool, string) {
+// its own position must be the highest of them, ties going to named (the
+// master the partition table names, when the other copies wait for it: it
+// is up, its lease not known to be over), then to the lowest node id, so
+// that two equally current members do not both campaign and a named master
+// that no longer takes its lease back does not defer to a copy that waits
+// for it. On refusal the string says why, naming the better member where
+// there is one.
+func MayCampaign(self string, positions map[string]Position, rf int, named string) (bool, string) {
 	if rf < 1 {
 		return false, fmt.Sprintf("replication factor %d is not positive", rf)
 	}
@@ -45,7 +49,7 @@ func MayCampaign(self string, positions map[string]Position, rf int) (bool, stri
 	best := self
 	for _, id := range ids {
 		c := positions[id].Compare(positions[best])
-		if c > 0 || (c == 0 && id < best) {
+		if c > 0 || c == 0 && best != named && (id == named || id < best) {
 			best = id
 		}
 	}
@@ -53,6 +57,9 @@ func MayCampaign(self string, positions map[string]Position, rf int) (bool, stri
 		return true, ""
 	}
 	if positions[best] == own {
+		if best == named {
+			return false, fmt.Sprintf("%s is as current (%s) and the partition table names it master", best, own)
+		}
 		return false, fmt.Sprintf("%s is as current (%s) and has a lower id", best, own)
 	}
 	return false, fmt.Sprintf("%s is ahead at %s, %s is at %s", best, positions[best], self, own)

@@ -30,28 +30,32 @@ func TestPositionCompare(t *testing.T) {
 func TestMayCampaign(t *testing.T) {
 	type pos = map[string]Position
 	cases := []struct {
-		name string
-		self string
-		ps   pos
-		rf   int
-		ok   bool
-		why  string
+		name  string
+		self  string
+		ps    pos
+		rf    int
+		named string
+		ok    bool
+		why   string
 	}{
-		{"rf 2, alone", "b", pos{"b": {Epoch: 3, Seq: 5}}, 2, true, ""},
-		{"rf 3, alone is not enough", "b", pos{"b": {Epoch: 3, Seq: 5}}, 3, false, "heard from 1 of 3 members, need 2"},
-		{"rf 3, highest of two", "b", pos{"b": {Epoch: 3, Seq: 5}, "c": {Epoch: 3, Seq: 4}}, 3, true, ""},
-		{"rf 3, other ahead by seq", "b", pos{"b": {Epoch: 3, Seq: 5}, "c": {Epoch: 3, Seq: 6}}, 3, false, "c is ahead at 3.6, b is at 3.5"},
-		{"epoch before seq", "b", pos{"b": {Epoch: 3, Seq: 90}, "c": {Epoch: 4, Seq: 1}}, 3, false, "c is ahead at 4.1, b is at 3.90"},
-		{"tie, lower id wins", "a", pos{"a": {Epoch: 3, Seq: 5}, "b": {Epoch: 3, Seq: 5}}, 3, true, ""},
-		{"tie, higher id yields", "b", pos{"a": {Epoch: 3, Seq: 5}, "b": {Epoch: 3, Seq: 5}}, 3, false, "a is as current (3.5) and has a lower id"},
-		{"rf 5 needs three", "c", pos{"c": {Epoch: 2, Seq: 2}, "d": {Epoch: 2, Seq: 1}}, 5, false, "heard from 2 of 5 members, need 3"},
-		{"rf 5 with three", "c", pos{"c": {Epoch: 2, Seq: 2}, "d": {Epoch: 2, Seq: 1}, "e": {Epoch: 1, Seq: 9}}, 5, true, ""},
-		{"own position missing", "x", pos{"a": {Epoch: 1, Seq: 1}, "b": {Epoch: 1, Seq: 1}}, 3, false, "own applied position unknown: x is not among the 2 positions heard"},
-		{"bad rf", "a", pos{"a": {Epoch: 1, Seq: 1}}, 0, false, "replication factor 0 is not positive"},
+		{"rf 2, alone", "b", pos{"b": {Epoch: 3, Seq: 5}}, 2, "", true, ""},
+		{"rf 3, alone is not enough", "b", pos{"b": {Epoch: 3, Seq: 5}}, 3, "", false, "heard from 1 of 3 members, need 2"},
+		{"rf 3, highest of two", "b", pos{"b": {Epoch: 3, Seq: 5}, "c": {Epoch: 3, Seq: 4}}, 3, "", true, ""},
+		{"rf 3, other ahead by seq", "b", pos{"b": {Epoch: 3, Seq: 5}, "c": {Epoch: 3, Seq: 6}}, 3, "", false, "c is ahead at 3.6, b is at 3.5"},
+		{"epoch before seq", "b", pos{"b": {Epoch: 3, Seq: 90}, "c": {Epoch: 4, Seq: 1}}, 3, "", false, "c is ahead at 4.1, b is at 3.90"},
+		{"tie, lower id wins", "a", pos{"a": {Epoch: 3, Seq: 5}, "b": {Epoch: 3, Seq: 5}}, 3, "", true, ""},
+		{"tie, higher id yields", "b", pos{"a": {Epoch: 3, Seq: 5}, "b": {Epoch: 3, Seq: 5}}, 3, "", false, "a is as current (3.5) and has a lower id"},
+		{"tie, the named master wins though its id is higher", "b", pos{"a": {Epoch: 3, Seq: 5}, "b": {Epoch: 3, Seq: 5}}, 3, "b", true, ""},
+		{"tie, a lower id yields to the named master", "a", pos{"a": {Epoch: 3, Seq: 5}, "b": {Epoch: 3, Seq: 5}, "c": {Epoch: 3, Seq: 5}}, 3, "c", false, "c is as current (3.5) and the partition table names it master"},
+		{"the named master behind: the most current still wins", "b", pos{"a": {Epoch: 3, Seq: 4}, "b": {Epoch: 3, Seq: 5}}, 3, "a", true, ""},
+		{"rf 5 needs three", "c", pos{"c": {Epoch: 2, Seq: 2}, "d": {Epoch: 2, Seq: 1}}, 5, "", false, "heard from 2 of 5 members, need 3"},
+		{"rf 5 with three", "c", pos{"c": {Epoch: 2, Seq: 2}, "d": {Epoch: 2, Seq: 1}, "e": {Epoch: 1, Seq: 9}}, 5, "", true, ""},
+		{"own position missing", "x", pos{"a": {Epoch: 1, Seq: 1}, "b": {Epoch: 1, Seq: 1}}, 3, "", false, "own applied position unknown: x is not among the 2 positions heard"},
+		{"bad rf", "a", pos{"a": {Epoch: 1, Seq: 1}}, 0, "", false, "replication factor 0 is not positive"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ok, why := MayCampaign(c.self, c.ps, c.rf)
+			ok, why := MayCampaign(c.self, c.ps, c.rf, c.named)
 			if ok != c.ok || why != c.why {
 				t.Fatalf("got (%v, %q), want (%v, %q)", ok, why, c.ok, c.why)
 			}
@@ -65,7 +69,7 @@ func TestMayCampaignOneWinner(t *testing.T) {
 	ps := map[string]Position{"n1": {Epoch: 2, Seq: 8}, "n2": {Epoch: 2, Seq: 9}, "n3": {Epoch: 2, Seq: 9}, "n4": {Epoch: 1, Seq: 20}}
 	var winners []string
 	for id := range ps {
-		if ok, _ := MayCampaign(id, ps, 3); ok {
+		if ok, _ := MayCampaign(id, ps, 3, ""); ok {
 			winners = append(winners, id)
 		}
 	}

@@ -34,8 +34,9 @@ type WantInput struct {
 	NewestEpoch uint64
 	// LearnedHolder is the holder of the newest grant of the partition
 	// the voters told this node of (its own records, if a voter; answers
-	// to its requests and queries), "" if none.
+	// to its requests and queries), "" if none; LearnedEpoch its epoch.
 	LearnedHolder string
+	LearnedEpoch  uint64
 	Up            func(id string) bool
 	// Lost says a node's copy is gone for good (DOWN past
 	// REPLICA_REPLACE_AFTER, or out of the cluster), not merely
@@ -51,9 +52,9 @@ type Ask int
 const (
 	// AskNothing: Want.Campaign is the answer.
 	AskNothing Ask = iota
-	// AskPromote: the master is gone and this node holds one of the
-	// regular copies: it campaigns if the promotion rule says so among
-	// them (Answers.Promote).
+	// AskPromote: the master is gone (or superseded) and this node holds
+	// one of the regular copies: it campaigns if the promotion rule says so
+	// among them (Answers.Promote).
 	AskPromote
 	// AskTakeOver: the gone master was the only regular copy and this
 	// node holds none: it campaigns if gossip still reaches the master and
@@ -97,7 +98,10 @@ type Want struct {
 // only when the verdict names it. Promote must be set; a nil TakeOver
 // takes nothing over, and a nil Retake takes the grant back unchecked.
 type Answers struct {
-	Promote  func(regular []string, up func(string) bool) bool
+	// Promote answers AskPromote: named is the master the table names
+	// when it is up (the copies that did not hear of a later grant wait
+	// for it), "" otherwise; the promotion rule gives it ties.
+	Promote  func(regular []string, up func(string) bool, named string) bool
 	TakeOver func(master string) bool
 	Retake   func() bool
 }
@@ -107,7 +111,11 @@ type Answers struct {
 func (w Want) Settle(in WantInput, ans Answers) bool {
 	switch w.Ask {
 	case AskPromote:
-		return ans.Promote(in.Regular, in.Up)
+		named := in.Assignment.Master
+		if named != "" && !in.Up(named) {
+			named = ""
+		}
+		return ans.Promote(in.Regular, in.Up, named)
 	case AskTakeOver:
 		return ans.TakeOver != nil && ans.TakeOver(in.Assignment.Master) || w.Campaign
 	case AskRetake:
@@ -132,8 +140,12 @@ func WantsLease(in WantInput, ans Answers) bool { return Decide(in).Settle(in, a
 //     its copy may lack that master's writes);
 //   - a partition nobody ever mastered goes to the first available node of
 //     its succession (the preferred master first);
-//   - when the master is gone, the regular copies (those write concerns
-//     count) decide by the promotion rule: the most current one campaigns;
+//   - when the master is gone, or the voters told of a grant later than
+//     its tenure to another node (after a full restart nothing else says
+//     its lease ended), the regular copies (those write concerns count)
+//     decide by the promotion rule: the most current one campaigns, ties
+//     going to the master the table names while it is up (the copies that
+//     did not hear of that grant wait for it);
 //   - a node without a regular copy campaigns when the gone master was
 //     the only regular copy and still answers with a position this node
 //     has reached; otherwise only when every copy, the gone master's
@@ -185,7 +197,7 @@ func Decide(in WantInput) Want {
 		}
 		// Never mastered, as far as this node knows.
 		return Want{Campaign: shard.FirstAvailable(in.Succession, in.Self, in.Up)}
-	case a.Master != in.Self && in.Up(a.Master):
+	case a.Master != in.Self && in.Up(a.Master) && !supersededByGrant(in):
 		return Want{Campaign: in.Receiving}
 	case slices.Contains(in.Regular, in.Self):
 		return Want{Ask: AskPromote}
@@ -200,6 +212,18 @@ func Decide(in WantInput) Want {
 		otherwise.Ask = AskTakeOver
 	}
 	return otherwise
+}
+
+// supersededByGrant reports whether the voters told this node of a grant
+// later than the table's tenure, to another node than the table's master:
+// that master's lease lapsed on a majority of the voters (they granted no
+// other while it lived), and it does not take it back (they told it too,
+// or will when it tries), so the copies decide by the promotion rule
+// instead of waiting for it. After a full restart nothing else says its
+// lease ended: records loaded at start say nothing of the present (the
+// fault suite's seed 17005).
+func supersededByGrant(in WantInput) bool {
+	return in.LearnedEpoch > in.Assignment.Epoch && in.LearnedHolder != "" && in.LearnedHolder != in.Assignment.Master
 }
 
 // lostEverywhere is the last case of the campaign rule: a node campaigns

@@ -89,8 +89,8 @@ func TestWantsLeaseMovesALiveMasterOnlyByHandoff(t *testing.T) {
 	lost := func(ids ...string) func(string) bool {
 		return func(id string) bool { return slices.Contains(ids, id) }
 	}
-	promoted := func([]string, func(string) bool) bool { return true }
-	notPromoted := func([]string, func(string) bool) bool { return false }
+	promoted := func([]string, func(string) bool, string) bool { return true }
+	notPromoted := func([]string, func(string) bool, string) bool { return false }
 	succession := []string{"o", "x", "y"} // o is the preferred master
 	cases := []struct {
 		name string
@@ -116,6 +116,9 @@ func TestWantsLeaseMovesALiveMasterOnlyByHandoff(t *testing.T) {
 		{"no master known, the voters named this node: it goes on", WantInput{Self: "x", LearnedHolder: "x", Up: up("o", "x")}, Answers{}, true},
 		{"preferred master, live stand-in, no handoff", WantInput{Self: "o", Assignment: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, Up: up("o", "s")}, Answers{}, false},
 		{"preferred master receiving a handoff", WantInput{Self: "o", Receiving: true, Assignment: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, Up: up("o", "s")}, Answers{}, true},
+		{"master up, the voters told of a later grant to another: the copies decide", WantInput{Self: "r", LearnedHolder: "o", LearnedEpoch: 4, Assignment: shard.Assignment{Master: "m", Epoch: 3, Responsible: []string{"m", "r"}}, Up: up("o", "m", "r")}, Answers{Promote: promoted}, true},
+		{"master up, a later grant to the master itself: wait for it", WantInput{Self: "r", LearnedHolder: "m", LearnedEpoch: 4, Assignment: shard.Assignment{Master: "m", Epoch: 3, Responsible: []string{"m", "r"}}, Up: up("o", "m", "r")}, Answers{}, false},
+		{"master up, the voters told of its own grant: wait for it", WantInput{Self: "r", LearnedHolder: "o", LearnedEpoch: 3, Assignment: shard.Assignment{Master: "m", Epoch: 3, Responsible: []string{"m", "r"}}, Up: up("o", "m", "r")}, Answers{}, false},
 		{"just added, master alive", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "m", "r")}, Answers{}, false},
 		{"master gone, a copy promoted", WantInput{Self: "r", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, Answers{Promote: promoted}, true},
 		{"master gone, a copy not promoted", WantInput{Self: "r", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, Answers{Promote: notPromoted}, false},
@@ -142,7 +145,7 @@ func TestWantsLeaseMovesALiveMasterOnlyByHandoff(t *testing.T) {
 			c.in.Lost = lost()
 		}
 		if c.ans.Promote == nil {
-			c.ans.Promote = func([]string, func(string) bool) bool {
+			c.ans.Promote = func([]string, func(string) bool, string) bool {
 				t.Errorf("%s: the promotion rule was asked", c.name)
 				return false
 			}

@@ -54,7 +54,7 @@ func TestWithOneViewSomeCopyCampaigns(t *testing.T) {
 				Up: up, Lost: func(id string) bool { return false },
 			}
 			ans := Answers{
-				Promote: func(regular []string, up func(string) bool) bool {
+				Promote: func(regular []string, up func(string) bool, named string) bool {
 					ps := map[string]record.Position{self: pos[self]}
 					var others []string
 					for _, id := range regular {
@@ -72,7 +72,7 @@ func TestWithOneViewSomeCopyCampaigns(t *testing.T) {
 					for _, id := range others {
 						ps[id] = pos[id]
 					}
-					ok, _ := lease.MayCampaign(self, ps, copies)
+					ok, _ := lease.MayCampaign(self, ps, copies, named)
 					return ok
 				},
 				TakeOver: func(m string) bool { return gossipUp[m] && pos[self].Compare(pos[m]) >= 0 },
@@ -102,5 +102,91 @@ func TestWithOneViewSomeCopyCampaigns(t *testing.T) {
 	}
 	if stalls > 0 {
 		t.Errorf("%d of 20000 cases had nobody campaigning", stalls)
+	}
+}
+
+// TestASupersededMasterUpAfterARestartIsNotWaitedForever is the same
+// liveness property after a full restart, when no voter knows whether the
+// master's lease ended (records loaded at start say nothing of the
+// present) and so every node sees it up: a campaign at a later epoch got
+// a grant from some voter (and failed, or won and never wrote), which told
+// the master it is superseded, so it no longer takes its lease back. The
+// copies that heard of that grant must not wait for it, and those that
+// did not must not be the only ones left to campaign. (The fault suite's
+// seed 17005: partition 5 stayed masterless for minutes, every node
+// waiting for node4 and node4 deferring to a copy as current with a lower
+// id.)
+func TestASupersededMasterUpAfterARestartIsNotWaitedForever(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	stalls := 0
+	for i := 0; i < 20000; i++ {
+		perm := slices.Clone(nodes)
+		rng.Shuffle(len(perm), func(a, b int) { perm[a], perm[b] = perm[b], perm[a] })
+		resp := perm[:2+rng.IntN(3)]
+		master := resp[0]
+		copies := 3
+		regular := shard.WriteQuorum(copies).Regular(resp)
+		a := shard.Assignment{Partition: 1, Master: master, Epoch: 9, Responsible: resp}
+		// The later campaign, by any node but the master, wrote nothing:
+		// the master's copy is at least as current as every other.
+		laterHolder := perm[1+rng.IntN(len(perm)-1)]
+		pos := map[string]record.Position{master: {Epoch: 9, Seq: 4}}
+		learned := map[string]bool{master: true}
+		for _, id := range nodes {
+			if id != master {
+				pos[id] = record.Position{Epoch: 9, Seq: uint64(2 + rng.IntN(3))}
+				learned[id] = id == laterHolder || rng.IntN(2) == 0
+			}
+		}
+		want := map[string]bool{}
+		for _, self := range nodes {
+			in := WantInput{Self: self, Assignment: a, Regular: regular, Succession: nodes,
+				Superseded: self == master, NewestEpoch: 9, LearnedHolder: master,
+				Up: func(string) bool { return true }, Lost: func(string) bool { return false },
+			}
+			if learned[self] {
+				in.LearnedHolder, in.LearnedEpoch = laterHolder, 10
+			}
+			if WantsLease(in, Answers{Promote: promotionRule(self, pos, copies, func(string) bool { return true })}) {
+				want[self] = true
+			}
+		}
+		if len(want) == 0 {
+			stalls++
+			if stalls <= 5 {
+				t.Errorf("nobody campaigns: responsible %v (regular %v), master %s, a later grant to %s, learned by %v, positions %v", resp, regular, master, laterHolder, learned, pos)
+			}
+		}
+	}
+	if stalls > 0 {
+		t.Errorf("%d of 20000 cases had nobody campaigning", stalls)
+	}
+}
+
+// promotionRule answers AskPromote as the node does (promotion.mayCampaign):
+// the positions of the regular copies up, and of those gossip reaches
+// when too few are up.
+func promotionRule(self string, pos map[string]record.Position, copies int, reachable func(string) bool) func([]string, func(string) bool, string) bool {
+	return func(regular []string, up func(string) bool, named string) bool {
+		ps := map[string]record.Position{self: pos[self]}
+		var others []string
+		for _, id := range regular {
+			if id != self && up(id) {
+				others = append(others, id)
+			}
+		}
+		if need := copies - copies/2; len(others)+1 < need {
+			for _, id := range regular {
+				if id != self && !up(id) && reachable(id) {
+					others = append(others, id)
+				}
+			}
+		}
+		for _, id := range others {
+			ps[id] = pos[id]
+		}
+		ok, _ := lease.MayCampaign(self, ps, copies, named)
+		return ok
 	}
 }

@@ -429,11 +429,11 @@ func (n *Node) leasePlan() lease.Plan {
 			l := n.lapseOf(p)
 			_, holding := n.leases.Holds(p)
 			a := n.table.Get(p)
-			_, learned := n.leases.Learned(p)
+			learnedEpoch, learned := n.leases.Learned(p)
 			in := placement.WantInput{
 				Self: n.cfg.NodeID, Assignment: a, Regular: shard.WriteQuorum(copies).Regular(a.Responsible), Succession: shard.Succession(ring, p),
 				Holding: holding, Stopping: n.stopping.Load(), HandingOff: n.handoff.inProgress(p), Receiving: n.handoff.receiving(p),
-				NewestEpoch: n.writer.NewestEpoch(p), LearnedHolder: learned,
+				NewestEpoch: n.writer.NewestEpoch(p), LearnedHolder: learned, LearnedEpoch: learnedEpoch,
 				// Superseded also when this node gave its tenure up
 				// because a copy was ahead (ConfirmTenure).
 				Superseded: learned != "" && learned != n.cfg.NodeID || a.Master == n.cfg.NodeID && n.promote.yieldedAt(p, a.Epoch),
@@ -442,8 +442,8 @@ func (n *Node) leasePlan() lease.Plan {
 			}
 			verdict := placement.Decide(in)
 			want := verdict.Settle(in, placement.Answers{
-				Promote: func(regular []string, up func(string) bool) bool {
-					return n.promote.mayCampaign(p, regular, up, func(id string) bool { return states[id] == cluster.Up })
+				Promote: func(regular []string, up func(string) bool, named string) bool {
+					return n.promote.mayCampaign(p, regular, up, func(id string) bool { return states[id] == cluster.Up }, named)
 				},
 				TakeOver: func(master string) bool {
 					return states[master] == cluster.Up && n.promote.mayTakeOver(p, master)

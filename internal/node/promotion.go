@@ -127,7 +127,8 @@ func newPromotion(deps *promotionDeps) *promotion {
 // mayCampaign says whether this node should campaign for partition p,
 // whose master is gone: only if, among itself and the live members of the
 // responsible list it has heard from since, it holds the most history
-// (ties to the lowest id), and it has heard from enough of them that a
+// (ties to the master the table names when it is up, named, then to the
+// lowest id), and it has heard from enough of them that a
 // write acknowledged by a majority of the copies is among them.
 //
 // The copies asked are those up (not merely seen by gossip, but not found
@@ -137,7 +138,7 @@ func newPromotion(deps *promotionDeps) *promotion {
 // partition, and without its answer nobody could reach the quorum. (When
 // the up copies suffice, a copy whose lease is over is left out: it may be
 // cut from the voters and unable to win, and nobody should wait for it.)
-func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(string) bool) bool {
+func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(string) bool, named string) bool {
 	self := pr.self
 	var others []string
 	for _, id := range regular {
@@ -168,7 +169,7 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 		default:
 		}
 	}
-	ok, why := lease.MayCampaign(self, positions, copies)
+	ok, why := lease.MayCampaign(self, positions, copies, named)
 	if !ok {
 		pr.log.Debug("not campaigning for a partition whose master is gone", "partition", p, "why", why)
 		return false
