@@ -34,9 +34,8 @@ type WantInput struct {
 	NewestEpoch uint64
 	// LearnedHolder is the holder of the newest grant of the partition
 	// the voters told this node of (its own records, if a voter; answers
-	// to its requests and queries), "" if none; LearnedEpoch its epoch.
+	// to its requests and queries), "" if none.
 	LearnedHolder string
-	LearnedEpoch  uint64
 	Up            func(id string) bool
 	// Lost says a node's copy is gone for good (DOWN past
 	// REPLICA_REPLACE_AFTER, or out of the cluster), not merely
@@ -111,8 +110,11 @@ type Answers struct {
 func (w Want) Settle(in WantInput, ans Answers) bool {
 	switch w.Ask {
 	case AskPromote:
+		// The named master gives itself ties even when its own voter
+		// record says its tenure is over: the copies that see it up wait
+		// for it.
 		named := in.Assignment.Master
-		if named != "" && !in.Up(named) {
+		if named != in.Self && named != "" && !in.Up(named) {
 			named = ""
 		}
 		return ans.Promote(in.Regular, in.Up, named)
@@ -140,12 +142,11 @@ func WantsLease(in WantInput, ans Answers) bool { return Decide(in).Settle(in, a
 //     its copy may lack that master's writes);
 //   - a partition nobody ever mastered goes to the first available node of
 //     its succession (the preferred master first);
-//   - when the master is gone, or the voters told of a grant later than
-//     its tenure to another node (after a full restart nothing else says
-//     its lease ended), the regular copies (those write concerns count)
-//     decide by the promotion rule: the most current one campaigns, ties
-//     going to the master the table names while it is up (the copies that
-//     did not hear of that grant wait for it);
+//   - when the master is gone, or superseded (the voters told it of a
+//     later grant), the regular copies (those write concerns count) decide
+//     by the promotion rule: the most current one campaigns, ties going to
+//     the master the table names while it is up (the others wait for it:
+//     after a full restart nothing says its lease ended);
 //   - a node without a regular copy campaigns when the gone master was
 //     the only regular copy and still answers with a position this node
 //     has reached; otherwise only when every copy, the gone master's
@@ -197,7 +198,7 @@ func Decide(in WantInput) Want {
 		}
 		// Never mastered, as far as this node knows.
 		return Want{Campaign: shard.FirstAvailable(in.Succession, in.Self, in.Up)}
-	case a.Master != in.Self && in.Up(a.Master) && !supersededByGrant(in):
+	case a.Master != in.Self && in.Up(a.Master):
 		return Want{Campaign: in.Receiving}
 	case slices.Contains(in.Regular, in.Self):
 		return Want{Ask: AskPromote}
@@ -212,18 +213,6 @@ func Decide(in WantInput) Want {
 		otherwise.Ask = AskTakeOver
 	}
 	return otherwise
-}
-
-// supersededByGrant reports whether the voters told this node of a grant
-// later than the table's tenure, to another node than the table's master:
-// that master's lease lapsed on a majority of the voters (they granted no
-// other while it lived), and it does not take it back (they told it too,
-// or will when it tries), so the copies decide by the promotion rule
-// instead of waiting for it. After a full restart nothing else says its
-// lease ended: records loaded at start say nothing of the present (the
-// fault suite's seed 17005).
-func supersededByGrant(in WantInput) bool {
-	return in.LearnedEpoch > in.Assignment.Epoch && in.LearnedHolder != "" && in.LearnedHolder != in.Assignment.Master
 }
 
 // lostEverywhere is the last case of the campaign rule: a node campaigns

@@ -429,11 +429,11 @@ func (n *Node) leasePlan() lease.Plan {
 			l := n.lapseOf(p)
 			_, holding := n.leases.Holds(p)
 			a := n.table.Get(p)
-			learnedEpoch, learned := n.leases.Learned(p)
+			_, learned := n.leases.Learned(p)
 			in := placement.WantInput{
 				Self: n.cfg.NodeID, Assignment: a, Regular: shard.WriteQuorum(copies).Regular(a.Responsible), Succession: shard.Succession(ring, p),
 				Holding: holding, Stopping: n.stopping.Load(), HandingOff: n.handoff.inProgress(p), Receiving: n.handoff.receiving(p),
-				NewestEpoch: n.writer.NewestEpoch(p), LearnedHolder: learned, LearnedEpoch: learnedEpoch,
+				NewestEpoch: n.writer.NewestEpoch(p), LearnedHolder: learned,
 				// Superseded also when this node gave its tenure up
 				// because a copy was ahead (ConfirmTenure).
 				Superseded: learned != "" && learned != n.cfg.NodeID || a.Master == n.cfg.NodeID && n.promote.yieldedAt(p, a.Epoch),

@@ -74,7 +74,7 @@ func (v *verdictLog) note(log *slog.Logger, p int, verdict string, in placement.
 		log.Debug("campaign rule's verdict changed", "partition", p, "verdict", verdict,
 			"table_master", in.Assignment.Master, "table_epoch", in.Assignment.Epoch, "regular", in.Regular,
 			"holding", in.Holding, "stopping", in.Stopping, "handing_off", in.HandingOff, "receiving", in.Receiving,
-			"superseded", in.Superseded, "learned_holder", in.LearnedHolder, "learned_epoch", in.LearnedEpoch, "newest_epoch", in.NewestEpoch,
+			"superseded", in.Superseded, "learned_holder", in.LearnedHolder, "newest_epoch", in.NewestEpoch,
 			"lapse_holder", l.Holder, "lapse_epoch", l.Epoch, "lapse_ended", l.Ended)
 	}
 }
