@@ -56,8 +56,12 @@ type Config struct {
 	MaxPageBytes int64
 	// Insecure treats every request as admin (development only).
 	Insecure bool
-	Logger   *slog.Logger
-	Metrics  *Metrics
+	// NodeCertificates: /internal/ answers only requests that came with a
+	// client certificate the TLS handshake verified against the CA
+	// (TLS_CLIENT_AUTH=require), besides their signature.
+	NodeCertificates bool
+	Logger           *slog.Logger
+	Metrics          *Metrics
 	// Cluster is the node's membership (a cluster of one has no peers).
 	Cluster *cluster.Cluster
 	// Leases and Table route requests to partition masters; nil: every
@@ -256,7 +260,7 @@ func (s *Server) routes() chi.Router {
 	r.Get("/readyz", s.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	r.Route("/internal", func(r chi.Router) {
-		r.Use(s.requireSignature)
+		r.Use(s.requireNodeCertificate, s.requireSignature)
 		r.Get("/v1/ping", func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]string{"node": s.cfg.NodeID, "from": cluster.SignedBy(r.Context())})
 		})
@@ -423,6 +427,23 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 
 // requireSignature admits only node-to-node calls signed with the cluster
 // secret; bearer tokens mean nothing here.
+// requireNodeCertificate refuses, when node certificates are required, a
+// request that did not come over TLS with a client certificate the CA
+// signed (the handshake refuses one from another CA outright).
+func (s *Server) requireNodeCertificate(next http.Handler) http.Handler {
+	if !s.cfg.NodeCertificates {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			writeProblem(w, problem(http.StatusForbidden, TypeForbidden, "Forbidden",
+				"/internal/ takes calls from nodes only, and this node requires theirs to present a certificate signed by its TLS_CA_FILE (TLS_CLIENT_AUTH=require): give the calling node TLS_CERT_FILE and TLS_KEY_FILE from that CA"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 func (s *Server) requireSignature(next http.Handler) http.Handler {
 	if s.cfg.Cluster == nil || s.cfg.Cluster.Signer() == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,8 +43,12 @@ type Config struct {
 	SuspectTimeout time.Duration
 	Version        string
 	Logger         *slog.Logger
-	// HTTPClient fetches an http(s) peer list (default: a client with a timeout).
+	// HTTPClient fetches an http(s) peer list (default: a client with a
+	// timeout and TLS).
 	HTTPClient *http.Client
+	// TLS is the client side of node-to-node HTTPS (verifying the other
+	// nodes, presenting this one's certificate); nil: the defaults.
+	TLS *tls.Config
 	// Now is the clock for member states (default time.Now).
 	Now func() time.Time
 	// Gossiper carries other components' state over gossip (the partition
@@ -162,12 +167,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg.TLS}}
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, events: make(chan event, 4096), reload: make(chan struct{}, 1),
 		join: make(chan struct{}, 1), members: map[string]*memberInfo{}, gossiped: map[string]gossipedNode{}, start: cfg.Now()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute},
+	c.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, TLSClientConfig: cfg.TLS},
 		// Never follow a redirect: it would carry signatures and client
 		// tokens to an address outside the peer list.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,8 +35,9 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	dir := fset.String("dir", devcluster.DefaultDir, "directory for the cluster: peers.json, secrets.env, admin.token and one data directory per node")
 	httpPort := fset.Int("http-port", 8081, "HTTP port of node1; node i listens on http-port+i-1 on 127.0.0.1")
 	gossipPort := fset.Int("gossip-port", 7947, "gossip port (TCP and UDP) of node1; node i gossips on gossip-port+i-1 on 127.0.0.1")
+	useTLS := fset.Bool("tls", false, "serve HTTPS: a development CA and node certificates in DIR/certs, nodes requiring each other's certificates (a DIR whose peers.json lists https urls is TLS without it)")
 	fset.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal dev [--nodes 3] [--dir .shoal-dev] [--http-port 8081] [--gossip-port 7947]")
+		fmt.Fprintln(stderr, "Usage: shoal dev [--nodes 3] [--dir .shoal-dev] [--http-port 8081] [--gossip-port 7947] [--tls]")
 		fmt.Fprintln(stderr, "       shoal dev add-node [--dir .shoal-dev]")
 		fmt.Fprintln(stderr, "       shoal dev remove-node ID [--dir .shoal-dev]")
 		fmt.Fprintln(stderr, "Runs a local cluster of nodes on loopback as child processes until Ctrl-C, printing their logs")
@@ -61,7 +63,7 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal dev: %v\n", err)
 		return 2
 	}
-	setup, err := devcluster.Prepare(*dir, *nodes, *httpPort, *gossipPort, !set["nodes"])
+	setup, err := devcluster.Prepare(*dir, *nodes, *httpPort, *gossipPort, !set["nodes"], *useTLS)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal dev: %v\n", err)
 		return 1
@@ -87,7 +89,7 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	}
 	starter := devcluster.NewExecStarter(exe)
 	defer starter.Close()
-	s := devcluster.NewSupervisor(setup, starter, devClusterAsker(setup.AdminToken), stdout)
+	s := devcluster.NewSupervisor(setup, starter, devClusterAsker(setup.AdminToken, setup.Transport), stdout)
 	for _, n := range setup.Notes {
 		s.Logf("%s", n)
 	}
@@ -102,12 +104,13 @@ func dev(args []string, stdout, stderr io.Writer) int {
 
 // devClusterAsker asks a node for GET /v1/cluster the way `shoal status`
 // does, with the admin token, and turns a failure into a few words.
-func devClusterAsker(token string) devcluster.AskCluster {
+func devClusterAsker(token string, transport http.RoundTripper) devcluster.AskCluster {
 	const timeout = 2 * time.Second
+	hc := &http.Client{Transport: transport}
 	return func(ctx context.Context, base string) (api.ClusterAnswer, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		st, err := client.New(base, token).Cluster(ctx)
+		st, err := client.New(base, token, client.WithHTTPClient(hc)).Cluster(ctx)
 		if err != nil {
 			return api.ClusterAnswer{}, errors.New(shortFetchError(err, timeout))
 		}

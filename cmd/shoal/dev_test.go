@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,9 @@ import (
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/devcerts"
 	"github.com/shoal-db/shoal/internal/devcluster"
+	"github.com/shoal-db/shoal/internal/nodetls"
 )
 
 // The internals of `shoal dev` are tested in internal/devcluster; these
@@ -36,7 +39,7 @@ func TestAddNode(t *testing.T) {
 		t.Fatalf("without peers.json: exit %d: %s", code, errb.String())
 	}
 	path := filepath.Join(dir, "peers.json")
-	if err := os.WriteFile(path, devcluster.FormatPeerList(devcluster.LoopbackPeerList(3, 8081, 7947)), 0o644); err != nil {
+	if err := os.WriteFile(path, devcluster.FormatPeerList(devcluster.LoopbackPeerList(3, 8081, 7947, false)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []cluster.Peer{
@@ -125,7 +128,7 @@ func TestDevClusterAsker(t *testing.T) {
 		w.Write([]byte(holding))
 	}))
 	t.Cleanup(srv.Close)
-	ask := devClusterAsker("tok")
+	ask := devClusterAsker("tok", nil)
 	st, err := ask(context.Background(), srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -210,15 +213,35 @@ type devProcess struct {
 	exited           chan struct{} // closed when cmd.Wait returned
 	waitErr          error
 	pids             map[string]int // node id -> pid, from the pid files
+	tls              bool           // --tls: https urls, the dev CA
+	hc               *http.Client   // to the nodes, once the dev CA exists (TLS)
+}
+
+// client is an HTTP client of the nodes (with TLS, trusting the dev CA,
+// nil until `shoal dev` has written it).
+func (d *devProcess) client() *http.Client {
+	if !d.tls {
+		return &http.Client{Timeout: 2 * time.Second}
+	}
+	if d.hc == nil {
+		m, err := nodetls.Load(nodetls.Files{CA: filepath.Join(devcluster.CertDir(d.dir), devcerts.CAFile)}, nil)
+		if err != nil {
+			return nil
+		}
+		d.hc = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: m.ClientConfig()}}
+	}
+	return d.hc
 }
 
 // startDev runs `shoal dev` with n nodes (and room for extra more) on free
-// loopback ports, and stops it and its children when the test ends.
-func startDev(t *testing.T, n, extra int) *devProcess {
+// loopback ports, and more flags, and stops it and its children when the
+// test ends.
+func startDev(t *testing.T, n, extra int, flags ...string) *devProcess {
 	t.Helper()
 	hp, gp := freeDevPorts(t, n+extra)
-	d := &devProcess{t: t, dir: t.TempDir(), httpBase: hp, gossip: gp, out: &devOutput{}, exited: make(chan struct{}), pids: map[string]int{}}
-	d.cmd = shoalCmd(t, "dev", "--nodes", strconv.Itoa(n), "--dir", d.dir, "--http-port", strconv.Itoa(hp), "--gossip-port", strconv.Itoa(gp))
+	d := &devProcess{t: t, dir: t.TempDir(), httpBase: hp, gossip: gp, out: &devOutput{}, exited: make(chan struct{}), pids: map[string]int{},
+		tls: slices.Contains(flags, "--tls")}
+	d.cmd = shoalCmd(t, append([]string{"dev", "--nodes", strconv.Itoa(n), "--dir", d.dir, "--http-port", strconv.Itoa(hp), "--gossip-port", strconv.Itoa(gp)}, flags...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -244,7 +267,13 @@ func startDev(t *testing.T, n, extra int) *devProcess {
 	return d
 }
 
-func (d *devProcess) url(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", d.httpBase+i-1) }
+func (d *devProcess) url(i int) string {
+	scheme := "http"
+	if d.tls {
+		scheme = "https"
+	}
+	return fmt.Sprintf("%s://127.0.0.1:%d", scheme, d.httpBase+i-1)
+}
 
 // recordPIDs reads the pid files `shoal dev` keeps while its children run.
 func (d *devProcess) recordPIDs() {
@@ -268,7 +297,7 @@ func (d *devProcess) waitReady(n int, timeout time.Duration) {
 		d.recordPIDs()
 		ready := len(d.pids) >= n
 		for i := 1; ready && i <= n; i++ {
-			ready = d.pids["node"+strconv.Itoa(i)] > 0 && devHTTPStatus(d.url(i)+"/readyz", "") == http.StatusOK
+			ready = d.pids["node"+strconv.Itoa(i)] > 0 && devHTTPStatus(d.client(), d.url(i)+"/readyz", "") == http.StatusOK
 		}
 		if ready {
 			return
@@ -310,7 +339,7 @@ func (d *devProcess) waitCluster(n int, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
-		st, code, err := devGetCluster(d.url(1), token)
+		st, code, err := devGetCluster(d.client(), d.url(1), token)
 		switch {
 		case code == http.StatusNotFound:
 			return false
@@ -335,10 +364,13 @@ func (d *devProcess) waitCluster(n int, timeout time.Duration) bool {
 	}
 }
 
-func devGetCluster(base, token string) (client.ClusterStatus, int, error) {
+func devGetCluster(hc *http.Client, base, token string) (client.ClusterStatus, int, error) {
+	if hc == nil {
+		return client.ClusterStatus{}, 0, errors.New("no client yet: the dev CA is not written")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := client.New(base, token).Cluster(ctx)
+	st, err := client.New(base, token, client.WithHTTPClient(hc)).Cluster(ctx)
 	var he *client.HTTPError
 	var ae *client.AnswerError
 	switch {
@@ -353,12 +385,14 @@ func devGetCluster(base, token string) (client.ClusterStatus, int, error) {
 	}
 }
 
-func devHTTPStatus(url, token string) int {
+func devHTTPStatus(c *http.Client, url, token string) int {
+	if c == nil {
+		return 0
+	}
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Do(req)
 	if err != nil {
 		return 0
@@ -449,13 +483,20 @@ func (d *devProcess) checkAllGone(n int, zombieOK bool, timeout time.Duration) {
 	}
 }
 
+// With --tls: the nodes serve HTTPS with the dev CA's certificates and
+// require each other's (the banner comes after a probe write through
+// every node, so node-to-node calls and forwards work), and `shoal status
+// --dir` finds the CA by itself.
 func TestDevStartsClusterAndStopsCleanly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
-	d := startDev(t, 3, 0)
+	d := startDev(t, 3, 0, "--tls")
 	d.waitReady(3, 90*time.Second)
 	d.waitOutput(devBannerEnd, 30*time.Second)
+	if out := d.out.String(); !strings.Contains(out, "curl --cacert") || !strings.Contains(out, d.url(1)) || !strings.HasPrefix(d.url(1), "https://") {
+		t.Errorf("the banner does not show the https urls and curl --cacert")
+	}
 	clustered := d.waitCluster(3, 90*time.Second)
 	if clustered {
 		// `shoal status --dir` works with no other flag against the live cluster.
@@ -542,7 +583,7 @@ func TestDevKeepsOthersWhenAChildDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.waitOutput("node2 exited unexpectedly (signal: killed)", 30*time.Second)
-	if code := devHTTPStatus(d.url(1)+"/readyz", ""); code != http.StatusOK {
+	if code := devHTTPStatus(d.client(), d.url(1)+"/readyz", ""); code != http.StatusOK {
 		t.Fatalf("node1 does not answer after node2 died: %d", code)
 	}
 	err := d.signalAndWait(syscall.SIGTERM, 30*time.Second)
@@ -565,8 +606,8 @@ func TestRemoveNode(t *testing.T) {
 		t.Fatalf("without peers.json: exit %d: %s", code, errb.String())
 	}
 	path := filepath.Join(dir, "peers.json")
-	l := devcluster.LoopbackPeerList(4, 8081, 7947) // node1..3 vote
-	l.Peers[1].Sharding = false                     // node2 holds no partitions of its own
+	l := devcluster.LoopbackPeerList(4, 8081, 7947, false) // node1..3 vote
+	l.Peers[1].Sharding = false                            // node2 holds no partitions of its own
 	if err := os.WriteFile(path, devcluster.FormatPeerList(l), 0o640); err != nil {
 		t.Fatal(err)
 	}
@@ -721,7 +762,7 @@ func (d *devProcess) waitPartitions(token string, timeout time.Duration, what st
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
-		st, code, err := devGetCluster(d.url(1), token)
+		st, code, err := devGetCluster(d.client(), d.url(1), token)
 		if err == nil && code == http.StatusOK && st.Partitions != nil {
 			if ok(st.Partitions) {
 				return

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	neturl "net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/shoal-db/shoal/client"
+	"github.com/shoal-db/shoal/internal/nodetls"
 )
 
 // health asks a node's /readyz and exits 0 when it answers 200, 1 otherwise.
@@ -23,7 +25,8 @@ func health(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	def, defErr := defaultHealthURL(os.LookupEnv)
-	url := fs.String("url", def, "the readiness URL to ask (default: /readyz on HTTP_ADDR's port at 127.0.0.1)")
+	url := fs.String("url", def, "the readiness URL to ask (default: /readyz on HTTP_ADDR's port at 127.0.0.1, https when TLS_CERT_FILE is set)")
+	caFile := fs.String("ca", os.Getenv("TLS_CA_FILE"), "PEM CA to verify an https node with (default: TLS_CA_FILE; unset: the system's roots)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: shoal health [--url http://127.0.0.1:8080/readyz] [--timeout 3s]")
@@ -44,7 +47,16 @@ func health(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shoal health: --timeout must be positive")
 		return 1
 	}
-	if err := checkReady(*url, *timeout); err != nil {
+	hc := &http.Client{}
+	if *caFile != "" {
+		m, err := nodetls.Load(nodetls.Files{CA: *caFile}, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal health: %v\n", err)
+			return 1
+		}
+		hc.Transport = &http.Transport{TLSClientConfig: m.ClientConfig()}
+	}
+	if err := checkReady(hc, *url, *timeout); err != nil {
 		fmt.Fprintf(stderr, "shoal health: %v\n", err)
 		return 1
 	}
@@ -53,13 +65,13 @@ func health(args []string, stdout, stderr io.Writer) int {
 }
 
 // checkReady returns nil when u answers 200 within timeout, else why not.
-func checkReady(u string, timeout time.Duration) error {
+func checkReady(hc *http.Client, u string, timeout time.Duration) error {
 	if _, err := neturl.Parse(u); err != nil {
 		return fmt.Errorf("bad --url %q: %v", u, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	_, err := client.New(u, "", client.ReadyURL(u)).Ready(ctx)
+	_, err := client.New(u, "", client.ReadyURL(u), client.WithHTTPClient(hc)).Ready(ctx)
 	var he *client.HTTPError
 	switch {
 	case err == nil:
@@ -82,15 +94,20 @@ func checkReady(u string, timeout time.Duration) error {
 }
 
 // defaultHealthURL is /readyz on the port of HTTP_ADDR (default :8080),
-// asked on the loopback address when HTTP_ADDR listens on every address.
+// asked on the loopback address when HTTP_ADDR listens on every address,
+// over https when TLS_CERT_FILE is set.
 func defaultHealthURL(lookup func(string) (string, bool)) (string, error) {
+	scheme := "http://"
+	if v, ok := lookup("TLS_CERT_FILE"); ok && v != "" {
+		scheme = "https://"
+	}
 	addr := ":8080"
 	if v, ok := lookup("HTTP_ADDR"); ok && v != "" {
 		addr = v
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port == "" {
-		return "http://127.0.0.1:8080/readyz", fmt.Errorf("HTTP_ADDR %q is not host:port or :port", addr)
+		return scheme + "127.0.0.1:8080/readyz", fmt.Errorf("HTTP_ADDR %q is not host:port or :port", addr)
 	}
 	switch host {
 	case "", "0.0.0.0":
@@ -98,5 +115,5 @@ func defaultHealthURL(lookup func(string) (string, bool)) (string, error) {
 	case "::":
 		host = "::1"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/readyz", nil
+	return scheme + net.JoinHostPort(host, port) + "/readyz", nil
 }

@@ -5,8 +5,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shoal-db/shoal/internal/devcerts"
+	"github.com/shoal-db/shoal/internal/testnode"
 )
 
 func TestHealthAnswers(t *testing.T) {
@@ -115,5 +119,34 @@ func TestHealthUsesHTTPAddr(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if got := health(nil, &out, &errOut); got != 0 {
 		t.Fatalf("exit %d with HTTP_ADDR=:%s; stderr %q", got, port, errOut.String())
+	}
+}
+
+// A node serving HTTPS: `shoal health` asks https when TLS_CERT_FILE is
+// set and verifies the node with TLS_CA_FILE (or --ca); without the CA it
+// says the certificate does not verify.
+func TestHealthOfAnHTTPSNode(t *testing.T) {
+	dir := t.TempDir()
+	if err := devcerts.Write(dir, []string{"test-node"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testnode.Config(t.TempDir())
+	cfg.TLSCertFile, cfg.TLSKeyFile = filepath.Join(dir, devcerts.CertFile("test-node")), filepath.Join(dir, devcerts.KeyFile("test-node"))
+	n := testnode.Start(t, cfg)
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(n.URL(), "https://"))
+	if err != nil {
+		t.Fatalf("a TLS node's url %s: %v", n.URL(), err)
+	}
+	t.Setenv("HTTP_ADDR", ":"+port)
+	t.Setenv("TLS_CERT_FILE", cfg.TLSCertFile)
+	t.Setenv("TLS_CA_FILE", filepath.Join(dir, devcerts.CAFile))
+	var out, errOut bytes.Buffer
+	if got := health([]string{"--timeout", "10s"}, &out, &errOut); got != 0 || !strings.Contains(out.String(), "https://127.0.0.1:"+port+"/readyz: ready") {
+		t.Fatalf("exit %d; stdout %q, stderr %q", got, out.String(), errOut.String())
+	}
+	t.Setenv("TLS_CA_FILE", "")
+	out.Reset()
+	if got := health([]string{"--timeout", "10s"}, &out, &errOut); got != 1 || !strings.Contains(errOut.String(), "certificate") {
+		t.Fatalf("without the CA: exit %d; stdout %q, stderr %q", got, out.String(), errOut.String())
 	}
 }

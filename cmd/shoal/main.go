@@ -21,6 +21,7 @@ Usage:
   shoal status [flags]    show the cluster as one node sees it
   shoal health [flags]    exit 0 when a node answers /readyz (for container health checks)
   shoal inspect [flags]   print what a stopped node's embedded store holds of each partition
+  shoal certs [flags]     write a development CA and node certificates for TLS
   shoal version           print the build version
 
 Settings come from flags, the environment, and a .env file in the working
@@ -74,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return health(args[1:], stdout, stderr)
 	case "inspect":
 		return inspect(args[1:], stdout, stderr)
+	case "certs":
+		return certs(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "shoal", version)
 		return 0

@@ -23,6 +23,9 @@ import (
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/devcerts"
+	"github.com/shoal-db/shoal/internal/devcluster"
+	"github.com/shoal-db/shoal/internal/nodetls"
 	"github.com/shoal-db/shoal/internal/wording"
 )
 
@@ -59,7 +62,8 @@ func status(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	url := fs.String("url", "", "node to ask (default: $SHOAL_URL, else the first peer's url in DIR/peers.json, else "+defaultNodeURL+")")
 	tok := fs.String("token", "", "admin token (default: $SHOAL_TOKEN, else the file DIR/admin.token)")
-	dir := fs.String("dir", ".shoal-dev", "directory of a shoal dev cluster, for the defaults of --url and --token")
+	dir := fs.String("dir", ".shoal-dev", "directory of a shoal dev cluster, for the defaults of --url, --token and --ca")
+	ca := fs.String("ca", "", "PEM CA to verify https nodes with (default: $SHOAL_CA, else DIR/certs/ca.pem when it exists, else the system's roots)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: shoal status [--url URL] [--token TOKEN] [--dir .shoal-dev]")
 		fmt.Fprintln(stderr, "Shows the cluster as one node sees it: its peer list, every member's state and partitions")
@@ -73,14 +77,41 @@ func status(args []string, stdout, stderr io.Writer) int {
 	token, tokenFrom := statusToken(*tok, *dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := client.New(target.url, token).Cluster(ctx)
+	hc, err := clusterHTTPClient(*ca, *dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal status: %v\n", err)
+		return 1
+	}
+	st, err := client.New(target.url, token, client.WithHTTPClient(hc)).Cluster(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal status: %s\n", explainStatusError(err, target, tokenFrom))
 		return 1
 	}
-	others := fetchMoves(ctx, http.DefaultClient, st, token, movesTimeout)
+	others := fetchMoves(ctx, hc, st, token, movesTimeout)
 	fmt.Fprint(stdout, renderStatus(st, others, target.url, time.Now()))
 	return 0
+}
+
+// clusterHTTPClient is a client that verifies https nodes with the CA of
+// --ca, $SHOAL_CA, or a `shoal dev --tls` directory's, when one is given
+// or found.
+func clusterHTTPClient(ca, dir string) (*http.Client, error) {
+	if ca == "" {
+		ca = os.Getenv("SHOAL_CA")
+	}
+	if ca == "" {
+		if p := filepath.Join(devcluster.CertDir(dir), devcerts.CAFile); fileExists(p) {
+			ca = p
+		}
+	}
+	if ca == "" {
+		return http.DefaultClient, nil
+	}
+	m, err := nodetls.Load(nodetls.Files{CA: ca}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: m.ClientConfig()}}, nil
 }
 
 // movesTimeout bounds the question to each other member about its moves.
@@ -521,4 +552,10 @@ func humanBytes(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%.1f %s", v, units[i])
+}
+
+// fileExists reports whether path names a file that can be stat'ed.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

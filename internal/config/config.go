@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/joho/godotenv"
+
+	"github.com/shoal-db/shoal/internal/nodetls"
 )
 
 // Config is the resolved configuration of one node.
@@ -64,6 +66,17 @@ type Config struct {
 	// CommitLog is where the node records each write it acknowledges as
 	// a partition's master (fault testing; empty: off).
 	CommitLog string
+	// TLS: the API and /internal/ serve HTTPS with TLSCertFile and
+	// TLSKeyFile; TLSCAFile verifies the other nodes (see nodetls).
+	TLSCertFile   string
+	TLSKeyFile    string
+	TLSCAFile     string
+	TLSClientAuth string
+}
+
+// TLS is the node's TLS files as nodetls takes them.
+func (c Config) TLS() nodetls.Files {
+	return nodetls.Files{Cert: c.TLSCertFile, Key: c.TLSKeyFile, CA: c.TLSCAFile, RequireClientCert: c.TLSClientAuth == "require"}
 }
 
 // Setting is one configuration key: its environment name, its flag name
@@ -116,6 +129,14 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.TokenMaxTTL, v) }},
 	{Key: "INSECURE", Default: "false", Help: "accept every request as admin without a token (development only; logs a warning)",
 		set: func(c *Config, v string) error { return parseBool(&c.Insecure, v) }},
+	{Key: "TLS_CERT_FILE", Default: "", Help: "PEM certificate the API and /internal/ serve HTTPS with (with TLS_KEY_FILE; re-read when it changes on disk); peers then reach this node at an https:// url; unset: plain HTTP",
+		set: func(c *Config, v string) error { c.TLSCertFile = v; return nil }},
+	{Key: "TLS_KEY_FILE", Default: "", Help: "PEM private key of TLS_CERT_FILE",
+		set: func(c *Config, v string) error { c.TLSKeyFile = v; return nil }},
+	{Key: "TLS_CA_FILE", Default: "", Help: "PEM CA certificate(s) this node verifies other nodes' certificates (and an https PEERS_ENDPOINT) with; unset: the system's roots",
+		set: func(c *Config, v string) error { c.TLSCAFile = v; return nil }},
+	{Key: "TLS_CLIENT_AUTH", Default: "none", Help: "none, or require: nodes present their certificates to each other and /internal/ refuses a client without one the CA signed (users' clients need none)",
+		set: func(c *Config, v string) error { c.TLSClientAuth = strings.ToLower(v); return nil }},
 	{Key: "LEASE_TTL", Default: "3s", Help: "how long a partition's master holds its lease without renewing it; bounds how long a partition has no master after its master dies",
 		set: func(c *Config, v string) error { return parseDuration(&c.LeaseTTL, v) }},
 	{Key: "READ_TRY_TIMEOUT", Default: "500ms", Help: "how long a read waits for one node before trying the next of the responsible list",
@@ -334,6 +355,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("COMMIT_LOG %q names a directory: give the file to append to (or leave it empty)", c.CommitLog)
 	case c.ReplicationFactor < 1 || c.ReplicationFactor > 7:
 		return fmt.Errorf("REPLICATION_FACTOR %d is out of range: use 1..7 (default 2)", c.ReplicationFactor)
+	case c.TLSClientAuth != "none" && c.TLSClientAuth != "require":
+		return fmt.Errorf("TLS_CLIENT_AUTH %q: use none or require", c.TLSClientAuth)
+	case c.TLSCertFile != "" && strings.HasPrefix(c.PublicURL, "http://"):
+		return fmt.Errorf("PUBLIC_URL %s is http:// but TLS_CERT_FILE makes this node serve HTTPS: make it https://", c.PublicURL)
+	}
+	if err := c.TLS().Check(); err != nil {
+		return err
 	}
 	return CheckLogLevel(c.LogLevel)
 }

@@ -52,8 +52,19 @@ func repoRoot(t *testing.T) string {
 // whatever this machine happens to set.
 func loadCompose(t *testing.T, profiles []string, env ...string) *types.Project {
 	t.Helper()
+	return loadComposeFiles(t, []string{composeFile}, profiles, env...)
+}
+
+// loadComposeFiles is loadCompose of several files, each over the one
+// before (docker compose -f a -f b).
+func loadComposeFiles(t *testing.T, files, profiles []string, env ...string) *types.Project {
+	t.Helper()
 	root := repoRoot(t)
-	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, composeFile)},
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, filepath.Join(root, f))
+	}
+	opts, err := cli.NewProjectOptions(paths,
 		cli.WithWorkingDirectory(root),
 		cli.WithEnv(env),
 		cli.WithProfiles(profiles),
@@ -63,7 +74,7 @@ func loadCompose(t *testing.T, profiles []string, env ...string) *types.Project 
 	}
 	p, err := opts.LoadProject(context.Background())
 	if err != nil {
-		t.Fatalf("loading %s: %v", composeFile, err)
+		t.Fatalf("loading %s: %v", strings.Join(files, " and "), err)
 	}
 	return p
 }

@@ -22,7 +22,10 @@ type Node struct {
 func NodeFor(p cluster.Peer) (Node, error) {
 	rest, ok := strings.CutPrefix(p.URL, "http://")
 	if !ok {
-		return Node{}, fmt.Errorf("its url %s is not http://", p.URL)
+		rest, ok = strings.CutPrefix(p.URL, "https://")
+	}
+	if !ok {
+		return Node{}, fmt.Errorf("its url %s is not http:// or https://", p.URL)
 	}
 	host, port, err := net.SplitHostPort(rest)
 	if err != nil {

@@ -19,7 +19,8 @@ func TestNodeFor(t *testing.T) {
 		{"http://127.0.0.2:8081", "127.0.0.2:7947", "127.0.0.2:8081", true},
 		{"http://node1:8080", "node1:7946", "", false},
 		{"http://127.0.0.1:8081", "10.0.0.1:7947", "", false},
-		{"https://127.0.0.1:8081", "127.0.0.1:7947", "", false},
+		{"https://127.0.0.1:8081", "127.0.0.1:7947", "127.0.0.1:8081", true}, // shoal dev --tls
+		{"ftp://127.0.0.1:8081", "127.0.0.1:7947", "", false},
 		{"http://127.0.0.1", "127.0.0.1:7947", "", false},
 	} {
 		n, err := NodeFor(cluster.Peer{ID: "n", URL: tc.url, Gossip: tc.gossip})

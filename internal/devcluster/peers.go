@@ -20,14 +20,14 @@ import (
 )
 
 // LoopbackPeerList is the peer list of n nodes on loopback, node i on
-// httpPort+i-1 and gossipPort+i-1: every node shards and replicates, the
-// first three vote.
-func LoopbackPeerList(n, httpPort, gossipPort int) cluster.PeerList {
+// httpPort+i-1 and gossipPort+i-1 (https urls with useTLS): every node
+// shards and replicates, the first three vote.
+func LoopbackPeerList(n, httpPort, gossipPort int, useTLS bool) cluster.PeerList {
 	var l cluster.PeerList
 	for i := 1; i <= n; i++ {
 		l.Peers = append(l.Peers, cluster.Peer{
 			ID:       "node" + strconv.Itoa(i),
-			URL:      "http://127.0.0.1:" + strconv.Itoa(httpPort+i-1),
+			URL:      scheme(useTLS) + "127.0.0.1:" + strconv.Itoa(httpPort+i-1),
 			Gossip:   "127.0.0.1:" + strconv.Itoa(gossipPort+i-1),
 			Sharding: true, Replica: true, Voter: i <= firstVoters,
 		})
@@ -143,7 +143,7 @@ func nextPeer(l cluster.PeerList) (cluster.Peer, error) {
 	}
 	return cluster.Peer{
 		ID:       "node" + strconv.Itoa(n),
-		URL:      "http://127.0.0.1:" + strconv.Itoa(h),
+		URL:      scheme(usesTLS(l)) + "127.0.0.1:" + strconv.Itoa(h),
 		Gossip:   "127.0.0.1:" + strconv.Itoa(g),
 		Sharding: true, Replica: true, Voter: false,
 	}, nil

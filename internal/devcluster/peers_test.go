@@ -10,7 +10,7 @@ import (
 )
 
 func TestLoopbackPeerListParsesAndRoundTrips(t *testing.T) {
-	l := LoopbackPeerList(4, 8081, 7947)
+	l := LoopbackPeerList(4, 8081, 7947, false)
 	want := []cluster.Peer{
 		{ID: "node1", URL: "http://127.0.0.1:8081", Gossip: "127.0.0.1:7947", Sharding: true, Replica: true, Voter: true},
 		{ID: "node2", URL: "http://127.0.0.1:8082", Gossip: "127.0.0.1:7948", Sharding: true, Replica: true, Voter: true},
@@ -34,7 +34,7 @@ func TestLoopbackPeerListParsesAndRoundTrips(t *testing.T) {
 }
 
 func TestFormatPeerListNaturalOrder(t *testing.T) {
-	l := LoopbackPeerList(11, 9001, 9501)
+	l := LoopbackPeerList(11, 9001, 9501, false)
 	parsed, err := cluster.ParsePeerList(FormatPeerList(l), "")
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestNextPeer(t *testing.T) {
 		id, url, gossip string
 		wantErr         bool
 	}{
-		{name: "after shoal dev defaults", peers: LoopbackPeerList(3, 8081, 7947).Peers,
+		{name: "after shoal dev defaults", peers: LoopbackPeerList(3, 8081, 7947, false).Peers,
 			id: "node4", url: "http://127.0.0.1:8084", gossip: "127.0.0.1:7950"},
 		{name: "max port, not count", peers: []cluster.Peer{peer("node1", "http://127.0.0.1:8081", "127.0.0.1:7947"), peer("node2", "http://127.0.0.1:9000", "127.0.0.1:7990")},
 			id: "node3", url: "http://127.0.0.1:9001", gossip: "127.0.0.1:7991"},

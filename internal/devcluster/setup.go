@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/devcerts"
 	"github.com/shoal-db/shoal/internal/wording"
 )
 
@@ -58,12 +60,19 @@ type Setup struct {
 	Reused         bool     // peers.json existed and is used as it is
 	AdminToken     string
 	UserTokenPath  string
+	// TLS: the nodes serve HTTPS with certificates in CertDir(Dir).
+	TLS bool
+	// Transport carries requests to the nodes: it trusts the dev CA with
+	// TLS; nil: the default.
+	Transport http.RoundTripper
 }
 
 // Prepare creates dir (made absolute) with its secrets, peer list and
 // tokens. An existing peers.json is kept as it is when it has nodes peers,
-// or whatever its count when keepAnyCount (--nodes not given).
-func Prepare(dir string, nodes, httpPort, gossipPort int, keepAnyCount bool) (Setup, error) {
+// or whatever its count when keepAnyCount (--nodes not given). With useTLS
+// the peers' urls are https and the certificates are written (a kept
+// peer list of https urls makes the cluster TLS too).
+func Prepare(dir string, nodes, httpPort, gossipPort int, keepAnyCount, useTLS bool) (Setup, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return Setup{}, err
@@ -90,6 +99,9 @@ func Prepare(dir string, nodes, httpPort, gossipPort int, keepAnyCount bool) (Se
 		if perr != nil {
 			return Setup{}, fmt.Errorf("%s is not a valid peer list: %v; fix it, or delete it to have `shoal dev` write a new one", s.PeersPath, perr)
 		}
+		if useTLS && !usesTLS(list) {
+			return Setup{}, fmt.Errorf("%s lists http:// urls, and --tls asks for https: delete it to have `shoal dev --tls` write a new one (the nodes' data stays), or run without --tls", s.PeersPath)
+		}
 		if len(list.Peers) == nodes || keepAnyCount {
 			s.List, s.PeersData, s.Reused = list, data, true
 			s.Notes = append(s.Notes, fmt.Sprintf("using the peer list %s as it is (%s)", s.PeersPath, wording.Plural(len(list.Peers), "peer")))
@@ -99,10 +111,19 @@ func Prepare(dir string, nodes, httpPort, gossipPort int, keepAnyCount bool) (Se
 		}
 	}
 	if s.PeersData == nil {
-		s.List = LoopbackPeerList(nodes, httpPort, gossipPort)
+		s.List = LoopbackPeerList(nodes, httpPort, gossipPort, useTLS)
 		s.PeersData = FormatPeerList(s.List)
 		if err := writeFileAtomic(s.PeersPath, s.PeersData, 0o644); err != nil {
 			return Setup{}, fmt.Errorf("writing the peer list: %w", err)
+		}
+	}
+	if s.TLS = usesTLS(s.List); s.TLS {
+		if err := devcerts.Write(CertDir(abs), SortedIDs(s.List), nil); err != nil {
+			return Setup{}, fmt.Errorf("writing the certificates: %w", err)
+		}
+		s.Notes = append(s.Notes, "wrote a development CA and the nodes' certificates in "+CertDir(abs)+" (clients: curl --cacert "+s.CAPath()+")")
+		if s.Transport, err = s.transport(); err != nil {
+			return Setup{}, err
 		}
 	}
 	secret := []byte(s.Secrets.Auth)

@@ -37,7 +37,7 @@ func TestCheckFlags(t *testing.T) {
 
 func TestPrepare(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "rel", ".shoal-dev")
-	s, err := Prepare(dir, 3, 8081, 7947, true)
+	s, err := Prepare(dir, 3, 8081, 7947, true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestPrepare(t *testing.T) {
 	if err := os.WriteFile(s.PeersPath, edited, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := Prepare(dir, 3, 8081, 7947, false)
+	s2, err := Prepare(dir, 3, 8081, 7947, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +83,10 @@ func TestPrepare(t *testing.T) {
 	}
 
 	// Without --nodes, any count is kept; with another --nodes it is replaced.
-	if s3, err := Prepare(dir, 5, 8081, 7947, true); err != nil || len(s3.List.Peers) != 3 {
+	if s3, err := Prepare(dir, 5, 8081, 7947, true, false); err != nil || len(s3.List.Peers) != 3 {
 		t.Fatalf("keepAnyCount: %v %+v", err, s3.List)
 	}
-	s4, err := Prepare(dir, 5, 8081, 7947, false)
+	s4, err := Prepare(dir, 5, 8081, 7947, false, false)
 	if err != nil || len(s4.List.Peers) != 5 {
 		t.Fatalf("--nodes 5: %v %+v", err, s4.List)
 	}
@@ -96,12 +96,12 @@ func TestPrepare(t *testing.T) {
 
 	// A broken peer list or broken secrets stop it with a clear error.
 	os.WriteFile(s.PeersPath, []byte(`{"peers":[`), 0o644)
-	if _, err := Prepare(dir, 3, 8081, 7947, true); err == nil || !strings.Contains(err.Error(), "not a valid peer list") {
+	if _, err := Prepare(dir, 3, 8081, 7947, true, false); err == nil || !strings.Contains(err.Error(), "not a valid peer list") {
 		t.Fatalf("broken peers.json: %v", err)
 	}
 	os.Remove(s.PeersPath)
 	os.WriteFile(filepath.Join(dir, "secrets.env"), []byte("AUTH_SECRET=short\n"), 0o644)
-	if _, err := Prepare(dir, 3, 8081, 7947, true); err == nil || !strings.Contains(err.Error(), "delete the file") {
+	if _, err := Prepare(dir, 3, 8081, 7947, true, false); err == nil || !strings.Contains(err.Error(), "delete the file") {
 		t.Fatalf("broken secrets.env: %v", err)
 	}
 }
@@ -134,4 +134,44 @@ func readFile(t *testing.T, path string) []byte {
 
 func readTrim(t *testing.T, path string) string {
 	return strings.TrimSpace(string(readFile(t, path)))
+}
+
+// --tls: https urls, the dev CA and a certificate per node, a transport
+// that trusts the CA; a directory made with --tls stays TLS without the
+// flag; --tls on a directory of http urls says what to do; a node added
+// later gets its certificate when first started.
+func TestPrepareWithTLS(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Prepare(dir, 3, 8081, 7947, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.TLS || s.Transport == nil || !strings.HasPrefix(s.List.Peers[0].URL, "https://127.0.0.1:") {
+		t.Fatalf("TLS %v, transport %v, url %s", s.TLS, s.Transport, s.List.Peers[0].URL)
+	}
+	for _, f := range []string{"ca.pem", "node1.pem", "node3-key.pem"} {
+		if _, err := os.Stat(filepath.Join(CertDir(s.Dir), f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if again, err := Prepare(dir, 3, 8081, 7947, true, false); err != nil || !again.TLS {
+		t.Errorf("the same directory without --tls: TLS %v, %v", again.TLS, err)
+	}
+	env, err := s.nodeTLSEnv("node4")
+	if err != nil || len(env) != 4 || env[3] != [2]string{"TLS_CLIENT_AUTH", "require"} {
+		t.Fatalf("node4's settings: %v, %v", env, err)
+	}
+	if _, err := os.Stat(env[0][1]); err != nil {
+		t.Errorf("node4's certificate was not written: %v", err)
+	}
+	plain := t.TempDir()
+	if _, err := Prepare(plain, 3, 8081, 7947, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prepare(plain, 3, 8081, 7947, true, true); err == nil || !strings.Contains(err.Error(), "delete it") {
+		t.Errorf("--tls over http urls: %v", err)
+	}
+	if p, _, err := AddNode(dir); err != nil || !strings.HasPrefix(p.URL, "https://") {
+		t.Errorf("add-node in a TLS directory: %+v, %v", p, err)
+	}
 }

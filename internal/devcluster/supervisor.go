@@ -69,6 +69,7 @@ type Supervisor struct {
 	ask      AskCluster
 	out      *lineOut
 	client   *http.Client // asks /readyz, each answer within 2 s
+	probe    *http.Client // sends the probe writes
 	width    int          // of the prefix's id column; fixed, so every goroutine may read it
 	exits    chan *child
 	drained  chan *child       // a node out of the peer list that holds nothing
@@ -93,7 +94,8 @@ func NewSupervisor(setup Setup, starter Starter, ask AskCluster, stdout io.Write
 	}
 	return &Supervisor{
 		setup: setup, starter: starter, ask: ask, out: &lineOut{w: stdout}, width: width,
-		client:    &http.Client{Timeout: 2 * time.Second},
+		client:    &http.Client{Timeout: 2 * time.Second, Transport: setup.Transport},
+		probe:     &http.Client{Timeout: 10 * time.Second, Transport: setup.Transport},
 		exits:     make(chan *child),
 		drained:   make(chan *child),
 		children:  map[string]*child{},
@@ -185,11 +187,15 @@ func (s *Supervisor) start(n Node) (*child, error) {
 		stdout:  &prefixWriter{out: s.out, prefix: s.prefix(n.ID), tail: tail},
 		stderr:  &prefixWriter{out: s.out, prefix: s.prefix(n.ID), tail: tail},
 	}
+	tlsEnv, err := s.setup.nodeTLSEnv(n.ID)
+	if err != nil {
+		return nil, err
+	}
 	proc, err := s.starter.Start(ProcessSpec{
 		ID:   n.ID,
 		Args: []string{"serve"},
 		Dir:  dataDir, // no stray .env from the user's working directory is read
-		Env: childEnv(os.Environ(), [][2]string{
+		Env: childEnv(os.Environ(), append([][2]string{
 			{"NODE_ID", n.ID},
 			{"HTTP_ADDR", n.HTTPAddr},
 			{"GOSSIP_ADDR", n.Gossip},
@@ -202,7 +208,7 @@ func (s *Supervisor) start(n Node) (*child, error) {
 			{"TOKEN_MAX_TTL", tokenTTL.String()},
 			{"CLUSTER_SECRET", s.setup.Secrets.Cluster},
 			{"LOG_LEVEL", "info"},
-		}),
+		}, tlsEnv...)),
 		Stdout: c.stdout,
 		Stderr: c.stderr,
 	})
@@ -325,15 +331,12 @@ const (
 	probeColl = "probe"
 )
 
-// probeClient sends the probe writes.
-var probeClient = &http.Client{Timeout: 10 * time.Second}
-
 // probeWrite writes a document through c and deletes it.
 func (s *Supervisor) probeWrite(ctx context.Context, c *child) error {
 	// Not s.client's 2 s: a node waits up to 2 s for a master before it
 	// answers 503, and a probe cut off sooner leaves it warning that a
 	// write it forwarded may have been taken.
-	cl := client.New(c.URL, s.setup.AdminToken, client.WithHTTPClient(probeClient))
+	cl := client.New(c.URL, s.setup.AdminToken, client.WithHTTPClient(s.probe))
 	if _, _, err := cl.Put(ctx, probeUser, probeColl, c.ID, map[string]any{"probe": true}, client.WriteOptions{}); err != nil {
 		return err
 	}
@@ -514,9 +517,13 @@ func (s *Supervisor) banner(nodes []*child) string {
 	fmt.Fprintf(&b, "               (in %s, valid %s; user %s's token is in %s)\n\n", filepath.Join(s.setup.Dir, "admin.token"),
 		"30 days", tokenUser, s.setup.UserTokenPath)
 	fmt.Fprintf(&b, "Try:\n")
-	fmt.Fprintf(&b, "  curl -H \"Authorization: Bearer $(cat %s)\" %s/v1/cluster\n", adminFile, u)
-	fmt.Fprintf(&b, "  curl -H \"Authorization: Bearer $(cat %s)\" -X POST %s/v1/users/%s/collections/notes/documents -d '{\"title\":\"hello\"}'\n",
-		userFile, u, tokenUser)
+	curl := "curl"
+	if s.setup.TLS {
+		curl += " --cacert " + ShellQuote(s.setup.CAPath())
+	}
+	fmt.Fprintf(&b, "  %s -H \"Authorization: Bearer $(cat %s)\" %s/v1/cluster\n", curl, adminFile, u)
+	fmt.Fprintf(&b, "  %s -H \"Authorization: Bearer $(cat %s)\" -X POST %s/v1/users/%s/collections/notes/documents -d '{\"title\":\"hello\"}'\n",
+		curl, userFile, u, tokenUser)
 	fmt.Fprintf(&b, "  shoal status --dir %s\n", dir)
 	fmt.Fprintf(&b, "  shoal dev add-node --dir %s\n\n", dir)
 	fmt.Fprintf(&b, "Ctrl-C stops every node.\n\n")

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
+	"github.com/shoal-db/shoal/internal/nodetls"
 	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/placement"
 	"github.com/shoal-db/shoal/record"
@@ -115,6 +117,14 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	if cfg.Insecure {
 		log.Warn("running with --insecure: every request is treated as admin, no token is checked; never do this outside development")
 	}
+	var tlsFiles *nodetls.Material
+	if cfg.TLS().Enabled() {
+		m, err := nodetls.Load(cfg.TLS(), log)
+		if err != nil {
+			return nil, err
+		}
+		tlsFiles = m
+	}
 	metrics := api.NewMetrics()
 	st, err := store.Open(ctx, store.Options{URI: cfg.MongoURI, Database: cfg.MongoDB, DataDir: cfg.DataDir, SyncNormal: cfg.StoreSync == "normal",
 		Logger: log, Observe: metrics.ObserveStore})
@@ -148,13 +158,13 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	})
 	pub := cfg.PublicURL
 	if pub == "" && cfg.PeersEndpoint == "" {
-		pub = listenURL(ln)
+		pub = listenURL(ln, tlsFiles.Serving())
 	}
 	table := shard.NewTable(cfg.PartitionCount)
 	cl, err := cluster.Start(ctx, cluster.Config{NodeID: cfg.NodeID, PublicURL: pub, DataDir: cfg.DataDir,
 		PeersEndpoint: cfg.PeersEndpoint, PeersRefresh: cfg.PeersRefresh, GossipAddr: cfg.GossipAddr,
 		Secret: []byte(cfg.ClusterSecret), GossipInterval: cfg.GossipInterval, SuspectTimeout: cfg.GossipSuspectTimeout,
-		Version: Version, Logger: log, Gossiper: tableGossip{table: table, log: log}, Faults: opts.Faults})
+		Version: Version, Logger: log, Gossiper: tableGossip{table: table, log: log}, Faults: opts.Faults, TLS: tlsFiles.ClientConfig()})
 	if err != nil {
 		return fail(err)
 	}
@@ -164,6 +174,11 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		}
 		return nil
 	})
+	if self, ok := cl.Peers().Get(cfg.NodeID); ok && cfg.PeersEndpoint != "" {
+		if err := checkScheme(self.URL, tlsFiles.Serving()); err != nil {
+			return fail(err)
+		}
+	}
 	place := &peerRing{partitions: cfg.PartitionCount, cluster: cl, log: log}
 	if place.Ring() == nil {
 		return fail(fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err))
@@ -286,7 +301,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		MaxDocumentBytes: cfg.MaxDocumentBytes, MaxDocumentFields: cfg.MaxDocumentFields,
 		BodyReadTimeout: cfg.BodyReadTimeout, WriteTimeout: cfg.WriteTimeout,
 		QueryBudget: cfg.QueryBudget, MaxPageBytes: cfg.MaxPageBytes,
-		AuthSecret: []byte(cfg.AuthSecret), TokenAudience: cfg.TokenAudience, TokenMaxTTL: cfg.TokenMaxTTL, Insecure: cfg.Insecure, Logger: log, Metrics: metrics, Cluster: cl,
+		AuthSecret: []byte(cfg.AuthSecret), TokenAudience: cfg.TokenAudience, TokenMaxTTL: cfg.TokenMaxTTL, Insecure: cfg.Insecure, NodeCertificates: cfg.TLS().RequireClientCert, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
 		Replication: n.shipper, Copies: n.copies, Committed: n.Committed, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
 		Moves: n.handoff.Moves, Unreconciled: n.unreconciled, CheckCopy: n.checkCopy, Acknowledgements: acks,
@@ -304,9 +319,15 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	// headers, the body a handler left unread, the server's own answers.
 	server := &http.Server{Handler: n.api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ReadTimeout: cfg.BodyReadTimeout, WriteTimeout: cfg.WriteTimeout,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsFiles.ServerConfig()}
 	served := make(chan error, 1)
-	go func() { served <- server.Serve(ln) }()
+	go func() {
+		if tlsFiles.Serving() {
+			served <- server.ServeTLS(ln, "", "")
+			return
+		}
+		served <- server.Serve(ln)
+	}()
 	// Close first stops taking requests and lets those in flight finish.
 	cs.push(func(ctx context.Context) error {
 		n.api.SetReady(false)
@@ -389,15 +410,31 @@ func learnVoterSet(ctx context.Context, cl *cluster.Cluster, self string, ttl ti
 }
 
 // URL is where the node's API answers.
-func (n *Node) URL() string { return listenURL(n.listener) }
+func (n *Node) URL() string { return listenURL(n.listener, n.cfg.TLSCertFile != "") }
 
-func listenURL(ln net.Listener) string {
+func listenURL(ln net.Listener, https bool) string {
 	addr := ln.Addr().(*net.TCPAddr)
 	host := addr.IP.String()
 	if addr.IP.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port))
+	scheme := "http://"
+	if https {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, fmt.Sprint(addr.Port))
+}
+
+// checkScheme refuses a peer-list url of this node that does not match
+// how it serves: the other nodes would call it in the wrong protocol.
+func checkScheme(url string, https bool) error {
+	switch {
+	case https && strings.HasPrefix(url, "http://"):
+		return fmt.Errorf("this node serves HTTPS (TLS_CERT_FILE) but its url in the peer list is %s: make it https:// there, or the other nodes cannot reach it", url)
+	case !https && strings.HasPrefix(url, "https://"):
+		return fmt.Errorf("this node's url in the peer list is %s but it serves plain HTTP: set TLS_CERT_FILE and TLS_KEY_FILE, or make the url http://", url)
+	}
+	return nil
 }
 
 // leasePlan is what the lease manager wants each round: the voters of the

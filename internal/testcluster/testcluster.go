@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
+	"github.com/shoal-db/shoal/internal/devcerts"
 	"github.com/shoal-db/shoal/internal/node"
+	"github.com/shoal-db/shoal/internal/nodetls"
 	"github.com/shoal-db/shoal/internal/testnode"
 )
 
@@ -94,10 +97,11 @@ func (h *History) Overlaps() []string {
 // Node is one node of a test cluster.
 type Node struct {
 	*node.Node
-	ID      string
-	Config  config.Config
-	t       testing.TB
-	stopped bool
+	ID        string
+	Config    config.Config
+	t         testing.TB
+	stopped   bool
+	transport http.RoundTripper // nil: the default
 }
 
 // Stop closes the node gracefully (once).
@@ -114,9 +118,14 @@ func (n *Node) Stop() {
 // Stopped reports whether the node was stopped.
 func (n *Node) Stopped() bool { return n.stopped }
 
-// Client returns a client of this node using token.
+// Client returns a client of this node using token (trusting the
+// cluster's CA when it runs TLS).
 func (n *Node) Client(token string) *testnode.Client {
-	return testnode.NewClient(n.t, n.URL(), token)
+	c := testnode.NewClient(n.t, n.URL(), token)
+	if n.transport != nil {
+		c.HTTP.Transport = n.transport
+	}
+	return c
 }
 
 // Cluster is a running test cluster.
@@ -129,6 +138,10 @@ type Cluster struct {
 	peers     []map[string]any
 	opts      options
 	dir       string
+	// CertDir holds the CA and the nodes' certificates of a TLS cluster
+	// (devcerts' files); "" without TLS.
+	CertDir   string
+	transport http.RoundTripper
 }
 
 // nodeConfig is the configuration of one test node.
@@ -156,7 +169,24 @@ func (c *Cluster) nodeConfig(id string, httpPort, gossipPort int) config.Config 
 	if c.opts.maxMoves > 0 {
 		cfg.MaxConcurrentMoves = c.opts.maxMoves
 	}
+	if c.opts.tls {
+		if err := devcerts.Write(c.CertDir, []string{id}, nil); err != nil {
+			c.t.Fatal(err)
+		}
+		cfg.TLSCertFile = filepath.Join(c.CertDir, devcerts.CertFile(id))
+		cfg.TLSKeyFile = filepath.Join(c.CertDir, devcerts.KeyFile(id))
+		cfg.TLSCAFile = filepath.Join(c.CertDir, devcerts.CAFile)
+		cfg.TLSClientAuth = "require"
+	}
 	return cfg
+}
+
+// scheme is the peers' url scheme.
+func (o options) scheme() string {
+	if o.tls {
+		return "https"
+	}
+	return "http"
 }
 
 // writePeers rewrites the peer list (atomically) and has every running
@@ -184,7 +214,7 @@ func (c *Cluster) AddNode() *Node {
 	c.t.Helper()
 	id := fmt.Sprintf("node%d", len(c.Nodes)+1)
 	ports := testnode.FreePorts(c.t, 2)
-	c.peers = append(c.peers, map[string]any{"id": id, "url": fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+	c.peers = append(c.peers, map[string]any{"id": id, "url": fmt.Sprintf("%s://127.0.0.1:%d", c.opts.scheme(), ports[0]),
 		"gossip": fmt.Sprintf("127.0.0.1:%d", ports[1]), "voter": false})
 	// The new node reads the list with itself in it; the others re-read it.
 	data, _ := json.Marshal(map[string]any{"peers": c.peers})
@@ -228,7 +258,13 @@ type options struct {
 	replaceAfter       time.Duration
 	batchDocs          int
 	noWait             bool
+	tls                bool
 }
+
+// TLS runs the cluster over HTTPS: certificates of a CA of the test's
+// own (Cluster.CertDir), nodes requiring each other's certificates
+// (TLS_CLIENT_AUTH=require), and Node.Client trusting the CA.
+func TLS() Option { return func(o *options) { o.tls = true } }
 
 // NoWait returns from Start as soon as the nodes run, without waiting for
 // masters and replicas: for tests of what a node says while it starts.
@@ -285,7 +321,7 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	}
 	for i := 0; i < n; i++ {
 		doc.Peers = append(doc.Peers, map[string]any{"id": fmt.Sprintf("node%d", i+1),
-			"url": fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]), "gossip": fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), "voter": i < voters})
+			"url": fmt.Sprintf("%s://127.0.0.1:%d", o.scheme(), ports[2*i]), "gossip": fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), "voter": i < voters})
 	}
 	peersFile := filepath.Join(dir, "peers.json")
 	data, _ := json.Marshal(doc)
@@ -293,6 +329,17 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 		t.Fatal(err)
 	}
 	c := &Cluster{Faults: cluster.NewFaults(), History: &History{}, t: t, peersFile: peersFile, peers: doc.Peers, opts: o, dir: dir}
+	if o.tls {
+		c.CertDir = filepath.Join(dir, "certs")
+		if err := devcerts.Write(c.CertDir, []string{"node1"}, nil); err != nil { // the CA
+			t.Fatal(err)
+		}
+		m, err := nodetls.Load(nodetls.Files{CA: filepath.Join(c.CertDir, devcerts.CAFile)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.transport = &http.Transport{TLSClientConfig: m.ClientConfig()}
+	}
 	c.Nodes = make([]*Node, n)
 	for i := 0; i < n; i++ {
 		c.Nodes[i] = c.startNode(c.nodeConfig(fmt.Sprintf("node%d", i+1), ports[2*i], ports[2*i+1]))
@@ -339,7 +386,7 @@ func (c *Cluster) startNode(cfg config.Config) *Node {
 	if err != nil {
 		c.t.Fatalf("starting %s: %v", id, err)
 	}
-	tn := &Node{Node: nd, ID: id, Config: cfg, t: c.t}
+	tn := &Node{Node: nd, ID: id, Config: cfg, t: c.t, transport: c.transport}
 	c.t.Cleanup(tn.Stop)
 	return tn
 }
