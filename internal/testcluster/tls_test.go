@@ -78,6 +78,13 @@ func TestATLSClusterForwardsReplicatesAndFailsOver(t *testing.T) {
 	if r := cl.Do("GET", path+"a", nil, "X-Read-Concern", "linearizable"); r.Status != 200 || r.JSON(t)["m"] != float64(1) {
 		t.Fatalf("the write before the failover, read after it: %d %s", r.Status, r.Body)
 	}
+	// The deletes: a document, then the user.
+	if r := cl.Do("DELETE", path+"b", nil); r.Status != 204 {
+		t.Errorf("DELETE a document: %d %s", r.Status, r.Body)
+	}
+	if r := cl.Do("DELETE", "/v1/users/"+user+"/", nil); r.Status != 200 {
+		t.Errorf("DELETE the user: %d %s", r.Status, r.Body)
+	}
 }
 
 // What a TLS node refuses: /internal/ from a client without a node
