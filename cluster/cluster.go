@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,9 +45,10 @@ type Config struct {
 	// HTTPClient fetches an http(s) peer list (default: a client with a
 	// timeout and TLS).
 	HTTPClient *http.Client
-	// TLS is the client side of node-to-node HTTPS (verifying the other
-	// nodes, presenting this one's certificate); nil: the defaults.
-	TLS *tls.Config
+	// DialTLS dials the other nodes' (and an https peer list's) TLS
+	// connections, verifying them and presenting this node's certificate
+	// (nodetls.Material.DialTLS); nil: the transport's default.
+	DialTLS func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Now is the clock for member states (default time.Now).
 	Now func() time.Time
 	// Gossiper carries other components' state over gossip (the partition
@@ -167,12 +167,17 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg.TLS}}
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		if cfg.DialTLS != nil {
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			t.DialTLSContext = cfg.DialTLS
+			cfg.HTTPClient.Transport = t
+		}
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, events: make(chan event, 4096), reload: make(chan struct{}, 1),
 		join: make(chan struct{}, 1), members: map[string]*memberInfo{}, gossiped: map[string]gossipedNode{}, start: cfg.Now()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, TLSClientConfig: cfg.TLS},
+	c.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, DialTLSContext: cfg.DialTLS},
 		// Never follow a redirect: it would carry signatures and client
 		// tokens to an address outside the peer list.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -29,6 +29,9 @@ import (
 
 type benchOptions struct {
 	url, token string
+	// transport reaches the nodes: it verifies https nodes with --ca (or
+	// $SHOAL_CA, or the shoal dev directory's CA).
+	transport *http.Transport
 	docBytes   int
 	clients    int
 	users      int
@@ -49,7 +52,8 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the whole run (node included when it is its own) to this file")
 	clusterMode := fs.Bool("cluster", false, "measure a running cluster: writes to the master and forwarded, 1 and majority, replication lag, and point reads by read concern")
 	urls := fs.String("urls", "", "with --cluster: the nodes' URLs, comma separated (default: those of the shoal dev directory --dir)")
-	dir := fs.String("dir", ".shoal-dev", "with --cluster: a shoal dev directory for the default --urls and --token")
+	dir := fs.String("dir", ".shoal-dev", "with --cluster: a shoal dev directory for the default --urls, --token and --ca")
+	ca := fs.String("ca", "", "PEM CA to verify https nodes with (default: $SHOAL_CA, else with --cluster DIR/certs/ca.pem when it exists, else the system's roots)")
 	lagWrites := fs.Int("lag-writes", 2000, "with --cluster: how many writes measure the replication lag")
 	lagRate := fs.Int("lag-rate", 500, "with --cluster: writes per second while the replication lag is measured")
 	compare := fs.String("compare", "", "with --cluster: etcd, to drive the cluster and an etcd cluster side by side with the same clients (majority writes against puts) and print the ratio")
@@ -85,6 +89,16 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shoal bench: --rounds must be positive")
 		return 2
 	}
+	caDir := ""
+	if *clusterMode {
+		caDir = *dir
+	}
+	t, err := caTransport(*ca, caDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal bench: %v\n", err)
+		return 2
+	}
+	o.transport = t
 	if *clusterMode {
 		list, tok, err := clusterTargets(*urls, o.token, *dir)
 		if err != nil {
@@ -150,7 +164,8 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%d clients, %d users, %d-byte documents, %s per phase\n\n", o.clients, o.users, o.docBytes, o.duration)
 	payload := strings.Repeat("x", o.docBytes)
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2, MaxConnsPerHost: o.clients * 2}, Timeout: 30 * time.Second}
+	o.transport.MaxIdleConnsPerHost, o.transport.MaxConnsPerHost = o.clients*2, o.clients*2
+	client := &http.Client{Transport: o.transport, Timeout: 30 * time.Second}
 	created := make([][]string, o.clients) // ids written by each client
 	user := func(c int) string { return fmt.Sprintf("bench-user-%d", c%o.users) }
 	writes := runPhase(o, func(c int) error {

@@ -23,7 +23,8 @@ import (
 // majority, the replication lag from a write's acknowledgement to its
 // visibility on the replica, and point reads with each read concern.
 func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout, stderr io.Writer) int {
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2}, Timeout: 30 * time.Second}
+	o.transport.MaxIdleConnsPerHost = o.clients * 2
+	hc := &http.Client{Transport: o.transport, Timeout: 30 * time.Second}
 	// Where every node answers, and where the benchmark user's partition lives.
 	admin := client.New(urls[0], o.token, client.WithHTTPClient(hc))
 	view, err := admin.Cluster(context.Background())

@@ -34,7 +34,8 @@ import (
 // (the etcd binary on PATH: Debian's etcd-server), in a temporary
 // directory it removes when done.
 func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, stdout, stderr io.Writer) int {
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2}, Timeout: 30 * time.Second}
+	o.transport.MaxIdleConnsPerHost = o.clients * 2
+	hc := &http.Client{Transport: o.transport, Timeout: 30 * time.Second}
 	if len(etcdURLs) == 0 {
 		started, stop, err := startEtcd(3, stderr)
 		if err != nil {

@@ -228,7 +228,7 @@ func (d *devProcess) client() *http.Client {
 		if err != nil {
 			return nil
 		}
-		d.hc = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: m.ClientConfig()}}
+		d.hc = &http.Client{Timeout: 2 * time.Second, Transport: m.Transport()}
 	}
 	return d.hc
 }

@@ -54,7 +54,7 @@ func health(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "shoal health: %v\n", err)
 			return 1
 		}
-		hc.Transport = &http.Transport{TLSClientConfig: m.ClientConfig()}
+		hc.Transport = m.Transport()
 	}
 	if err := checkReady(hc, *url, *timeout); err != nil {
 		fmt.Fprintf(stderr, "shoal health: %v\n", err)

@@ -96,22 +96,33 @@ func status(args []string, stdout, stderr io.Writer) int {
 // --ca, $SHOAL_CA, or a `shoal dev --tls` directory's, when one is given
 // or found.
 func clusterHTTPClient(ca, dir string) (*http.Client, error) {
+	t, err := caTransport(ca, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: t}, nil
+}
+
+// caTransport is a transport that verifies https nodes with the CA of
+// --ca, $SHOAL_CA, or a `shoal dev --tls` directory's (dir), when one is
+// given or found; else the default transport's clone.
+func caTransport(ca, dir string) (*http.Transport, error) {
 	if ca == "" {
 		ca = os.Getenv("SHOAL_CA")
 	}
-	if ca == "" {
+	if ca == "" && dir != "" {
 		if p := filepath.Join(devcluster.CertDir(dir), devcerts.CAFile); fileExists(p) {
 			ca = p
 		}
 	}
 	if ca == "" {
-		return http.DefaultClient, nil
+		return (*nodetls.Material)(nil).Transport(), nil
 	}
 	m, err := nodetls.Load(nodetls.Files{CA: ca}, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: m.ClientConfig()}}, nil
+	return m.Transport(), nil
 }
 
 // movesTimeout bounds the question to each other member about its moves.

@@ -53,8 +53,24 @@ func TestComposeTLSVariant(t *testing.T) {
 				t.Errorf("service %s: %s %q, want %q", name, k, got[k], w)
 			}
 		}
-		if !mountsReadOnly(root, svc, filepath.Join(root, "certs"), tlsInside) {
-			t.Errorf("service %s does not mount ./certs read-only at %s", name, tlsInside)
+		// Its own files only: the CA's certificate, its certificate and
+		// key; not the CA's key, not another node's key.
+		var tlsMounts []string
+		for _, v := range svc.Volumes {
+			if strings.HasPrefix(v.Target, tlsInside+"/") || v.Target == tlsInside {
+				tlsMounts = append(tlsMounts, v.Target)
+			}
+		}
+		slices.Sort(tlsMounts)
+		wantMounts := []string{want["TLS_CA_FILE"], want["TLS_KEY_FILE"], want["TLS_CERT_FILE"]}
+		slices.Sort(wantMounts)
+		if !slices.Equal(tlsMounts, wantMounts) {
+			t.Errorf("service %s mounts %v under %s, want exactly %v", name, tlsMounts, tlsInside, wantMounts)
+		}
+		for _, f := range wantMounts {
+			if !mountsReadOnly(root, svc, filepath.Join(root, "certs", filepath.Base(f)), f) {
+				t.Errorf("service %s does not mount ./certs/%s read-only at %s", name, filepath.Base(f), f)
+			}
 		}
 		checkPeersMount(t, root, svc, filepath.Join(root, tlsPeersExample))
 		if hc := svc.HealthCheck; hc == nil || !slices.Equal(hc.Test, types.HealthCheckTest{"CMD", "shoal", "health"}) {

@@ -56,21 +56,62 @@ func Write(dir string, nodes, hosts []string) error {
 		return err
 	}
 	for _, node := range nodes {
-		if node == "" || filepath.Base(node) != node {
-			return fmt.Errorf("node name %q: not a plain name (it names its files)", node)
-		}
-		certPEM, keyPEM, err := nodeCert(ca, caKey, node, hosts)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, CertFile(node)), certPEM, 0o644); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, KeyFile(node)), keyPEM, 0o600); err != nil {
+		if err := writeNode(dir, ca, caKey, node, append([]string{node, "localhost", "127.0.0.1", "::1"}, hosts...)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// WriteExact writes, with the CA in dir (made if missing), a certificate
+// named node that is good for hosts and nothing else: for tests of a
+// certificate presented for the wrong host.
+func WriteExact(dir, node string, hosts []string) error {
+	ca, caKey, err := loadOrMakeCA(dir)
+	if err != nil {
+		return err
+	}
+	return writeNode(dir, ca, caKey, node, hosts)
+}
+
+func writeNode(dir string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, node string, hosts []string) error {
+	if node == "" || filepath.Base(node) != node {
+		return fmt.Errorf("node name %q: not a plain name (it names its files)", node)
+	}
+	certPEM, keyPEM, err := nodeCert(ca, caKey, node, hosts)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(dir, CertFile(node)), certPEM, 0o644); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, KeyFile(node)), keyPEM, 0o600)
+}
+
+// writeFile writes data to a new file beside path with mode perm and
+// renames it over path: a key rewritten where a readable one was is
+// private all the same, and a node that re-reads its files never sees a
+// half-written one.
+func writeFile(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 func loadOrMakeCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
@@ -110,10 +151,10 @@ func loadOrMakeCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := writeFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		return nil, nil, err
 	}
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := writeFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
 		return nil, nil, err
 	}
 	ca, err := x509.ParseCertificate(der)
@@ -135,7 +176,7 @@ func nodeCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, node string, hosts 
 		// A node serves HTTPS and presents itself to the other nodes.
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	for _, h := range append([]string{node, "localhost", "127.0.0.1", "::1"}, hosts...) {
+	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		} else if h != "" {

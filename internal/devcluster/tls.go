@@ -46,7 +46,7 @@ func (s Setup) transport() (http.RoundTripper, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &http.Transport{TLSClientConfig: m.ClientConfig()}, nil
+	return m.Transport(), nil
 }
 
 // nodeTLSEnv is node id's TLS settings, its certificate written first if

@@ -160,11 +160,15 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	if pub == "" && cfg.PeersEndpoint == "" {
 		pub = listenURL(ln, tlsFiles.Serving())
 	}
+	var dialTLS func(ctx context.Context, network, addr string) (net.Conn, error)
+	if tlsFiles != nil {
+		dialTLS = tlsFiles.DialTLS((&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	}
 	table := shard.NewTable(cfg.PartitionCount)
 	cl, err := cluster.Start(ctx, cluster.Config{NodeID: cfg.NodeID, PublicURL: pub, DataDir: cfg.DataDir,
 		PeersEndpoint: cfg.PeersEndpoint, PeersRefresh: cfg.PeersRefresh, GossipAddr: cfg.GossipAddr,
 		Secret: []byte(cfg.ClusterSecret), GossipInterval: cfg.GossipInterval, SuspectTimeout: cfg.GossipSuspectTimeout,
-		Version: Version, Logger: log, Gossiper: tableGossip{table: table, log: log}, Faults: opts.Faults, TLS: tlsFiles.ClientConfig()})
+		Version: Version, Logger: log, Gossiper: tableGossip{table: table, log: log}, Faults: opts.Faults, DialTLS: dialTLS})
 	if err != nil {
 		return fail(err)
 	}

@@ -8,17 +8,23 @@
 // another CA fails the handshake, and a client without one still
 // connects (users' clients need none), so that routes for nodes only
 // (/internal/) check for a verified one themselves. The client
-// side, used for every call to another node and for an https peer list,
-// verifies servers against the CA (the system's roots without one) and
-// presents the node's certificate when asked.
+// side (DialTLS), used for every call to another node and for an https
+// peer list, verifies servers against the CA (the system's roots without
+// one) and for the host dialed, name or IP address, and presents the
+// node's certificate when asked. Files are looked at again at most once a
+// second; open connections keep what they started with.
 package nodetls
 
 import (
+	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -65,12 +71,10 @@ type Material struct {
 	checked time.Time
 }
 
-// stamp is what says a file changed: its modification time and size, per
-// file (cert, key, CA).
-type stamp [3]struct {
-	mod  time.Time
-	size int64
-}
+// stamp is what says a file changed: a hash of its content, per file
+// (cert, key, CA). Times and sizes would miss a key replaced by one of the
+// same size with its time kept (cp -p, rsync -t, tar).
+type stamp [3][sha256.Size]byte
 
 // Load reads the files once (an error names the file and what to do)
 // and returns the material that keeps them current.
@@ -124,17 +128,17 @@ func (m *Material) stampNow() (stamp, error) {
 		if name == "" {
 			continue
 		}
-		fi, err := os.Stat(name)
+		data, err := os.ReadFile(name)
 		if err != nil {
 			return st, fmt.Errorf("TLS file: %w", err)
 		}
-		st[i].mod, st[i].size = fi.ModTime(), fi.Size()
+		st[i] = sha256.Sum256(data)
 	}
 	return st, nil
 }
 
-// current is the certificate and CA to use now: read again when a file
-// changed (looked at once a second at most). Files that do not load
+// current is the certificate and CA to use now: read again when a file's
+// content changed (looked at once a second at most). Files that do not load
 // (a rotation half written, a key that does not match yet) leave the
 // previous ones in use; the next look tries again.
 func (m *Material) current() (*tls.Certificate, *x509.CertPool) {
@@ -187,24 +191,17 @@ func (m *Material) ServerConfig() *tls.Config {
 	}
 }
 
-// ClientConfig is the tls.Config for calls to other nodes and for an
-// https peer list: servers are verified against the current CA (the
-// system's roots without one), and the node's certificate is presented
-// when asked.
-func (m *Material) ClientConfig() *tls.Config {
-	if m == nil {
-		return nil
-	}
+// clientConfig is the tls.Config of one connection to host (a name or an
+// IP address): the server is verified against the CA as it is now (the
+// system's roots without one) and for host, and the node's certificate is
+// presented when asked.
+func (m *Material) clientConfig(host string) *tls.Config {
+	_, pool := m.current()
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		// The server's chain is verified below, against the CA as it is
-		// now: the standard check would hold on to the pool it started
-		// with and miss a rotated CA.
-		InsecureSkipVerify: true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			_, pool := m.current()
-			return verifyServer(cs, pool)
-		},
+		NextProtos: []string{"http/1.1"},
+		RootCAs:    pool,
+		ServerName: host,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			if cert, _ := m.current(); cert != nil {
 				return cert, nil
@@ -214,17 +211,42 @@ func (m *Material) ClientConfig() *tls.Config {
 	}
 }
 
-// verifyServer is the standard check of a server's chain and name.
-func verifyServer(cs tls.ConnectionState, roots *x509.CertPool) error {
-	if len(cs.PeerCertificates) == 0 {
-		return errors.New("the server presented no certificate")
+// handshakeTimeout bounds a TLS handshake without a shorter deadline.
+const handshakeTimeout = 10 * time.Second
+
+// DialTLS is an http.Transport's DialTLSContext for calls to other nodes
+// and for an https peer list: each connection, dialed with dial, verifies
+// the server against the CA as it is now (a config built per connection,
+// so that a CA replaced on disk counts from the next one) and for the host
+// it dials, and presents the node's certificate when asked.
+func (m *Material) DialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+		defer cancel()
+		conn := tls.Client(raw, m.clientConfig(host))
+		if err := conn.HandshakeContext(hctx); err != nil {
+			raw.Close()
+			return nil, fmt.Errorf("TLS with %s: %w (is the node's certificate signed by TLS_CA_FILE and good for %s?)", addr, err, host)
+		}
+		return conn, nil
 	}
-	opts := x509.VerifyOptions{Roots: roots, DNSName: cs.ServerName, Intermediates: x509.NewCertPool()}
-	for _, c := range cs.PeerCertificates[1:] {
-		opts.Intermediates.AddCert(c)
+}
+
+// Transport is an http.Transport with the default one's settings whose
+// https connections go through DialTLS (nil m: the default transport's
+// clone).
+func (m *Material) Transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if m != nil {
+		t.DialTLSContext = m.DialTLS((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	}
-	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-		return fmt.Errorf("the server's certificate does not verify with TLS_CA_FILE: %w", err)
-	}
-	return nil
+	return t
 }

@@ -59,8 +59,8 @@ func get(c *http.Client, url string) (string, error) {
 	return string(b), err
 }
 
-func client(cfg *tls.Config) *http.Client {
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+func client(m *Material) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: m.Transport()}
 }
 
 func TestTheSettingsMustGoTogether(t *testing.T) {
@@ -108,20 +108,20 @@ func TestNodeCertificatesAreVerifiedAndOthersRefused(t *testing.T) {
 	addr := serve(t, load(t, filesFor(dir, "node1", true)))
 	url := "https://" + addr + "/"
 
-	if got, err := get(client(load(t, filesFor(dir, "node2", true)).ClientConfig()), url); err != nil || got != "verified node2" {
+	if got, err := get(client(load(t, filesFor(dir, "node2", true))), url); err != nil || got != "verified node2" {
 		t.Errorf("a node of the cluster: %q, %v; want verified node2", got, err)
 	}
 	anonymous := load(t, Files{CA: filepath.Join(dir, devcerts.CAFile)})
-	if got, err := get(client(anonymous.ClientConfig()), url); err != nil || got != "anonymous" {
+	if got, err := get(client(anonymous), url); err != nil || got != "anonymous" {
 		t.Errorf("a client with the CA and no certificate: %q, %v; want anonymous", got, err)
 	}
 	stranger := filesFor(other, "node2", true)
 	stranger.CA = filepath.Join(dir, devcerts.CAFile) // it trusts the server, the server does not trust it
-	if got, err := get(client(load(t, stranger).ClientConfig()), url); err == nil {
+	if got, err := get(client(load(t, stranger)), url); err == nil {
 		t.Errorf("a certificate from another CA was let in: %q", got)
 	}
 	// A client that does not have the cluster's CA refuses the server.
-	if got, err := get(client(load(t, filesFor(other, "node2", false)).ClientConfig()), url); err == nil || !strings.Contains(err.Error(), "does not verify with TLS_CA_FILE") {
+	if got, err := get(client(load(t, filesFor(other, "node2", false))), url); err == nil || !strings.Contains(err.Error(), "signed by TLS_CA_FILE") {
 		t.Errorf("a server from another CA: %q, %v; want a refusal naming TLS_CA_FILE", got, err)
 	}
 }
@@ -199,5 +199,33 @@ func TestARotatedCertificateIsServedWithoutARestart(t *testing.T) {
 	now = now.Add(checkEvery)
 	if got := served(); got != second {
 		t.Errorf("a key that does not load replaced the certificate in use")
+	}
+}
+
+// A server is verified for the host dialed, an IP address too: a
+// certificate of the cluster's CA that is good for other hosts only is
+// refused (the first version verified by the TLS server name, which Go
+// leaves empty for an IP address, so any certificate of the CA passed for
+// 127.0.0.1).
+func TestAServerIsVerifiedForTheAddressDialed(t *testing.T) {
+	dir := t.TempDir()
+	if err := devcerts.Write(dir, []string{"node1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := devcerts.WriteExact(dir, "elsewhere", []string{"10.9.9.9", "other"}); err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, load(t, filesFor(dir, "elsewhere", false)))
+	c := client(load(t, Files{CA: filepath.Join(dir, devcerts.CAFile)}))
+	if got, err := get(c, "https://"+addr+"/"); err == nil {
+		t.Fatalf("a certificate for 10.9.9.9 and other passed for %s: %q", addr, got)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	if got, err := get(c, "https://localhost:"+port+"/"); err == nil {
+		t.Fatalf("a certificate for 10.9.9.9 and other passed for localhost: %q", got)
+	}
+	good := serve(t, load(t, filesFor(dir, "node1", false)))
+	if got, err := get(c, "https://"+good+"/"); err != nil || got != "anonymous" {
+		t.Fatalf("node1's own certificate at %s: %q, %v", good, got, err)
 	}
 }

@@ -338,7 +338,7 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.transport = &http.Transport{TLSClientConfig: m.ClientConfig()}
+		c.transport = m.Transport()
 	}
 	c.Nodes = make([]*Node, n)
 	for i := 0; i < n; i++ {

@@ -99,7 +99,7 @@ func TestATLSNodeRefusesStrangersOnItsInternalRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: withCA.ClientConfig()}}).Get(url + "/internal/v1/ping")
+	resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: withCA.Transport()}).Get(url + "/internal/v1/ping")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestATLSNodeRefusesStrangersOnItsInternalRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: stranger.ClientConfig()}}).Get(url + "/internal/v1/ping"); err == nil {
+	if resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: stranger.Transport()}).Get(url + "/internal/v1/ping"); err == nil {
 		resp.Body.Close()
 		t.Errorf("a certificate from another CA was let in: %s", resp.Status)
 	}
