@@ -32,10 +32,10 @@ type benchOptions struct {
 	// transport reaches the nodes: it verifies https nodes with --ca (or
 	// $SHOAL_CA, or the shoal dev directory's CA).
 	transport *http.Transport
-	docBytes   int
-	clients    int
-	users      int
-	duration   time.Duration
+	docBytes  int
+	clients   int
+	users     int
+	duration  time.Duration
 }
 
 func bench(args []string, stdout, stderr io.Writer) int {
