@@ -54,27 +54,7 @@ func TestWithOneViewSomeCopyCampaigns(t *testing.T) {
 				Up: up, Lost: func(id string) bool { return false },
 			}
 			ans := Answers{
-				Promote: func(regular []string, up func(string) bool, named string) bool {
-					ps := map[string]record.Position{self: pos[self]}
-					var others []string
-					for _, id := range regular {
-						if id != self && up(id) {
-							others = append(others, id)
-						}
-					}
-					if need := copies - copies/2; len(others)+1 < need {
-						for _, id := range regular {
-							if id != self && !up(id) && gossipUp[id] {
-								others = append(others, id)
-							}
-						}
-					}
-					for _, id := range others {
-						ps[id] = pos[id]
-					}
-					ok, _ := lease.MayCampaign(self, ps, copies, named)
-					return ok
-				},
+				Promote:  promotionRule(self, pos, copies, func(id string) bool { return gossipUp[id] }),
 				TakeOver: func(m string) bool { return gossipUp[m] && pos[self].Compare(pos[m]) >= 0 },
 			}
 			if WantsLease(in, ans) {

@@ -20,6 +20,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/shoal-db/shoal/internal/atomicfile"
 )
 
 // Validity of what Write makes.
@@ -82,36 +84,10 @@ func writeNode(dir string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, node s
 	if err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(dir, CertFile(node)), certPEM, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, CertFile(node)), certPEM, 0o644); err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(dir, KeyFile(node)), keyPEM, 0o600)
-}
-
-// writeFile writes data to a new file beside path with mode perm and
-// renames it over path: a key rewritten where a readable one was is
-// private all the same, and a node that re-reads its files never sees a
-// half-written one.
-func writeFile(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return atomicfile.Write(filepath.Join(dir, KeyFile(node)), keyPEM, 0o600)
 }
 
 func loadOrMakeCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
@@ -128,10 +104,6 @@ func loadOrMakeCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 		ca, err := x509.ParseCertificate(pair.Certificate[0])
 		return ca, key, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
@@ -143,29 +115,43 @@ func loadOrMakeCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 		IsCA:                  true,
 		MaxPathLenZero:        true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ca, key, certPEM, keyPEM, err := issue(tmpl, nil, nil)
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := atomicfile.Write(keyPath, keyPEM, 0o600); err != nil {
+		return nil, nil, err
+	}
+	if err := atomicfile.Write(certPath, certPEM, 0o644); err != nil {
+		return nil, nil, err
+	}
+	return ca, key, nil
+}
+
+// issue makes a key and a certificate of tmpl for it, signed by
+// parentKey as parent (by the new key itself when parent is nil: a CA).
+func issue(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (cert *x509.Certificate, key *ecdsa.PrivateKey, certPEM, keyPEM []byte, err error) {
+	key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		return nil, nil, nil, nil, err
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	if err := writeFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return nil, nil, err
-	}
-	if err := writeFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return nil, nil, err
-	}
-	ca, err := x509.ParseCertificate(der)
-	return ca, key, err
+	cert, err = x509.ParseCertificate(der)
+	return cert, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), err
 }
 
 func nodeCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, node string, hosts []string) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
@@ -183,16 +169,8 @@ func nodeCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, node string, hosts 
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+	_, _, certPEM, keyPEM, err = issue(tmpl, ca, caKey)
+	return certPEM, keyPEM, err
 }
 
 func serial() *big.Int {

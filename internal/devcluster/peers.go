@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/atomicfile"
 	"github.com/shoal-db/shoal/internal/wording"
 )
 
@@ -260,7 +261,7 @@ func writePeerList(path string, list cluster.PeerList, mode os.FileMode) error {
 	if _, err := cluster.ParsePeerList(out, ""); err != nil {
 		return fmt.Errorf("the new peer list would not be valid: %v", err)
 	}
-	if err := writeFileAtomic(path, out, mode); err != nil {
+	if err := atomicfile.Write(path, out, mode); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/internal/atomicfile"
 	"github.com/shoal-db/shoal/internal/devcerts"
 	"github.com/shoal-db/shoal/internal/wording"
 )
@@ -113,7 +114,7 @@ func Prepare(dir string, nodes, httpPort, gossipPort int, keepAnyCount, useTLS b
 	if s.PeersData == nil {
 		s.List = LoopbackPeerList(nodes, httpPort, gossipPort, useTLS)
 		s.PeersData = FormatPeerList(s.List)
-		if err := writeFileAtomic(s.PeersPath, s.PeersData, 0o644); err != nil {
+		if err := atomicfile.Write(s.PeersPath, s.PeersData, 0o644); err != nil {
 			return Setup{}, fmt.Errorf("writing the peer list: %w", err)
 		}
 	}
@@ -130,7 +131,7 @@ func Prepare(dir string, nodes, httpPort, gossipPort int, keepAnyCount, useTLS b
 	if s.AdminToken, err = api.MintToken(secret, api.TokenSpec{Admin: true, Audience: tokenAudience, TTL: tokenTTL}); err != nil {
 		return Setup{}, err
 	}
-	if err := writeFileAtomic(filepath.Join(abs, "admin.token"), []byte(s.AdminToken+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(abs, "admin.token"), []byte(s.AdminToken+"\n"), 0o600); err != nil {
 		return Setup{}, fmt.Errorf("writing the admin token: %w", err)
 	}
 	userToken, err := api.MintToken(secret, api.TokenSpec{User: tokenUser, Audience: tokenAudience, TTL: tokenTTL})
@@ -138,7 +139,7 @@ func Prepare(dir string, nodes, httpPort, gossipPort int, keepAnyCount, useTLS b
 		return Setup{}, err
 	}
 	s.UserTokenPath = filepath.Join(abs, tokenUser+".token")
-	if err := writeFileAtomic(s.UserTokenPath, []byte(userToken+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(s.UserTokenPath, []byte(userToken+"\n"), 0o600); err != nil {
 		return Setup{}, fmt.Errorf("writing the user token: %w", err)
 	}
 	return s, nil
@@ -157,7 +158,7 @@ func loadOrCreateSecrets(path string) (Secrets, bool, error) {
 		s := Secrets{Auth: randomHex(32), Cluster: randomHex(32)}
 		content := "# Secrets of the `shoal dev` cluster in this directory; keep them private.\n" +
 			"AUTH_SECRET=" + s.Auth + "\nCLUSTER_SECRET=" + s.Cluster + "\n"
-		if err := writeFileAtomic(path, []byte(content), 0o600); err != nil {
+		if err := atomicfile.Write(path, []byte(content), 0o600); err != nil {
 			return Secrets{}, false, fmt.Errorf("writing the secrets: %w", err)
 		}
 		return s, true, nil
@@ -197,31 +198,4 @@ func randomHex(n int) string {
 		panic(err) // crypto/rand does not fail on Linux
 	}
 	return hex.EncodeToString(b)
-}
-
-// writeFileAtomic writes data to a temporary file next to path and renames
-// it over path, so a reader sees the old or the new content, never a part.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }
