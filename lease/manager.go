@@ -580,8 +580,20 @@ func (m *Manager) Run(ctx context.Context) {
 // partition first (the writer paused): a commit that passed its lease check
 // before the release could otherwise overlap the next master. It reports
 // whether this node held the lease.
+//
+// This node then skips the partition in its campaign rounds for a TTL,
+// even in a round that decided to want it before the release: the lease
+// is for the node it is handed to (or, if that one does not take it, for
+// the most current copy once the release is a TTL old). Taking it back at
+// once, at the next epoch, beat the receiver's campaign: in CI a draining
+// node did so with 71 leases it had just released, and its drain did not
+// end.
 func (m *Manager) Release(ctx context.Context, partition int) bool {
+	if partition < 0 || partition >= m.cfg.Partitions {
+		return false
+	}
 	m.mu.Lock()
+	m.attempt[partition] = m.cfg.Now().Add(m.cfg.TTL)
 	rel, ok := m.holder.StepDown(partition)
 	voters := m.holder.Voters()
 	m.mu.Unlock()
@@ -597,17 +609,10 @@ func (m *Manager) Release(ctx context.Context, partition int) bool {
 	return true
 }
 
-// Yield releases the lease of partition (like Release: the caller took no
-// write in this tenure, or paused them) and makes this node skip it in the
-// next campaign round, even in a round that decided to want it before the
-// release: a node that found a copy ahead must leave the campaign to it.
+// Yield releases the lease of partition as Release does (the caller took
+// no write in this tenure, or paused them): a node that found a copy ahead
+// leaves the campaign to it.
 func (m *Manager) Yield(ctx context.Context, partition int) bool {
-	if partition < 0 || partition >= m.cfg.Partitions {
-		return false
-	}
-	m.mu.Lock()
-	m.attempt[partition] = m.cfg.Now().Add(m.cfg.TTL)
-	m.mu.Unlock()
 	return m.Release(ctx, partition)
 }
 
