@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -87,10 +88,17 @@ func catchUpWhileOverwriting(t *testing.T, overwrites int) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the replica was never moved past %s by a catch-up", before)
 	}
-	acked, _ := pr.shipper.Acked("r", 0)
-	if acked.Compare(atV2) < 0 {
+	// The replica applied the batch that moved it past version 1 (the
+	// hook runs before its answer reaches the shipper): wait for that
+	// answer. The link is cut from then on, so only that batch can move
+	// the acknowledged position.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := pr.shipper.WaitReplicated(ctx, 0, atV2, func() []string { return []string{"r"} }, 1); err != nil {
+		acked, _ := pr.shipper.Acked("r", 0)
 		t.Fatalf("the catch-up moved the replica to %s, before version 2 of k at %s", acked, atV2)
 	}
+	acked, _ := pr.shipper.Acked("r", 0)
 	for _, line := range partitionContents(t, pr.rstore, 0) {
 		if len(line) > 2 && line[:2] == "k " {
 			if line[:4] == "k v1" {
