@@ -425,8 +425,6 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 	})
 }
 
-// requireSignature admits only node-to-node calls signed with the cluster
-// secret; bearer tokens mean nothing here.
 // requireNodeCertificate refuses, when node certificates are required, a
 // request that did not come over TLS with a client certificate the CA
 // signed (the handshake refuses one from another CA outright).
@@ -444,6 +442,8 @@ func (s *Server) requireNodeCertificate(next http.Handler) http.Handler {
 	})
 }
 
+// requireSignature admits only node-to-node calls signed with the cluster
+// secret; bearer tokens mean nothing here.
 func (s *Server) requireSignature(next http.Handler) http.Handler {
 	if s.cfg.Cluster == nil || s.cfg.Cluster.Signer() == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -609,13 +609,6 @@ func (m *Manager) Release(ctx context.Context, partition int) bool {
 	return true
 }
 
-// Yield releases the lease of partition as Release does (the caller took
-// no write in this tenure, or paused them): a node that found a copy ahead
-// leaves the campaign to it.
-func (m *Manager) Yield(ctx context.Context, partition int) bool {
-	return m.Release(ctx, partition)
-}
-
 // Acquire campaigns for partition now, without waiting for the next round
 // or the retry delay, and waits until this node holds it or ctx ends. The
 // plan must want the partition. A handoff's receiver calls it once the

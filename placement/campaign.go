@@ -98,8 +98,9 @@ type Want struct {
 // takes nothing over, and a nil Retake takes the grant back unchecked.
 type Answers struct {
 	// Promote answers AskPromote: named is the master the table names
-	// when it is up (the copies that did not hear of a later grant wait
-	// for it), "" otherwise; the promotion rule gives it ties.
+	// when this node sees it up or is that master (the other copies wait
+	// for it while it is up), "" otherwise; the promotion rule gives it
+	// ties.
 	Promote  func(regular []string, up func(string) bool, named string) bool
 	TakeOver func(master string) bool
 	Retake   func() bool

@@ -93,7 +93,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	if *clusterMode {
 		caDir = *dir
 	}
-	t, err := caTransport(*ca, caDir)
+	t, err := caTransport(devCA(*ca, caDir))
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal bench: %v\n", err)
 		return 2

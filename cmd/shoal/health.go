@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/client"
-	"github.com/shoal-db/shoal/internal/nodetls"
 )
 
 // health asks a node's /readyz and exits 0 when it answers 200, 1 otherwise.
@@ -29,7 +28,7 @@ func health(args []string, stdout, stderr io.Writer) int {
 	caFile := fs.String("ca", os.Getenv("TLS_CA_FILE"), "PEM CA to verify an https node with (default: TLS_CA_FILE; unset: the system's roots)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal health [--url http://127.0.0.1:8080/readyz] [--timeout 3s]")
+		fmt.Fprintln(stderr, "Usage: shoal health [--url http://127.0.0.1:8080/readyz] [--timeout 3s] [--ca FILE]")
 		fmt.Fprintln(stderr, "Exits 0 when the URL answers 200, else prints why and exits 1 (for container health checks).")
 		fs.PrintDefaults()
 	}
@@ -47,16 +46,12 @@ func health(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shoal health: --timeout must be positive")
 		return 1
 	}
-	hc := &http.Client{}
-	if *caFile != "" {
-		m, err := nodetls.Load(nodetls.Files{CA: *caFile}, nil)
-		if err != nil {
-			fmt.Fprintf(stderr, "shoal health: %v\n", err)
-			return 1
-		}
-		hc.Transport = m.Transport()
+	t, err := caTransport(*caFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal health: %v\n", err)
+		return 1
 	}
-	if err := checkReady(hc, *url, *timeout); err != nil {
+	if err := checkReady(&http.Client{Transport: t}, *url, *timeout); err != nil {
 		fmt.Fprintf(stderr, "shoal health: %v\n", err)
 		return 1
 	}

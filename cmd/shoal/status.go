@@ -65,7 +65,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", ".shoal-dev", "directory of a shoal dev cluster, for the defaults of --url, --token and --ca")
 	ca := fs.String("ca", "", "PEM CA to verify https nodes with (default: $SHOAL_CA, else DIR/certs/ca.pem when it exists, else the system's roots)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal status [--url URL] [--token TOKEN] [--dir .shoal-dev]")
+		fmt.Fprintln(stderr, "Usage: shoal status [--url URL] [--token TOKEN] [--dir .shoal-dev] [--ca FILE]")
 		fmt.Fprintln(stderr, "Shows the cluster as one node sees it: its peer list, every member's state and partitions")
 		fmt.Fprintln(stderr, "(GET /v1/cluster), and the partitions moving, asked of every member that is UP.")
 		fs.PrintDefaults()
@@ -77,11 +77,12 @@ func status(args []string, stdout, stderr io.Writer) int {
 	token, tokenFrom := statusToken(*tok, *dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	hc, err := clusterHTTPClient(*ca, *dir)
+	t, err := caTransport(devCA(*ca, *dir))
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal status: %v\n", err)
 		return 1
 	}
+	hc := &http.Client{Transport: t}
 	st, err := client.New(target.url, token, client.WithHTTPClient(hc)).Cluster(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal status: %s\n", explainStatusError(err, target, tokenFrom))
@@ -92,21 +93,10 @@ func status(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// clusterHTTPClient is a client that verifies https nodes with the CA of
-// --ca, $SHOAL_CA, or a `shoal dev --tls` directory's, when one is given
-// or found.
-func clusterHTTPClient(ca, dir string) (*http.Client, error) {
-	t, err := caTransport(ca, dir)
-	if err != nil {
-		return nil, err
-	}
-	return &http.Client{Transport: t}, nil
-}
-
-// caTransport is a transport that verifies https nodes with the CA of
-// --ca, $SHOAL_CA, or a `shoal dev --tls` directory's (dir), when one is
-// given or found; else the default transport's clone.
-func caTransport(ca, dir string) (*http.Transport, error) {
+// devCA is the CA the cluster commands verify https nodes with: --ca,
+// else $SHOAL_CA, else a `shoal dev --tls` directory's (dir, "" for
+// none) when it exists; "" for none (the system's roots).
+func devCA(ca, dir string) string {
 	if ca == "" {
 		ca = os.Getenv("SHOAL_CA")
 	}
@@ -115,8 +105,14 @@ func caTransport(ca, dir string) (*http.Transport, error) {
 			ca = p
 		}
 	}
+	return ca
+}
+
+// caTransport is a transport that verifies https nodes with the CA in the
+// file ca; with ca "", the default transport's clone.
+func caTransport(ca string) (*http.Transport, error) {
 	if ca == "" {
-		return (*nodetls.Material)(nil).Transport(), nil
+		return http.DefaultTransport.(*http.Transport).Clone(), nil
 	}
 	m, err := nodetls.Load(nodetls.Files{CA: ca}, nil)
 	if err != nil {

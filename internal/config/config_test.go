@@ -63,6 +63,10 @@ func TestRefusals(t *testing.T) {
 		{"document limit over MongoDB's", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "MAX_DOCUMENT_BYTES": "33554432"}, "", "MAX_DOCUMENT_BYTES 33554432 is out of range"},
 		{"no fields", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "MAX_DOCUMENT_FIELDS": "0"}, "", "MAX_DOCUMENT_FIELDS 0"},
 		{"token lifetime too short", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TOKEN_MAX_TTL": "10s"}, "", "TOKEN_MAX_TTL 10s is too short"},
+		{"a certificate without its key", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TLS_CERT_FILE": "node1.pem"}, "", "TLS_CERT_FILE and TLS_KEY_FILE go together"},
+		{"node certificates required without a CA", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TLS_CERT_FILE": "node1.pem", "TLS_KEY_FILE": "node1-key.pem", "TLS_CLIENT_AUTH": "require"}, "", "TLS_CLIENT_AUTH=require needs"},
+		{"an unknown client auth", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TLS_CLIENT_AUTH": "maybe"}, "", `TLS_CLIENT_AUTH "maybe"`},
+		{"an http public url under TLS", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TLS_CERT_FILE": "node1.pem", "TLS_KEY_FILE": "node1-key.pem", "PUBLIC_URL": "http://db.example:8080"}, "", "PUBLIC_URL http://db.example:8080 is http://"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

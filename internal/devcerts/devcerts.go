@@ -65,6 +65,15 @@ func Write(dir string, nodes, hosts []string) error {
 	return nil
 }
 
+// WriteCA writes a CA into dir, unless it already holds one.
+func WriteCA(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	_, _, err := loadOrMakeCA(dir)
+	return err
+}
+
 // WriteExact writes, with the CA in dir (made if missing), a certificate
 // named node that is good for hosts and nothing else: for tests of a
 // certificate presented for the wrong host.

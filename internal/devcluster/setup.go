@@ -119,10 +119,15 @@ func Prepare(dir string, nodes, httpPort, gossipPort int, keepAnyCount, useTLS b
 		}
 	}
 	if s.TLS = usesTLS(s.List); s.TLS {
-		if err := devcerts.Write(CertDir(abs), SortedIDs(s.List), nil); err != nil {
-			return Setup{}, fmt.Errorf("writing the certificates: %w", err)
+		if err := devcerts.WriteCA(CertDir(abs)); err != nil {
+			return Setup{}, fmt.Errorf("writing the development CA: %w", err)
 		}
-		s.Notes = append(s.Notes, "wrote a development CA and the nodes' certificates in "+CertDir(abs)+" (clients: curl --cacert "+s.CAPath()+")")
+		for _, id := range SortedIDs(s.List) {
+			if err := s.ensureCert(id); err != nil {
+				return Setup{}, err
+			}
+		}
+		s.Notes = append(s.Notes, "the development CA and the nodes' certificates are in "+CertDir(abs)+" (clients: curl --cacert "+s.CAPath()+")")
 		if s.Transport, err = s.transport(); err != nil {
 			return Setup{}, err
 		}

@@ -154,8 +154,12 @@ func TestPrepareWithTLS(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+	key := readFile(t, filepath.Join(CertDir(s.Dir), "node1-key.pem"))
 	if again, err := Prepare(dir, 3, 8081, 7947, true, false); err != nil || !again.TLS {
 		t.Errorf("the same directory without --tls: TLS %v, %v", again.TLS, err)
+	}
+	if !bytes.Equal(readFile(t, filepath.Join(CertDir(s.Dir), "node1-key.pem")), key) {
+		t.Errorf("a second run replaced node1's key: a restart of shoal dev keeps the nodes' certificates")
 	}
 	env, err := s.nodeTLSEnv("node4")
 	if err != nil || len(env) != 4 || env[3] != [2]string{"TLS_CLIENT_AUTH", "require"} {

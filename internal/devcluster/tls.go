@@ -49,18 +49,29 @@ func (s Setup) transport() (http.RoundTripper, error) {
 	return m.Transport(), nil
 }
 
+// ensureCert writes node id's certificate unless it has one already (a
+// restart of `shoal dev` keeps the nodes' keys).
+func (s Setup) ensureCert(id string) error {
+	dir := CertDir(s.Dir)
+	if _, err := os.Stat(filepath.Join(dir, devcerts.CertFile(id))); err == nil {
+		return nil
+	}
+	if err := devcerts.Write(dir, []string{id}, nil); err != nil {
+		return fmt.Errorf("writing %s's certificate: %w", id, err)
+	}
+	return nil
+}
+
 // nodeTLSEnv is node id's TLS settings, its certificate written first if
-// it has none yet.
+// it has none yet (a node added while the cluster runs).
 func (s Setup) nodeTLSEnv(id string) ([][2]string, error) {
 	if !s.TLS {
 		return nil, nil
 	}
-	dir := CertDir(s.Dir)
-	cert, key := filepath.Join(dir, devcerts.CertFile(id)), filepath.Join(dir, devcerts.KeyFile(id))
-	if _, err := os.Stat(cert); err != nil {
-		if err := devcerts.Write(dir, []string{id}, nil); err != nil {
-			return nil, fmt.Errorf("writing %s's certificate: %w", id, err)
-		}
+	if err := s.ensureCert(id); err != nil {
+		return nil, err
 	}
-	return [][2]string{{"TLS_CERT_FILE", cert}, {"TLS_KEY_FILE", key}, {"TLS_CA_FILE", s.CAPath()}, {"TLS_CLIENT_AUTH", "require"}}, nil
+	dir := CertDir(s.Dir)
+	return [][2]string{{"TLS_CERT_FILE", filepath.Join(dir, devcerts.CertFile(id))}, {"TLS_KEY_FILE", filepath.Join(dir, devcerts.KeyFile(id))},
+		{"TLS_CA_FILE", s.CAPath()}, {"TLS_CLIENT_AUTH", "require"}}, nil
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/shoal-db/shoal/internal/devcerts"
 	"github.com/shoal-db/shoal/internal/node"
 	"github.com/shoal-db/shoal/internal/testnode"
 	"github.com/shoal-db/shoal/store"
@@ -158,5 +161,46 @@ func TestAPausedSwapGivesWayToATenureThatBegins(t *testing.T) {
 	}
 	if backoff := <-outcome; backoff {
 		t.Fatal("a swap woken by a tenure that began backs off; it should give way and be tried again at once")
+	}
+}
+
+// A node refuses to start when its own url in the peer list does not
+// match how it serves: the other nodes would call it in the wrong
+// protocol.
+func TestANodeRefusesAPeerListURLOfTheWrongScheme(t *testing.T) {
+	certs := t.TempDir()
+	if err := devcerts.Write(certs, []string{"node1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, scheme string
+		tls          bool
+		want         string
+	}{
+		{"HTTPS listed as http", "http", true, "make it https:// there"},
+		{"plain HTTP listed as https", "https", false, "serves plain HTTP"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ports := testnode.FreePorts(t, 2)
+			peers := filepath.Join(t.TempDir(), "peers.json")
+			list := fmt.Sprintf(`{"peers":[{"id":"node1","url":"%s://127.0.0.1:%d","gossip":"127.0.0.1:%d","voter":true}]}`, c.scheme, ports[0], ports[1])
+			if err := os.WriteFile(peers, []byte(list), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg := testnode.Config(t.TempDir())
+			cfg.NodeID, cfg.PeersEndpoint, cfg.ClusterSecret = "node1", peers, "test-cluster-secret-0123"
+			cfg.HTTPAddr, cfg.GossipAddr = fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
+			if c.tls {
+				cfg.TLSCertFile, cfg.TLSKeyFile = filepath.Join(certs, devcerts.CertFile("node1")), filepath.Join(certs, devcerts.KeyFile("node1"))
+			}
+			n, err := node.Start(context.Background(), cfg, testnode.Logger(t))
+			if err == nil {
+				n.Close(context.Background())
+				t.Fatal("the node started")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one saying %q", err, c.want)
+			}
+		})
 	}
 }

@@ -107,7 +107,7 @@ type promotionLeases interface {
 	RecordEpoch(p int) uint64
 	RecordStale(p int) bool
 	Ended(ctx context.Context, ps []int) []lease.EndedLease
-	Yield(ctx context.Context, p int) bool
+	Release(ctx context.Context, p int) bool
 	// NewestLists is the latest lists of regular copies of an epoch
 	// before the given one that the voters keep (lease.Manager.NewestLists).
 	NewestLists(p int, before uint64) []*record.CopyList
@@ -478,11 +478,13 @@ func (pr *promotion) confirm(ctx context.Context) {
 			pr.wakeTenures()
 		case stepDown:
 			// No write was taken in this tenure (it was not confirmed),
-			// so releasing the lease at once is safe.
+			// so releasing the lease at once is safe; the release keeps
+			// this node out of the next campaign rounds for a TTL, so the
+			// copy ahead campaigns.
 			pr.log.Warn("won a partition by the promotion rule, but a copy is ahead; stepping down so that it campaigns",
 				"partition", p, "epoch", c.epoch, "why", why)
 			pr.listAhead(p, c.epoch, up, own)
-			pr.leases.Yield(ctx, p)
+			pr.leases.Release(ctx, p)
 			pr.mu.Lock()
 			delete(pr.unconfirmed, p)
 			delete(pr.asks, p) // answers heard before are stale: ask again

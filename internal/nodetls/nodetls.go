@@ -54,7 +54,8 @@ func (f Files) Check() error {
 	return nil
 }
 
-// checkEvery bounds how often a handshake looks at the files' times.
+// checkEvery bounds how often a handshake reads the files to see whether
+// they changed.
 const checkEvery = time.Second
 
 // Material is a node's current TLS certificate and CA, re-read when
@@ -241,12 +242,9 @@ func (m *Material) DialTLS(dial func(ctx context.Context, network, addr string) 
 }
 
 // Transport is an http.Transport with the default one's settings whose
-// https connections go through DialTLS (nil m: the default transport's
-// clone).
+// https connections go through DialTLS.
 func (m *Material) Transport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	if m != nil {
-		t.DialTLSContext = m.DialTLS((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	}
+	t.DialTLSContext = m.DialTLS((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	return t
 }

@@ -331,7 +331,7 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	c := &Cluster{Faults: cluster.NewFaults(), History: &History{}, t: t, peersFile: peersFile, peers: doc.Peers, opts: o, dir: dir}
 	if o.tls {
 		c.CertDir = filepath.Join(dir, "certs")
-		if err := devcerts.Write(c.CertDir, []string{"node1"}, nil); err != nil { // the CA
+		if err := devcerts.WriteCA(c.CertDir); err != nil {
 			t.Fatal(err)
 		}
 		m, err := nodetls.Load(nodetls.Files{CA: filepath.Join(c.CertDir, devcerts.CAFile)}, nil)
