@@ -59,6 +59,9 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	compare := fs.String("compare", "", "with --cluster: etcd, to drive the cluster and an etcd cluster side by side with the same clients (majority writes against puts) and print the ratio")
 	etcdURLs := fs.String("etcd", "", "with --compare etcd: the client URLs of a running etcd cluster, comma separated (default: start three etcd members on loopback, from the etcd on PATH)")
 	rounds := fs.Int("rounds", 3, "with --compare: rounds of each, alternating")
+	scale := fs.Int("scale", 0, fmt.Sprintf("measure what each operation costs against the size of its collection: with a node of its own and the document cache off, "+
+		"fill one user's collection with %d documents and another's with this many, then time GET, PUT, PATCH, DELETE, a filtered query page and the collection list on both (0: off)", scaleBaseline))
+	samples := fs.Int("samples", 200, "with --scale: how many times each operation is timed on each collection")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: shoal bench [--url URL --token TOKEN] [flags]")
 		fmt.Fprintln(stderr, "Drives REST writes (POST) then point reads (GET) and prints ops/s and latency percentiles.")
@@ -66,6 +69,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "(one document per commit, a get by key) and prints the ratio Shoal/raw.")
 		fmt.Fprintln(stderr, "With --cluster it measures a running cluster (default: the one `shoal dev` runs) instead;")
 		fmt.Fprintln(stderr, "with --cluster --compare etcd it drives that cluster and an etcd cluster side by side.")
+		fmt.Fprintln(stderr, "With --scale N it times each operation on a collection of 1000 documents and on one of N.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +92,12 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	case *rounds < 1:
 		fmt.Fprintln(stderr, "shoal bench: --rounds must be positive")
 		return 2
+	case *scale != 0 && (*clusterMode || o.url != ""):
+		fmt.Fprintln(stderr, "shoal bench: --scale runs a node of its own (it turns the document cache off and reads the node's memory); leave out --cluster and --url")
+		return 2
+	case *scale != 0 && (*scale < scaleBaseline || *samples < 1 || *samples > scaleBaseline/2):
+		fmt.Fprintf(stderr, "shoal bench: --scale must be at least %d and --samples from 1 to %d\n", scaleBaseline, scaleBaseline/2)
+		return 2
 	}
 	caDir := ""
 	if *clusterMode {
@@ -99,6 +109,9 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.transport = t
+	if *scale != 0 {
+		return scaleBench(o, *scale, *samples, stdout, stderr)
+	}
 	if *clusterMode {
 		list, tok, err := clusterTargets(*urls, o.token, *dir)
 		if err != nil {
@@ -165,7 +178,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	payload := strings.Repeat("x", o.docBytes)
 
 	o.transport.MaxIdleConnsPerHost, o.transport.MaxConnsPerHost = o.clients*2, o.clients*2
-	client := &http.Client{Transport: o.transport, Timeout: 30 * time.Second}
+	client := httpClient(o)
 	created := make([][]string, o.clients) // ids written by each client
 	user := func(c int) string { return fmt.Sprintf("bench-user-%d", c%o.users) }
 	writes := runPhase(o, func(c int) error {
@@ -221,6 +234,17 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		return raw.Commit(ctx, partitions+c, []engine.Write{{Doc: d, Insert: true}})
 	})
 	report(stdout, "raw engine commit, one document", rawWrites)
+	// The same, one commit at a time: each waits for its own sync, which
+	// concurrent commits share in the engine's log.
+	one := o
+	one.clients = 1
+	rawOne := runPhase(one, func(int) error {
+		id := doc.NewID()
+		d := &store.Doc{Key: store.DocKey("bench-raw", "bench", id), User: "bench-raw", Coll: "bench", ID: id, Version: 1,
+			Pos: store.Position{Epoch: 1, Seq: rawSeq.Add(1)}, Updated: time.Now(), Body: map[string]any{"payload": payload, "client": int64(0)}}
+		return raw.Commit(ctx, partitions, []engine.Write{{Doc: d, Insert: true}})
+	})
+	report(stdout, "raw engine commit, one writer", rawOne)
 	// Reads go to the same data Shoal wrote, by the same keys, so both
 	// sides read the same documents.
 	rawReads := runPhase(o, func(c int) error {
@@ -233,8 +257,14 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		return err
 	})
 	report(stdout, "raw engine get, same documents", rawReads)
-	fmt.Fprintf(stdout, "\nShoal/raw: writes %.2fx, point reads %.2fx\n", writes.rate()/rawWrites.rate(), reads.rate()/rawReads.rate())
-	return exitFor(writes, reads, rawWrites, rawReads)
+	fmt.Fprintf(stdout, "\nShoal/raw: writes %.2fx (%.2fx the one writer), point reads %.2fx\n",
+		writes.rate()/rawWrites.rate(), writes.rate()/rawOne.rate(), reads.rate()/rawReads.rate())
+	return exitFor(writes, reads, rawWrites, rawOne, rawReads)
+}
+
+// httpClient is the benchmark's HTTP client over its transport.
+func httpClient(o benchOptions) *http.Client {
+	return &http.Client{Transport: o.transport, Timeout: 30 * time.Second}
 }
 
 type phaseResult struct {

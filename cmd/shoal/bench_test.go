@@ -25,13 +25,38 @@ func TestBenchRunsEveryPhase(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"REST writes (POST)", "REST point reads (GET)", "raw engine commit, one document", "raw engine get, same documents", "Shoal/raw: writes"} {
+	for _, want := range []string{"REST writes (POST)", "REST point reads (GET)", "raw engine commit, one document", "raw engine commit, one writer",
+		"raw engine get, same documents", "Shoal/raw: writes"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out.String())
 		}
 	}
 	if strings.Contains(out.String(), "first error") {
 		t.Errorf("bench reported errors:\n%s", out.String())
+	}
+}
+
+// --scale fills two collections and times every operation on both: each
+// operation's line carries both sizes and their ratio, and each memory line
+// a growth in MiB.
+func TestBenchScaleTimesEveryOperationAtBothSizes(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "--scale", "1200", "--samples", "3", "--clients", "4", "--doc-bytes", "64"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	for _, op := range []string{"GET (uncached)", "PUT replace", "PATCH", "DELETE", "query, filter, limit 10", "list collections"} {
+		if !regexp.MustCompile(regexp.QuoteMeta(op) + `\s+\S+\s+\S+\s+[0-9.]+x\n`).MatchString(out.String()) {
+			t.Errorf("no line with two p50s and a ratio for %q:\n%s", op, out.String())
+		}
+	}
+	if n := len(regexp.MustCompile(`on 1200 documents, (first|again): \S+, resident memory \+[0-9.]+ MiB`).FindAllString(out.String(), -1)); n != 4 {
+		t.Errorf("%d memory lines, want 4:\n%s", n, out.String())
+	}
+	for _, args := range [][]string{{"--scale", "10"}, {"--scale", "2000", "--cluster"}, {"--scale", "2000", "--samples", "0"}} {
+		if code := run(append([]string{"bench"}, args...), &out, &errb); code != 2 {
+			t.Errorf("bench %v: exit %d, want 2", args, code)
+		}
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 // visibility on the replica, and point reads with each read concern.
 func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout, stderr io.Writer) int {
 	o.transport.MaxIdleConnsPerHost = o.clients * 2
-	hc := &http.Client{Transport: o.transport, Timeout: 30 * time.Second}
+	hc := httpClient(o)
 	// Where every node answers, and where the benchmark user's partition lives.
 	admin := client.New(urls[0], o.token, client.WithHTTPClient(hc))
 	view, err := admin.Cluster(context.Background())

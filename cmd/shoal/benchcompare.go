@@ -35,7 +35,7 @@ import (
 // directory it removes when done.
 func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, stdout, stderr io.Writer) int {
 	o.transport.MaxIdleConnsPerHost = o.clients * 2
-	hc := &http.Client{Transport: o.transport, Timeout: 30 * time.Second}
+	hc := httpClient(o)
 	if len(etcdURLs) == 0 {
 		started, stop, err := startEtcd(3, stderr)
 		if err != nil {
