@@ -1,0 +1,125 @@
+package testcluster_test
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-db/shoal/internal/testcluster"
+	"github.com/shoal-db/shoal/internal/testnode"
+	"github.com/shoal-db/shoal/shard"
+)
+
+var moveDocs = flag.Int("move-docs", 100000, "BenchmarkAPartitionMovesToANewNode: documents in the partition that moves")
+
+// BenchmarkAPartitionMovesToANewNode measures how fast a partition moves:
+// a three-node cluster, one user's collection of -move-docs 1 KiB
+// documents in a partition whose preferred master the fourth node will be,
+// then the fourth node added to the peer list. It reports documents per
+// second over the copy (from the first look that sees it copying to the
+// first that sees it past copying) and over the whole move (from the peer
+// list edit to the new node holding the lease). Run it once:
+//
+//	go test -run '^$' -bench APartitionMoves -benchtime 1x ./internal/testcluster/
+func BenchmarkAPartitionMovesToANewNode(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		c := testcluster.Start(b, 3)
+		token := testnode.AdminToken(b)
+		p, user := movingPartition(b)
+		c.WaitForMasters(30 * time.Second)
+		from := c.MasterOf(p)
+		filled := fillUser(b, c.Node(from).Client(token), user, *moveDocs)
+		b.Logf("partition %d on %s: %d documents in %s", p, from, *moveDocs, filled.Round(time.Millisecond))
+
+		b.StartTimer()
+		added := time.Now()
+		c.AddNode()
+		var copyStart, copyEnd time.Time
+		testnode.Eventually(b, 10*time.Minute, fmt.Sprintf("partition %d mastered by node4", p), func() (bool, string) {
+			phase := ""
+			for _, m := range c.Node(from).Moves() {
+				if m.Partition == p {
+					phase = m.Phase
+				}
+			}
+			now := time.Now()
+			switch {
+			case phase == "copying" && copyStart.IsZero():
+				copyStart = now
+			case phase != "copying" && !copyStart.IsZero() && copyEnd.IsZero():
+				copyEnd = now
+			}
+			return c.MasterOf(p) == "node4", fmt.Sprintf("master %q, move %q", c.MasterOf(p), phase)
+		})
+		whole := time.Since(added)
+		b.StopTimer()
+		if copyStart.IsZero() || copyEnd.IsZero() {
+			b.Fatalf("the copy was never seen under way (%v, %v): nothing to time", copyStart, copyEnd)
+		}
+		copied := copyEnd.Sub(copyStart)
+		b.ReportMetric(float64(*moveDocs)/copied.Seconds(), "copy-docs/s")
+		b.ReportMetric(float64(*moveDocs)/whole.Seconds(), "move-docs/s")
+		b.Logf("copy %s, whole move %s (peer list edit to lease on node4)", copied.Round(time.Millisecond), whole.Round(time.Millisecond))
+		c.StopAll()
+	}
+}
+
+// movingPartition finds a partition whose preferred master a fourth node
+// would be, and a user placed in it.
+func movingPartition(b *testing.B) (int, string) {
+	var members []shard.Member
+	for i := 1; i <= 4; i++ {
+		members = append(members, shard.Member{ID: fmt.Sprintf("node%d", i), Sharding: true, Replica: true, Voter: i <= 3})
+	}
+	ring, err := shard.NewRing(members, testcluster.Partitions)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		u := fmt.Sprintf("mover%d", i)
+		if p := shard.PartitionOf(u, testcluster.Partitions); ring.Owner(p) == "node4" {
+			return p, u
+		}
+	}
+}
+
+// fillUser writes docs 1 KiB documents to user's collection through cl,
+// from 32 clients at once, and returns how long it took.
+func fillUser(b *testing.B, cl *testnode.Client, user string, docs int) time.Duration {
+	start := time.Now()
+	body := `{"payload":"` + strings.Repeat("x", 1024) + `"}`
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed error
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range next {
+				r, err := cl.TryDo("PUT", fmt.Sprintf("/v1/users/%s/collections/c/documents/d%08d", user, k), body)
+				if err == nil && r.Status != 201 {
+					err = fmt.Errorf("status %d", r.Status)
+				}
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for k := range docs {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	if failed != nil {
+		b.Fatalf("filling %s: %v", user, failed)
+	}
+	return time.Since(start)
+}
