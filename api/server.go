@@ -259,6 +259,9 @@ func (s *Server) routes() chi.Router {
 	})
 	r.Get("/readyz", s.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	// Outside the /v1 group below, so that it needs no token (see
+	// serveOpenAPI).
+	r.Get("/v1/openapi.json", serveOpenAPI)
 	r.Route("/internal", func(r chi.Router) {
 		r.Use(s.requireNodeCertificate, s.requireSignature)
 		r.Get("/v1/ping", func(w http.ResponseWriter, r *http.Request) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"iter"
 	"net/http"
 	"net/url"
@@ -55,8 +54,12 @@ type WriteOptions struct {
 type ReadOptions struct {
 	// Concern is X-Read-Concern: "local", "majority" or "linearizable".
 	Concern string
-	// Preference is X-Read-Preference: "master" or "local" ("": the
-	// node's routing).
+	// Preference is X-Read-Preference: "master", "nearest" (this node's
+	// copy if it holds one, else another) or "local" (only this node's
+	// copy; 421, ErrMisdirected, if it holds none) ("": the node's
+	// routing, master first). A client of several nodes sends nearest and
+	// local reads to the first of its nodes that holds a copy, and
+	// follows a 421 to the master it names; the others to the master.
 	Preference string
 	// After is X-Consistency-Token: a token a write or read answered; the
 	// copy that answers holds at least that state (read your writes).
@@ -84,35 +87,36 @@ var (
 	ErrConflict           = errors.New("conflict (409)")            // POST with an _id that exists
 	ErrPreconditionFailed = errors.New("precondition failed (412)") // If-Match did not match
 	ErrTimeout            = errors.New("timeout (504)")             // the write concern was not confirmed in time: the write may or may not be applied
+	ErrMisdirected        = errors.New("misdirected (421)")         // the node holds no copy the request asks for (X-Read-Preference: local); the error names the master
 )
 
 // Create stores a new document (POST): with the id the body's _id gives,
 // or one the node generates. ErrConflict when that _id exists.
 func (c *Client) Create(ctx context.Context, user, coll string, doc any, o WriteOptions) (Document, error) {
-	return c.document(ctx, http.MethodPost, collectionPath(user, coll)+"/documents", doc, o.headers(), http.StatusCreated)
+	return c.document(ctx, o.call(http.MethodPost, user, collectionPath(user, coll)+"/documents", http.StatusCreated), doc)
 }
 
 // Get reads a document; ErrNotFound when there is none.
 func (c *Client) Get(ctx context.Context, user, coll, id string, o ReadOptions) (Document, error) {
-	return c.document(ctx, http.MethodGet, documentPath(user, coll, id), nil, o.headers(), http.StatusOK)
+	return c.document(ctx, o.call(user, documentPath(user, coll, id), ""), nil)
 }
 
 // Put creates or replaces a document whole; created says which it did.
 func (c *Client) Put(ctx context.Context, user, coll, id string, doc any, o WriteOptions) (d Document, created bool, err error) {
-	d, err = c.document(ctx, http.MethodPut, documentPath(user, coll, id), doc, o.headers(), http.StatusOK, http.StatusCreated)
+	d, err = c.document(ctx, o.call(http.MethodPut, user, documentPath(user, coll, id), http.StatusOK, http.StatusCreated), doc)
 	return d, err == nil && d.status == http.StatusCreated, err
 }
 
 // Patch applies a JSON merge patch (RFC 7396: null removes a field) to an
 // existing document; ErrNotFound when there is none.
 func (c *Client) Patch(ctx context.Context, user, coll, id string, patch any, o WriteOptions) (Document, error) {
-	return c.document(ctx, http.MethodPatch, documentPath(user, coll, id), patch, o.headers(), http.StatusOK)
+	return c.document(ctx, o.call(http.MethodPatch, user, documentPath(user, coll, id), http.StatusOK), patch)
 }
 
 // Delete deletes a document and returns the consistency token of its
 // deletion; ErrNotFound when there is none.
 func (c *Client) Delete(ctx context.Context, user, coll, id string, o WriteOptions) (token string, err error) {
-	resp, err := c.send(ctx, http.MethodDelete, documentPath(user, coll, id), "", nil, o.headers(), http.StatusNoContent)
+	resp, err := c.send(ctx, o.call(http.MethodDelete, user, documentPath(user, coll, id), http.StatusNoContent))
 	if err != nil {
 		return "", err
 	}
@@ -145,7 +149,7 @@ func (c *Client) Documents(ctx context.Context, user, coll string, q Query, o Re
 		}
 		path := collectionPath(user, coll) + "/documents"
 		for {
-			resp, err := c.send(ctx, http.MethodGet, path, v.Encode(), nil, o.headers(), http.StatusOK)
+			resp, err := c.send(ctx, o.call(user, path, v.Encode()))
 			if err != nil {
 				yield(Document{}, err)
 				return
@@ -174,7 +178,7 @@ func (c *Client) Documents(ctx context.Context, user, coll string, q Query, o Re
 // Collections lists the user's collections with their document counts.
 func (c *Client) Collections(ctx context.Context, user string) ([]Collection, error) {
 	path := "/v1/users/" + url.PathEscape(user) + "/collections"
-	resp, err := c.send(ctx, http.MethodGet, path, "", nil, nil, http.StatusOK)
+	resp, err := c.send(ctx, ReadOptions{}.call(user, path, ""))
 	if err != nil {
 		return nil, err
 	}
@@ -187,22 +191,22 @@ func (c *Client) Collections(ctx context.Context, user string) ([]Collection, er
 	return out.Collections, nil
 }
 
-// document sends a request whose answer is a document.
-func (c *Client) document(ctx context.Context, method, path string, body any, headers map[string]string, want ...int) (Document, error) {
-	var data []byte
+// document sends k (with body, if any, as its JSON) and decodes its
+// answer, a document.
+func (c *Client) document(ctx context.Context, k call, body any) (Document, error) {
 	if body != nil {
 		var err error
-		if data, err = json.Marshal(body); err != nil {
+		if k.body, err = json.Marshal(body); err != nil {
 			return Document{}, err
 		}
 	}
-	resp, err := c.send(ctx, method, path, "", data, headers, want...)
+	resp, err := c.send(ctx, k)
 	if err != nil {
 		return Document{}, err
 	}
 	var fields map[string]any
 	if err := decodeJSON(resp.body, &fields); err != nil || fields == nil {
-		return Document{}, &AnswerError{Method: method, Path: path, What: "document", ContentType: resp.header.Get("Content-Type"), Err: err, Missing: "a JSON object"}
+		return Document{}, &AnswerError{Method: k.method, Path: k.path, What: "document", ContentType: resp.header.Get("Content-Type"), Err: err, Missing: "a JSON object"}
 	}
 	d := documentOf(fields, resp.header.Get("X-Consistency-Token"))
 	d.status = resp.status
@@ -227,57 +231,18 @@ func decodeJSON(b []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// sent is an answer of one of the wanted statuses, read whole.
-type sent struct {
-	status int
-	header http.Header
-	body   []byte
+// call is a write of user's data at path, answered by one of want: sent
+// to the partition's master.
+func (o WriteOptions) call(method, user, path string, want ...int) call {
+	return call{method: method, path: path, headers: o.headers(), want: want, user: user, toMaster: true}
 }
 
-// send sends a request to path (with the query string query and the JSON
-// body, if any) and returns its answer when its status is one of want;
-// any other status is an *HTTPError.
-func (c *Client) send(ctx context.Context, method, path, query string, body []byte, headers map[string]string, want ...int) (sent, error) {
-	u := c.base + path
-	if query != "" {
-		u += "?" + query
-	}
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, r)
-	if err != nil {
-		return sent{}, err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return sent{}, err
-	}
-	defer resp.Body.Close()
-	ok := false
-	for _, w := range want {
-		ok = ok || resp.StatusCode == w
-	}
-	if !ok {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
-		return sent{}, newHTTPError(method, path, resp, b)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
-	if err != nil {
-		return sent{}, &bodyError{err}
-	}
-	return sent{status: resp.StatusCode, header: resp.Header, body: b}, nil
+// call is a read of user's data at path (with the query string query):
+// sent to the partition's master, but with preference nearest or local,
+// to a copy.
+func (o ReadOptions) call(user, path, query string) call {
+	return call{method: http.MethodGet, path: path, query: query, headers: o.headers(), want: []int{http.StatusOK}, user: user,
+		toMaster: o.Preference != "nearest" && o.Preference != "local"}
 }
 
 func (o WriteOptions) headers() map[string]string {

@@ -86,3 +86,63 @@ func ExampleClient_Documents() {
 	// n1 3
 	// n3 3
 }
+
+// A client of the three nodes of a cluster (the example's own, on
+// loopback). It finds where alice's partition lives and sends her write,
+// with write concern majority (acknowledged once a majority of the
+// partition's copies hold it), to the partition's master itself; the read
+// goes to the first of its nodes holding a copy, and the write's
+// consistency token makes whichever copy answers hold that write.
+func ExampleWithNodes() {
+	urls := exampleCluster()
+	token, _ := api.MintToken([]byte(exampleSecret), api.TokenSpec{User: "alice", Audience: "shoal", TTL: time.Hour})
+	c := client.New(urls[0], token, client.WithNodes(urls[1:]...))
+	ctx := context.Background()
+
+	d, err := c.Create(ctx, "alice", "notes", map[string]any{"title": "first"}, client.WriteOptions{Concern: "majority"})
+	fmt.Println(d.Version, err)
+
+	got, err := c.Get(ctx, "alice", "notes", d.ID, client.ReadOptions{Preference: "nearest", After: d.Token})
+	fmt.Println(got.Fields["title"], got.Version, err)
+	// Output:
+	// 1 <nil>
+	// first 1 <nil>
+}
+
+// A node's refusal is an *HTTPError: its status, the problem's stable
+// type, what the node said (a 412 says which version is current), and a
+// sentinel to match with errors.Is. A write whose outcome is unknown
+// matches ErrOutcomeUnknown: the client did not send it again, and only a
+// read tells whether it was applied.
+func ExampleHTTPError() {
+	urls := exampleCluster()
+	token, _ := api.MintToken([]byte(exampleSecret), api.TokenSpec{User: "bob", Audience: "shoal", TTL: time.Hour})
+	c := client.New(urls[0], token, client.WithNodes(urls[1:]...))
+	ctx := context.Background()
+	c.Create(ctx, "bob", "notes", map[string]any{"_id": "n1", "title": "first"}, client.WriteOptions{})
+
+	_, err := c.Create(ctx, "bob", "notes", map[string]any{"_id": "n1"}, client.WriteOptions{})
+	var he *client.HTTPError
+	if errors.As(err, &he) {
+		fmt.Println(he.StatusCode, he.Problem.Type, errors.Is(err, client.ErrConflict))
+	}
+
+	_, _, err = c.Put(ctx, "bob", "notes", "n1", map[string]any{"title": "late"}, client.WriteOptions{IfMatch: "7"})
+	if errors.As(err, &he) && errors.Is(err, client.ErrPreconditionFailed) {
+		fmt.Println(he.StatusCode, "current version", *he.Problem.Current)
+	}
+
+	d, err := c.Create(ctx, "bob", "notes", map[string]any{"title": "once"}, client.WriteOptions{Concern: "majority"})
+	switch {
+	case errors.Is(err, client.ErrOutcomeUnknown):
+		fmt.Println("applied or not: read before writing again")
+	case err != nil:
+		fmt.Println("not applied:", err)
+	default:
+		fmt.Println("created, version", d.Version)
+	}
+	// Output:
+	// 409 urn:shoal:problem:already-exists true
+	// 412 current version 1
+	// created, version 1
+}

@@ -1,0 +1,237 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shoal-db/shoal/api"
+)
+
+// Which failures a call is tried again after: a write only after one that
+// proves it was not applied, a read after any a node may not repeat.
+func TestRetryable(t *testing.T) {
+	answer := func(status int, typ string) error {
+		e := &HTTPError{StatusCode: status}
+		if typ != "" {
+			e.Problem = &api.Problem{Type: typ, Status: status}
+		}
+		return e
+	}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	for _, tc := range []struct {
+		name        string
+		err         error
+		write, read bool
+	}{
+		{"421 not the master", answer(421, api.TypeMisdirected), true, true},
+		{"503 unavailable: nothing written", answer(503, api.TypeUnavailable), true, true},
+		{"503 outcome unknown: the lease ran out after the commit", answer(503, api.TypeTimeout), false, true},
+		{"503 of a proxy, no problem", answer(503, ""), false, true},
+		{"504 write concern not met", answer(504, api.TypeTimeout), false, false},
+		{"500 internal", answer(500, api.TypeInternal), false, false},
+		{"502 of a proxy", answer(502, ""), false, false},
+		{"409 already exists", answer(409, api.TypeAlreadyExists), false, false},
+		{"412 precondition failed", answer(412, api.TypePreconditionFailed), false, false},
+		{"404 not found", answer(404, api.TypeNotFound), false, false},
+		{"a refused dial: never sent", fmt.Errorf("Post: %w", refused), true, true},
+		{"a connection reset, read: sent or not", fmt.Errorf("Get: %w", reset), true, true},
+		{"a write unanswered after it was sent", &UnansweredError{Err: reset}, false, false},
+		{"the caller's context ended", fmt.Errorf("Get: %w", context.DeadlineExceeded), false, false},
+		{"the caller cancelled", context.Canceled, false, false},
+		{"a 200 whose body broke off", &bodyError{errors.New("unexpected EOF")}, false, false},
+		{"a 200 that is not Shoal's", &AnswerError{What: "document"}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := retryable(true, tc.err); got != tc.write {
+				t.Errorf("write: retryable %v, want %v", got, tc.write)
+			}
+			if got := retryable(false, tc.err); got != tc.read {
+				t.Errorf("read: retryable %v, want %v", got, tc.read)
+			}
+		})
+	}
+}
+
+// ErrOutcomeUnknown matches exactly the failures of a write that the
+// client does not send again for not knowing whether it was applied.
+func TestOutcomeUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		status int
+		typ    string
+		want   bool
+	}{
+		{"POST", 504, api.TypeTimeout, true},
+		{"PUT", 503, api.TypeTimeout, true},
+		{"DELETE", 503, "", true},
+		{"PATCH", 500, api.TypeInternal, true},
+		{"POST", 503, api.TypeUnavailable, false},
+		{"POST", 421, api.TypeMisdirected, false},
+		{"PUT", 412, api.TypePreconditionFailed, false},
+		{"GET", 504, api.TypeTimeout, false},
+		{"GET", 503, api.TypeTimeout, false},
+	} {
+		e := &HTTPError{Method: tc.method, StatusCode: tc.status}
+		if tc.typ != "" {
+			e.Problem = &api.Problem{Type: tc.typ}
+		}
+		if got := errors.Is(e, ErrOutcomeUnknown); got != tc.want {
+			t.Errorf("%s answered %d %s: ErrOutcomeUnknown %v, want %v", tc.method, tc.status, tc.typ, got, tc.want)
+		}
+	}
+	u := &UnansweredError{Method: "POST", Err: fmt.Errorf("Post: %w", syscall.ECONNRESET)}
+	if !errors.Is(u, ErrOutcomeUnknown) || !errors.Is(u, syscall.ECONNRESET) {
+		t.Errorf("%v: not ErrOutcomeUnknown or not ECONNRESET", u)
+	}
+}
+
+// The waits double from Backoff up to MaxBackoff, each drawn between half
+// and all of it, and are at least a Retry-After up to MaxRetryAfter.
+func TestWait(t *testing.T) {
+	r := Retry{Attempts: 9, Backoff: 100 * time.Millisecond, MaxBackoff: time.Second, MaxRetryAfter: 3 * time.Second}
+	for _, tc := range []struct {
+		n          int
+		retryAfter time.Duration
+		r01        float64
+		want       time.Duration
+	}{
+		{1, 0, 0, 50 * time.Millisecond},
+		{1, 0, 0.999999, 100 * time.Millisecond},
+		{2, 0, 0.5, 150 * time.Millisecond},
+		{4, 0, 0, 400 * time.Millisecond},
+		{5, 0, 0.999999, time.Second},
+		{30, 0, 0, 500 * time.Millisecond},
+		{1, time.Second, 0, time.Second},
+		{1, time.Minute, 0, 3 * time.Second},
+		{5, 100 * time.Millisecond, 0.999999, time.Second},
+	} {
+		if got := r.wait(tc.n, tc.retryAfter, tc.r01); got < tc.want-time.Millisecond || got > tc.want {
+			t.Errorf("wait(%d, %s, %v) = %s, want %s", tc.n, tc.retryAfter, tc.r01, got, tc.want)
+		}
+	}
+	if d := (Retry{Attempts: 1}).withDefaults(); d.Attempts != 1 || d.Backoff != DefaultRetry().Backoff || d.MaxRetryAfter != DefaultRetry().MaxRetryAfter {
+		t.Errorf("withDefaults %+v", d)
+	}
+	if d := (Retry{Backoff: 5 * time.Second}).withDefaults(); d.MaxBackoff != 5*time.Second || d.Attempts != DefaultRetry().Attempts {
+		t.Errorf("withDefaults of a Backoff over the default MaxBackoff: %+v", d)
+	}
+}
+
+func TestRetryAfterHeader(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"": 0, "1": time.Second, "120": 2 * time.Minute, "soon": 0, "-1": 0,
+		now.Add(7 * time.Second).Format(http.TimeFormat): 7 * time.Second,
+		now.Add(-time.Hour).Format(http.TimeFormat):      0,
+	} {
+		if got := retryAfter(v, now); got != want {
+			t.Errorf("Retry-After %q: %s, want %s", v, got, want)
+		}
+	}
+}
+
+// Where calls go as the client learns: the master for writes, the first
+// node holding a copy for local reads, nodes that refused connections
+// passed over, every node tried once before any twice, and an epoch never
+// going back.
+func TestRoutesChoose(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := newRoutes([]string{"http://a", "http://b", "http://c"}, func() time.Time { return now })
+	if !r.needsLookup("alice", true) || r.needsLookup("alice", false) {
+		t.Fatal("a user never looked up: a write looks it up, a read for a copy does not")
+	}
+	if got := r.choose("alice", true, nil); got != "http://a" {
+		t.Errorf("nothing known: %s, want the first node", got)
+	}
+	view := api.PlacementView{Master: "n3", Epoch: 4, Responsible: []string{"n3", "n2"}}
+	if r.learnView("http://a", "n1", "alice", view) {
+		t.Error("the lookup stopped while the master's URL is not known")
+	}
+	if !r.needsLookup("alice", true) {
+		t.Error("the master's URL not known, and not every id: look up")
+	}
+	if !r.learnView("http://c", "n3", "alice", view) {
+		t.Error("the lookup went on once the master's URL was known")
+	}
+	if r.needsLookup("alice", true) || r.needsLookup("alice", false) {
+		t.Error("a lookup with everything needed known")
+	}
+	if got := r.choose("alice", true, nil); got != "http://c" {
+		t.Errorf("write: %s, want the master's node", got)
+	}
+	// b's id is not known yet: the first node holding a copy is c.
+	if got := r.choose("alice", false, nil); got != "http://c" {
+		t.Errorf("local read: %s, want c", got)
+	}
+	r.learnView("http://b", "n2", "alice", view)
+	if got := r.choose("alice", false, nil); got != "http://b" {
+		t.Errorf("local read: %s, want b, the first holding a copy", got)
+	}
+
+	// An older epoch is refused; a 421's master of an older epoch too.
+	r.learnView("http://a", "n1", "alice", api.PlacementView{Master: "n1", Epoch: 3, Responsible: []string{"n1"}})
+	r.learnMaster("alice", "n1", 2)
+	if got := r.choose("alice", true, nil); got != "http://c" {
+		t.Errorf("after older news: %s, want c still", got)
+	}
+	// A 421 naming a newer master is followed.
+	r.learnMaster("alice", "n2", 5)
+	if got := r.choose("alice", true, nil); got != "http://b" {
+		t.Errorf("after a 421 naming n2 at epoch 5: %s, want b", got)
+	}
+	// A write served by another node teaches the master.
+	r.servedWrite("alice", "n1")
+	if got := r.choose("alice", true, nil); got != "http://a" {
+		t.Errorf("after a write served by n1: %s, want a", got)
+	}
+
+	// a refuses connections: passed over for downFor, and every node was
+	// tried: a new round, the nodes not down first.
+	r.unreachable("http://a")
+	if got := r.choose("alice", true, nil); got != "http://b" {
+		t.Errorf("the master's node down: %s, want b", got)
+	}
+	all := map[string]bool{"http://a": true, "http://b": true, "http://c": true}
+	if got := r.choose("alice", true, all); got != "http://b" {
+		t.Errorf("every node tried: %s, want the first not down", got)
+	}
+	if got := r.lookupOrder("http://b"); !slices.Equal(got, []string{"http://c", "http://b"}) {
+		t.Errorf("lookup order %v: the down node left out, the failed one last", got)
+	}
+	now = now.Add(downFor)
+	if got := r.choose("alice", true, map[string]bool{"http://b": true}); got != "http://a" {
+		t.Errorf("after downFor: %s, want a again", got)
+	}
+
+	// A failure marks the placement stale: looked up again.
+	r.failed("alice")
+	if !r.needsLookup("alice", true) || !r.needsLookup("alice", false) {
+		t.Error("a stale placement not looked up again")
+	}
+
+	// A client of one node asks it, whatever it learns.
+	one := newRoutes([]string{"http://only"}, time.Now)
+	one.unreachable("http://only")
+	if one.needsLookup("alice", true) || one.choose("alice", true, map[string]bool{"http://only": true}) != "http://only" {
+		t.Error("a client of one node did not ask its node")
+	}
+}
+
+// The users remembered are bounded.
+func TestRoutesForget(t *testing.T) {
+	r := newRoutes([]string{"http://a", "http://b"}, time.Now)
+	for i := range maxUsers + 1 {
+		r.learnView("http://a", "n1", fmt.Sprint("u", i), api.PlacementView{Master: "n1", Epoch: 1})
+	}
+	if n := len(r.users); n != 1 {
+		t.Errorf("%d users remembered, want 1 after the reset", n)
+	}
+}

@@ -1,0 +1,299 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shoal-db/shoal/api"
+)
+
+// Bounds of what a client remembers and how long it waits for a hint.
+const (
+	// downFor is how long a node that refused a connection (or whose
+	// connection failed) is passed over by every call, unless no other
+	// node is left.
+	downFor = 5 * time.Second
+	// lookupTimeout bounds one placement lookup: a hint is not worth the
+	// whole call's time.
+	lookupTimeout = 3 * time.Second
+	// maxUsers bounds the users whose placement is remembered; past it
+	// the client forgets them all and learns again.
+	maxUsers = 4096
+)
+
+// placement is what a client believes of where one user's partition
+// lives.
+type placement struct {
+	master string   // the master's node id ("": not known)
+	epoch  uint64   // its lease epoch, as far as known
+	copies []string // node ids holding a copy (the responsible list), master first
+	// stale marks a placement a call failed with: it is looked up again
+	// (on another node than the one that failed) before it is used.
+	stale bool
+}
+
+// routes is what a client has learnt of the cluster: which node id each
+// of its URLs answers as, which nodes refuse connections, and each user's
+// placement. All of it is a hint: a wrong one costs a forward or a retry,
+// never a wrong answer. Its methods decide; the Client does the I/O.
+type routes struct {
+	nodes []string // base URLs, in the order to prefer them
+	now   func() time.Time
+
+	mu    sync.Mutex
+	ids   map[string]string    // node URL -> node id
+	down  map[string]time.Time // node URL -> passed over until then
+	users map[string]placement
+}
+
+func newRoutes(nodes []string, now func() time.Time) *routes {
+	return &routes{nodes: nodes, now: now, ids: map[string]string{}, down: map[string]time.Time{}, users: map[string]placement{}}
+}
+
+// isDown reports whether node is passed over now (r.mu held).
+func (r *routes) isDown(node string) bool {
+	until, ok := r.down[node]
+	return ok && r.now().Before(until)
+}
+
+// urlOf is the first of the client's nodes, in its order, that answers as
+// node id, is not down and was not tried ("" if none) (r.mu held).
+func (r *routes) urlOf(id string, tried map[string]bool) string {
+	if id == "" {
+		return ""
+	}
+	for _, u := range r.nodes {
+		if r.ids[u] == id && !tried[u] && !r.isDown(u) {
+			return u
+		}
+	}
+	return ""
+}
+
+// allKnown reports whether every node's id is known (r.mu held).
+func (r *routes) allKnown() bool {
+	for _, u := range r.nodes {
+		if r.ids[u] == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// needsLookup reports whether a call for user should look the placement
+// up before it is sent: a call for the master whose master is not known
+// (or not at a known URL while some node's id is not known yet), any call
+// after a failure, and a read for a copy that knows no copy's URL while
+// some node's id is not known. A read for a copy of a user never looked
+// up goes to the first node as it is: any node serves it, or names the
+// master in a 421.
+func (r *routes) needsLookup(user string, toMaster bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.nodes) < 2 {
+		return false
+	}
+	pl, ok := r.users[user]
+	switch {
+	case !ok:
+		return toMaster
+	case pl.stale:
+		return true
+	case toMaster:
+		return pl.master == "" || r.urlOf(pl.master, nil) == "" && !r.allKnown()
+	}
+	for _, id := range pl.copies {
+		if r.urlOf(id, nil) != "" {
+			return false
+		}
+	}
+	return !r.allKnown()
+}
+
+// choose is the node to send a call for user to: the master (toMaster) or
+// the first of the client's nodes holding a copy, when known and neither
+// down nor tried by this call; otherwise the first node neither down nor
+// tried; otherwise the first not tried, then the first not down (every
+// node was tried: a new round).
+func (r *routes) choose(user string, toMaster bool, tried map[string]bool) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.nodes) == 1 {
+		return r.nodes[0]
+	}
+	if pl, ok := r.users[user]; ok {
+		if toMaster {
+			if u := r.urlOf(pl.master, tried); u != "" {
+				return u
+			}
+		} else {
+			for _, u := range r.nodes {
+				if id := r.ids[u]; id != "" && slices.Contains(pl.copies, id) && !tried[u] && !r.isDown(u) {
+					return u
+				}
+			}
+		}
+	}
+	for _, ok := range []func(string) bool{
+		func(u string) bool { return !tried[u] && !r.isDown(u) },
+		func(u string) bool { return !tried[u] },
+		func(u string) bool { return !r.isDown(u) },
+	} {
+		for _, u := range r.nodes {
+			if ok(u) {
+				return u
+			}
+		}
+	}
+	return r.nodes[0]
+}
+
+// lookupOrder is the nodes to ask for a placement, in turn: the client's
+// nodes that are not down, avoid (the node a call just failed at, whose
+// view is likely behind) last.
+func (r *routes) lookupOrder(avoid string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var order []string
+	for _, u := range r.nodes {
+		if u != avoid && !r.isDown(u) {
+			order = append(order, u)
+		}
+	}
+	if avoid != "" && !r.isDown(avoid) {
+		order = append(order, avoid)
+	}
+	return order
+}
+
+// set stores user's placement (r.mu held), forgetting every user's when
+// too many are remembered.
+func (r *routes) set(user string, pl placement) {
+	if _, ok := r.users[user]; !ok && len(r.users) >= maxUsers {
+		clear(r.users)
+	}
+	r.users[user] = pl
+}
+
+// learnView takes node's answer to a placement lookup for user: node
+// answers as servedBy, and the view replaces the user's placement unless
+// it is of an older epoch than the one known (an epoch never goes back),
+// or names no master. It reports whether the lookup may stop: the
+// master's URL is known, or every node's id is.
+func (r *routes) learnView(node, servedBy, user string, v api.PlacementView) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if servedBy != "" {
+		r.ids[node] = servedBy
+	}
+	delete(r.down, node)
+	cur, ok := r.users[user]
+	if !ok || v.Master != "" && v.Epoch >= cur.epoch {
+		cur = placement{master: v.Master, epoch: v.Epoch, copies: slices.Clone(v.Responsible)}
+		if v.Master != "" && !slices.Contains(cur.copies, v.Master) {
+			cur.copies = append([]string{v.Master}, cur.copies...)
+		}
+	}
+	cur.stale = false
+	r.set(user, cur)
+	return cur.master != "" && r.urlOf(cur.master, nil) != "" || r.allKnown()
+}
+
+// learnMaster takes the master (and epoch) a 421 named for user, unless
+// an epoch as new is known: the master holds a copy, and is where the
+// call goes next.
+func (r *routes) learnMaster(user, master string, epoch uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.users[user]; ok && cur.epoch > epoch {
+		return
+	}
+	r.set(user, placement{master: master, epoch: epoch, copies: []string{master}})
+}
+
+// servedWrite takes the node that served a write of user (X-Served-By of
+// a success: the master, whether the node asked forwarded it or not) as
+// the user's master.
+func (r *routes) servedWrite(user, servedBy string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, ok := r.users[user]
+	if !ok || servedBy == "" || cur.master == servedBy {
+		return
+	}
+	cur.master, cur.stale = servedBy, false
+	if !slices.Contains(cur.copies, servedBy) {
+		cur.copies = append([]string{servedBy}, cur.copies...)
+	}
+	r.set(user, cur)
+}
+
+// answered notes that node answered.
+func (r *routes) answered(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.down, node)
+}
+
+// unreachable passes node over for downFor.
+func (r *routes) unreachable(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.down[node] = r.now().Add(downFor)
+}
+
+// failed marks user's placement stale after a call for it failed at a
+// node in a way worth trying again.
+func (r *routes) failed(user string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.users[user]; ok {
+		cur.stale = true
+		r.users[user] = cur
+	}
+}
+
+// lookUp asks the client's nodes, in turn, where user's partition lives,
+// until the master's URL is known (or every node's id is): each answer
+// teaches the id of the node that gave it. A node that does not answer is
+// passed over; an answer refusing the request (a 4xx: a token of another
+// user, a name the node refuses) ends the lookup, as the call itself will
+// be refused the same way and says why.
+func (c *Client) lookUp(ctx context.Context, user, avoid string) {
+	path := "/v1/users/" + url.PathEscape(user) + "/placement"
+	for _, node := range c.routes.lookupOrder(avoid) {
+		if ctx.Err() != nil {
+			return
+		}
+		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		a, err := c.try(lctx, node, call{method: http.MethodGet, path: path, want: []int{http.StatusOK}})
+		cancel()
+		var he *HTTPError
+		switch {
+		case errors.As(err, &he) && he.StatusCode < 500:
+			c.routes.answered(node)
+			return
+		case errors.As(err, &he):
+			c.routes.answered(node)
+			continue
+		case err != nil:
+			if ctx.Err() == nil {
+				c.routes.unreachable(node)
+			}
+			continue
+		}
+		var v api.PlacementView
+		if json.Unmarshal(a.body, &v) != nil {
+			continue
+		}
+		if c.routes.learnView(node, a.header.Get(headerServedBy), user, v) {
+			return
+		}
+	}
+}
