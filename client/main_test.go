@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/internal/config"
+	"github.com/shoal-db/shoal/internal/freeport"
 	"github.com/shoal-db/shoal/internal/node"
 	"github.com/shoal-db/shoal/internal/testcluster"
 )
@@ -56,7 +56,7 @@ func startExampleCluster() error {
 		return err
 	}
 	shared.dir = dir
-	ports, err := freePorts(6)
+	ports, err := freeport.Find(6)
 	if err != nil {
 		return err
 	}
@@ -133,34 +133,4 @@ func stopExampleCluster() {
 	if shared.dir != "" {
 		os.RemoveAll(shared.dir)
 	}
-}
-
-// freePorts is n ports on 127.0.0.1 free for both TCP and UDP right now
-// (gossip uses both on one port).
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var hold []interface{ Close() error }
-	defer func() {
-		for _, h := range hold {
-			h.Close()
-		}
-	}()
-	for attempts := 0; len(ports) < n; attempts++ {
-		if attempts > 100*n {
-			return nil, fmt.Errorf("no %d free ports", n)
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			l.Close()
-			continue
-		}
-		hold = append(hold, l, u)
-		ports = append(ports, port)
-	}
-	return ports, nil
 }

@@ -151,28 +151,15 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	var raw engine.Documents
 	partitions := shard.DefaultPartitionCount
 	if o.url == "" {
-		dir, err := os.MkdirTemp("", "shoal-bench-")
+		own, err := startOwnNode(ctx, "shoal-bench-", stderr, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
 			return 1
 		}
-		defer os.RemoveAll(dir)
-		cfg := config.Defaults()
-		cfg.NodeID, cfg.HTTPAddr, cfg.DataDir = "bench", "127.0.0.1:0", dir
-		cfg.AuthSecret = "bench-secret-" + doc.NewID()
-		n, err := node.Start(ctx, cfg, newLogger(stderr, "warn"))
-		if err != nil {
-			fmt.Fprintf(stderr, "shoal bench: starting a node: %v\n", err)
-			return 1
-		}
-		defer n.Close(ctx)
-		o.url = n.URL()
-		if o.token, err = api.MintToken([]byte(cfg.AuthSecret), api.TokenSpec{Admin: true, Audience: cfg.TokenAudience, TTL: cfg.TokenMaxTTL}); err != nil {
-			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
-			return 1
-		}
-		raw, partitions = n.Store().Engine(), cfg.PartitionCount
-		fmt.Fprintf(stdout, "node of its own at %s (embedded store in %s)\n", o.url, dir)
+		defer own.close(ctx)
+		o.url, o.token = own.node.URL(), own.token
+		raw, partitions = own.node.Store().Engine(), own.cfg.PartitionCount
+		fmt.Fprintf(stdout, "node of its own at %s (embedded store in %s)\n", o.url, own.dir)
 	}
 	fmt.Fprintf(stdout, "%d clients, %d users, %d-byte documents, %s per phase\n\n", o.clients, o.users, o.docBytes, o.duration)
 	payload := strings.Repeat("x", o.docBytes)
@@ -260,6 +247,48 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "\nShoal/raw: writes %.2fx (%.2fx the one writer), point reads %.2fx\n",
 		writes.rate()/rawWrites.rate(), writes.rate()/rawOne.rate(), reads.rate()/rawReads.rate())
 	return exitFor(writes, reads, rawWrites, rawOne, rawReads)
+}
+
+// ownNode is a node the benchmark started for itself, in a temporary
+// directory, with an admin token.
+type ownNode struct {
+	node  *node.Node
+	cfg   config.Config
+	dir   string
+	token string
+}
+
+// startOwnNode starts a node of the benchmark's own in a new temporary
+// directory named after prefix; tweak (if not nil) changes its settings.
+func startOwnNode(ctx context.Context, prefix string, stderr io.Writer, tweak func(*config.Config)) (*ownNode, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	cfg := config.Defaults()
+	cfg.NodeID, cfg.HTTPAddr, cfg.DataDir = "bench", "127.0.0.1:0", dir
+	cfg.AuthSecret = "bench-secret-" + doc.NewID()
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	n, err := node.Start(ctx, cfg, newLogger(stderr, "warn"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting a node: %w", err)
+	}
+	token, err := api.MintToken([]byte(cfg.AuthSecret), api.TokenSpec{Admin: true, Audience: cfg.TokenAudience, TTL: cfg.TokenMaxTTL})
+	if err != nil {
+		n.Close(ctx)
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &ownNode{node: n, cfg: cfg, dir: dir, token: token}, nil
+}
+
+// close stops the node and removes its directory.
+func (o *ownNode) close(ctx context.Context) {
+	o.node.Close(ctx)
+	os.RemoveAll(o.dir)
 }
 
 // httpClient is the benchmark's HTTP client over its transport.

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/shoal-db/shoal/internal/torture"
+	"github.com/shoal-db/shoal/internal/freeport"
 )
 
 // compareEtcd drives a running Shoal cluster (urls) and an etcd cluster
@@ -126,7 +126,7 @@ func startEtcd(n int, stderr io.Writer) (urls []string, stop func(), err error) 
 		}
 		os.RemoveAll(dir)
 	}
-	ports, err := torture.FreePorts(2 * n)
+	ports, err := freeport.Find(2 * n)
 	if err != nil {
 		stop()
 		return nil, nil, err

@@ -13,11 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shoal-db/shoal/api"
-	"github.com/shoal-db/shoal/api/doc"
 	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/internal/config"
-	"github.com/shoal-db/shoal/internal/node"
 )
 
 // scaleBaseline is the size of the small collection every figure of
@@ -33,27 +30,15 @@ const scaleBaseline = 1000
 // the large collection raises the process's resident memory.
 func scaleBench(o benchOptions, size, samples int, stdout, stderr io.Writer) int {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "shoal-bench-scale-")
+	own, err := startOwnNode(ctx, "shoal-bench-scale-", stderr, func(cfg *config.Config) {
+		cfg.DocCacheBytes = 0 // every GET reads the store
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "shoal bench: %v\n", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	cfg := config.Defaults()
-	cfg.NodeID, cfg.HTTPAddr, cfg.DataDir = "bench", "127.0.0.1:0", dir
-	cfg.AuthSecret = "bench-secret-" + doc.NewID()
-	cfg.DocCacheBytes = 0 // every GET reads the store
-	n, err := node.Start(ctx, cfg, newLogger(stderr, "warn"))
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal bench: starting a node: %v\n", err)
-		return 1
-	}
-	defer n.Close(ctx)
-	token, err := api.MintToken([]byte(cfg.AuthSecret), api.TokenSpec{Admin: true, Audience: cfg.TokenAudience, TTL: cfg.TokenMaxTTL})
-	if err != nil {
-		fmt.Fprintf(stderr, "shoal bench: %v\n", err)
-		return 1
-	}
+	defer own.close(ctx)
+	n, token, dir := own.node, own.token, own.dir
 	o.transport.MaxIdleConnsPerHost, o.transport.MaxConnsPerHost = o.clients*2, o.clients*2
 	c := client.New(n.URL(), token, client.WithHTTPClient(httpClient(o)))
 	fmt.Fprintf(stdout, "node of its own at %s (embedded store in %s, document cache off)\n", n.URL(), dir)

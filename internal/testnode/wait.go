@@ -1,10 +1,10 @@
 package testnode
 
 import (
-	"fmt"
-	"net"
 	"testing"
 	"time"
+
+	"github.com/shoal-db/shoal/internal/freeport"
 )
 
 // Eventually polls cond until it holds or timeout passes, then fails the
@@ -31,29 +31,9 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (b
 // UDP right now (gossip uses both on one port).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var ports []int
-	var hold []interface{ Close() error }
-	defer func() {
-		for _, h := range hold {
-			h.Close()
-		}
-	}()
-	for attempts := 0; len(ports) < n; attempts++ {
-		if attempts > 100*n {
-			t.Fatalf("could not find %d free ports", n)
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			l.Close()
-			continue
-		}
-		hold = append(hold, l, u)
-		ports = append(ports, port)
+	ports, err := freeport.Find(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

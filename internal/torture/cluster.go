@@ -21,6 +21,7 @@ import (
 	shoalclient "github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
+	"github.com/shoal-db/shoal/internal/freeport"
 )
 
 // The cluster runner's gossip timing: quick enough that a dead node is
@@ -155,7 +156,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 		for range all { // a namespace each: the same ports for all
 			ports = append(ports, 8080, 7946)
 		}
-	} else if ports, err = FreePorts(2 * all); err != nil {
+	} else if ports, err = freeport.Find(2 * all); err != nil {
 		return c, err
 	}
 	c.HTTP = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: c.Dial, MaxIdleConnsPerHost: 4}}
@@ -259,36 +260,6 @@ func randomSecret() string {
 	b := make([]byte, 24)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// FreePorts returns n ports on 127.0.0.1 free for both TCP and UDP right
-// now (gossip uses both on one port).
-func FreePorts(n int) ([]int, error) {
-	var ports []int
-	var hold []interface{ Close() error }
-	defer func() {
-		for _, h := range hold {
-			h.Close()
-		}
-	}()
-	for attempts := 0; len(ports) < n; attempts++ {
-		if attempts > 100*n {
-			return nil, fmt.Errorf("could not find %d free ports on 127.0.0.1", n)
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		hold = append(hold, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		hold = append(hold, u)
-		ports = append(ports, port)
-	}
-	return ports, nil
 }
 
 // Close kills every node and waits for them, deletes the namespaces of
