@@ -3,6 +3,8 @@ package testcluster_test
 import (
 	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +15,10 @@ import (
 	"github.com/shoal-db/shoal/shard"
 )
 
-var moveDocs = flag.Int("move-docs", 100000, "BenchmarkAPartitionMovesToANewNode: documents in the partition that moves")
+var (
+	moveDocs    = flag.Int("move-docs", 100000, "BenchmarkAPartitionMovesToANewNode: documents in the partition that moves")
+	moveProfile = flag.String("move-profile", "", "BenchmarkAPartitionMovesToANewNode: write a CPU profile of the move alone (not the fill) to this file")
+)
 
 // BenchmarkAPartitionMovesToANewNode measures how fast a partition moves:
 // a three-node cluster, one user's collection of -move-docs 1 KiB
@@ -35,6 +40,17 @@ func BenchmarkAPartitionMovesToANewNode(b *testing.B) {
 		filled := fillUser(b, c.Node(from).Client(token), user, *moveDocs)
 		b.Logf("partition %d on %s: %d documents in %s", p, from, *moveDocs, filled.Round(time.Millisecond))
 
+		if *moveProfile != "" {
+			f, err := os.Create(*moveProfile)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
 		b.StartTimer()
 		added := time.Now()
 		c.AddNode()
@@ -57,6 +73,9 @@ func BenchmarkAPartitionMovesToANewNode(b *testing.B) {
 		})
 		whole := time.Since(added)
 		b.StopTimer()
+		if *moveProfile != "" {
+			pprof.StopCPUProfile()
+		}
 		if copyStart.IsZero() || copyEnd.IsZero() {
 			b.Fatalf("the copy was never seen under way (%v, %v): nothing to time", copyStart, copyEnd)
 		}
