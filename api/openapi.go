@@ -6,7 +6,8 @@ import (
 )
 
 // openAPIDocument is the OpenAPI 3.1 document of the public API: every
-// route but the node-to-node ones under /internal/. TestOpenAPI drives
+// route but the node-to-node ones under /internal/ and the dashboard's
+// files under /ui/. TestOpenAPI drives
 // every route of a real node against it and fails when the router has a
 // route it does not list, so edit it with the routes.
 //

@@ -23,6 +23,7 @@ import (
 	"github.com/shoal-db/shoal/api/doc"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/logsafe"
+	"github.com/shoal-db/shoal/internal/ui"
 	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
@@ -246,10 +247,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
 	r.Use(s.deadlines, s.observe)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusNotFound, TypeRouteNotFound, "No such route",
 			logsafe.ClipTo(r.Method, 16)+" "+logsafe.ClipTo(r.URL.Path, 200)+" is not a Shoal route; see the README for the API"))
-	})
+	}
+	r.NotFound(notFound)
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusMethodNotAllowed, TypeMethodNotAllowed, "Method not allowed",
 			logsafe.ClipTo(r.Method, 16)+" is not allowed on "+logsafe.ClipTo(r.URL.Path, 200)))
@@ -258,6 +260,15 @@ func (s *Server) routes() chi.Router {
 		writeJSON(w, http.StatusOK, NodeStatus{Node: s.cfg.NodeID, Status: "ok"})
 	})
 	r.Get("/readyz", s.readyz)
+	// The dashboard's files (internal/ui) need no token: they hold no
+	// data. Every call the page makes goes to /v1 with the admin token
+	// the user pastes into it.
+	dashboard := ui.Handler(http.HandlerFunc(notFound))
+	r.Get("/ui", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, ui.Prefix, http.StatusMovedPermanently)
+	})
+	r.Get(ui.Prefix+"*", dashboard.ServeHTTP)
+	r.Head(ui.Prefix+"*", dashboard.ServeHTTP)
 	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	// Outside the /v1 group below, so that it needs no token (see
 	// serveOpenAPI).

@@ -1,0 +1,428 @@
+package ui_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/shoal-db/shoal/internal/testcluster"
+	"github.com/shoal-db/shoal/internal/testnode"
+	"github.com/shoal-db/shoal/shard"
+)
+
+// chromium finds Debian's chromium on PATH, or skips the test saying what
+// is missing.
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("SKIPPED: the dashboard's browser test needs a browser and chromium not found on PATH (chromium, chromium-browser): " +
+		"apt-get install -y chromium (Debian's package; .ci/run installs it when apt-get works)")
+	return ""
+}
+
+// browserPage is one headless chromium tab.
+type browserPage struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+	n     int
+	start time.Time
+}
+
+// openBrowser starts chromium and opens a tab. Screenshots go to
+// $SHOAL_UI_SCREENSHOTS, else to a directory under t.TempDir().
+func openBrowser(t *testing.T, path string) *browserPage {
+	shots := os.Getenv("SHOAL_UI_SCREENSHOTS")
+	if shots == "" {
+		shots = filepath.Join(t.TempDir(), "screenshots")
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots in %s (set SHOAL_UI_SCREENSHOTS to keep them after the test)", shots)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1500, 1900))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	p := &browserPage{t: t, ctx: ctx, shots: shots, start: time.Now()}
+	// The first Run starts the browser; it must not have a timeout.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting %s: %v", path, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			p.screenshot("failure")
+		}
+	})
+	return p
+}
+
+// do runs browser actions, each within 15 s.
+func (p *browserPage) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		p.screenshot("failed-" + strings.ReplaceAll(what, " ", "-"))
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (p *browserPage) screenshot(name string) {
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	p.n++
+	file := filepath.Join(p.shots, fmt.Sprintf("%02d-%s.png", p.n, name))
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		p.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	p.t.Logf("screenshot %s (%s into the browser's life)", file, time.Since(p.start).Round(time.Millisecond))
+}
+
+// pageState is what the page shows, as a person would read it.
+type pageState struct {
+	Members    map[string]string `json:"members"` // id -> the state's text
+	Moves      []shownMove       `json:"moves"`
+	Masters    map[string]string `json:"masters"` // partition -> data-master ("?": not asked yet)
+	DoneMaster map[string]string `json:"done"`    // partition -> the text of a move no longer listed
+	BannerDown string            `json:"bannerDown"`
+	BannerAuth string            `json:"bannerAuth"`
+	RingError  string            `json:"ringError"`
+	Docs       []string          `json:"docs"`
+	Collection map[string]string `json:"collections"`
+	DocError   string            `json:"docError"`
+	NextOn     bool              `json:"nextOn"`
+	Detail     map[string]string `json:"detail"`
+}
+
+type shownMove struct {
+	Partition string  `json:"partition"`
+	Now       *string `json:"now"` // aria-valuenow (absent: indeterminate)
+	Text      string  `json:"text"`
+}
+
+const readPage = `(() => {
+  const all = (s) => [...document.querySelectorAll(s)];
+  const shown = (id) => { const e = document.querySelector('[data-testid="' + id + '"]'); return e && !e.hidden ? e.textContent : ""; };
+  const out = {members: {}, moves: [], masters: {}, done: {}, docs: [], collections: {}, detail: {},
+    bannerDown: shown("banner-down"), bannerAuth: shown("banner-auth"), ringError: shown("ring-error"), docError: shown("doc-error"),
+    nextOn: !document.querySelector('[data-testid="doc-next"]').disabled};
+  for (const r of all('tr[data-testid^="member-"]')) {
+    const id = r.dataset.testid.slice("member-".length);
+    out.members[id] = r.querySelector('[data-testid="member-' + id + '-state"]').textContent;
+  }
+  for (const b of all('[role="progressbar"][data-testid^="move-"]')) {
+    out.moves.push({partition: b.dataset.testid.slice("move-".length), now: b.getAttribute("aria-valuenow"), text: b.getAttribute("aria-valuetext")});
+  }
+  for (const p of all('#ring [data-testid^="partition-"]')) out.masters[p.dataset.partition] = p.dataset.master;
+  for (const d of all('[data-testid^="move-done-master-"]')) out.done[d.dataset.testid.slice("move-done-master-".length)] = d.textContent;
+  for (const d of all('#doc-results [data-testid^="doc-"]')) out.docs.push(d.dataset.testid.slice(4));
+  for (const c of all('#collections [data-testid^="coll-"]')) out.collections[c.dataset.testid.slice(5)] = c.textContent;
+  for (const d of all('#partition-detail [data-testid^="detail-"]')) out.detail[d.dataset.testid.slice(7)] = d.textContent;
+  return out;
+})()`
+
+func (p *browserPage) read() pageState {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[pageState](readPage))
+	if err != nil {
+		p.t.Fatalf("reading the page: %v", err)
+	}
+	return s
+}
+
+// until waits for cond on what the page shows.
+func (p *browserPage) until(timeout time.Duration, what string, cond func(s pageState) (bool, string)) pageState {
+	p.t.Helper()
+	var last pageState
+	defer func() {
+		if p.t.Failed() {
+			js, _ := json.Marshal(last)
+			p.t.Logf("the page showed: %s", js)
+		}
+	}()
+	testnode.Eventually(p.t, timeout, what, func() (bool, string) {
+		last = p.read()
+		return cond(last)
+	})
+	return last
+}
+
+func (p *browserPage) setToken(token string) {
+	p.t.Helper()
+	p.do("paste a token", chromedp.SendKeys(chromedp.CSS(`[data-testid="token-input"]`), token), chromedp.Click(chromedp.CSS(`[data-testid="token-save"]`)))
+}
+
+// TestDashboardInABrowser drives the dashboard of a three-node cluster in
+// headless chromium: the token, the members' states, a move to a fourth
+// node with its progress bar, the ring after it, the document browser, a
+// node that stops and the node of the page that stops.
+func TestDashboardInABrowser(t *testing.T) {
+	path := chromium(t)
+	start := time.Now()
+	c := testcluster.Start(t, 3, testcluster.ReplicationBatch(5))
+	t.Logf("cluster of 3 ready in %s", time.Since(start).Round(time.Millisecond))
+	admin := testnode.AdminToken(t)
+	p := openBrowser(t, path)
+	home := c.Nodes[0]
+
+	// /ui redirects to /ui/; without a token the page asks for one.
+	p.do("open the dashboard", chromedp.Navigate(home.URL()+"/ui"))
+	p.until(10*time.Second, "the page asks for a token", func(s pageState) (bool, string) {
+		return strings.Contains(s.BannerAuth, "Paste an admin token"), s.BannerAuth
+	})
+	// A user's token is refused (403) and the page says so.
+	p.setToken(testnode.Token(t, "alice"))
+	p.until(10*time.Second, "the page says a user's token is not an admin token", func(s pageState) (bool, string) {
+		return strings.Contains(s.BannerAuth, "not an admin token") && strings.Contains(s.BannerAuth, "Paste an admin token"), s.BannerAuth
+	})
+
+	p.setToken(admin)
+	p.until(10*time.Second, "three members UP", func(s pageState) (bool, string) {
+		for _, id := range []string{"node1", "node2", "node3"} {
+			if s.Members[id] != "UP" {
+				return false, fmt.Sprintf("members %v", s.Members)
+			}
+		}
+		return s.BannerAuth == "", fmt.Sprintf("members %v, banner %q", s.Members, s.BannerAuth)
+	})
+
+	// The page places users in partitions as the nodes do.
+	names := []string{"alice", "bob", "ui-probe-7", "Ünïcode.user", "mover12"}
+	js, _ := json.Marshal(names)
+	for _, count := range []int{testcluster.Partitions, shard.DefaultPartitionCount} {
+		got, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]int](fmt.Sprintf(`%s.map((n) => window.shoalDashboard.partitionOf(n, %d))`, js, count)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range names {
+			if want := shard.PartitionOf(n, count); got[i] != want {
+				t.Errorf("the page places %q in partition %d of %d, the nodes in %d", n, got[i], count, want)
+			}
+		}
+	}
+	// The document browser finds documents written through the API.
+	writer := c.Nodes[1].Client(admin)
+	for i, stars := range []int{1, 3, 5} {
+		id := fmt.Sprintf("n%d", i+1)
+		if r := writer.Do("PUT", "/v1/users/uiuser/collections/notes/documents/"+id, fmt.Sprintf(`{"title":"note %d","stars":%d}`, i+1, stars)); r.Status != 201 {
+			t.Fatalf("PUT %s: %d %s", id, r.Status, r.Body)
+		}
+	}
+	p.do("list uiuser's collections", chromedp.SendKeys(chromedp.CSS(`[data-testid="doc-user"]`), "uiuser"),
+		chromedp.Click(chromedp.CSS(`[data-testid="doc-list"]`)))
+	p.until(10*time.Second, "the collection notes with 3 documents", func(s pageState) (bool, string) {
+		return s.Collection["notes"] == "notes (3)", fmt.Sprintf("collections %v, error %q", s.Collection, s.DocError)
+	})
+	p.do("query notes with stars >= 3, one a page", chromedp.SetValue(chromedp.CSS(`[data-testid="doc-filter"]`), `{"stars":{"$gte":3}}`),
+		chromedp.SetValue(chromedp.CSS(`[data-testid="doc-limit"]`), "1"),
+		chromedp.Click(chromedp.CSS(`[data-testid="coll-notes"]`)))
+	p.until(10*time.Second, "the first page: n2", func(s pageState) (bool, string) {
+		return slices.Equal(s.Docs, []string{"n2"}) && s.NextOn, fmt.Sprintf("docs %v, next %v, error %q", s.Docs, s.NextOn, s.DocError)
+	})
+	p.do("next page", chromedp.Click(chromedp.CSS(`[data-testid="doc-next"]`)))
+	p.until(10*time.Second, "the second page: n3", func(s pageState) (bool, string) {
+		return slices.Equal(s.Docs, []string{"n3"}), fmt.Sprintf("docs %v, next %v, error %q", s.Docs, s.NextOn, s.DocError)
+	})
+	text, err := chromedp.Run(p.ctx, chromedp.Text(chromedp.CSS(`[data-testid="doc-n3"]`)))
+	if err != nil || !strings.Contains(text, `"title": "note 3"`) || !strings.Contains(text, `"_version": 1`) {
+		t.Errorf("document n3 shows %q (%v), want its JSON", text, err)
+	}
+	p.do("a filter the API refuses", chromedp.SetValue(chromedp.CSS(`[data-testid="doc-filter"]`), `{"$where":"1"}`),
+		chromedp.Click(chromedp.CSS(`[data-testid="doc-query"]`)))
+	p.until(10*time.Second, "the API's refusal shown", func(s pageState) (bool, string) {
+		return strings.Contains(s.DocError, "400"), s.DocError
+	})
+
+	// The ring: every partition asked, mastered as the cluster says.
+	p.until(15*time.Second, "every partition on the ring with its master", func(s pageState) (bool, string) {
+		return ringMatches(c, s)
+	})
+	p.screenshot("three-up")
+
+	// A move: a partition node1 masters whose preferred master node4 will
+	// be, filled so that its copy takes a moment. Node-to-node calls
+	// between node1 and node4 are cut while node4 joins, so that node1's
+	// moves wait in their copy, listed, for as long as the page needs to
+	// show them; then the cut heals and the copies run.
+	part, user, toNode4 := movingPartitionOf(t, c, "node1")
+	fill(t, home.Client(admin), user, 1500)
+	c.Faults.CutCalls("node1", "node4")
+	added := time.Now()
+	c.AddNode()
+	seen := map[string]string{} // partition -> the highest aria-valuenow shown ("" : no count yet)
+	watch := func(s pageState) {
+		for _, m := range s.Moves {
+			now := ""
+			if m.Now != nil {
+				now = *m.Now
+			}
+			if prev, ok := seen[m.Partition]; !ok || atoi(now) > atoi(prev) {
+				seen[m.Partition] = now
+			}
+		}
+	}
+	p.until(20*time.Second, fmt.Sprintf("the move of partition %d to node4 shown with a progress bar", part), func(s pageState) (bool, string) {
+		watch(s)
+		_, ok := seen[fmt.Sprint(part)]
+		return ok, fmt.Sprintf("moves shown: %v", s.Moves)
+	})
+	p.screenshot("moving")
+	c.Faults.Heal("node1", "node4")
+	p.until(30*time.Second, "no move left, and node4's partitions shown mastered by node4", func(s pageState) (bool, string) {
+		watch(s)
+		if len(s.Moves) > 0 {
+			return false, fmt.Sprintf("%d moves listed: %v", len(s.Moves), s.Moves)
+		}
+		// Every move the page showed is now shown gone, the partition
+		// mastered by node4.
+		for part := range seen {
+			if !strings.Contains(s.DoneMaster[part], "master now node4") {
+				return false, fmt.Sprintf("partition %s moved, shown as %q", part, s.DoneMaster[part])
+			}
+		}
+		// Every partition node4 is the preferred master of (the moves
+		// of node2 and node3 included, which this page does not list)
+		// is shown mastered by node4, and the whole ring as it is.
+		for _, part := range toNode4 {
+			if got := s.Masters[fmt.Sprint(part)]; got != "node4" {
+				return false, fmt.Sprintf("partition %d shown mastered by %q", part, got)
+			}
+		}
+		return ringMatches(c, s)
+	})
+	t.Logf("moves shown (partition: highest copy percentage shown): %v; all done %s after the peer list edit", seen, time.Since(added).Round(time.Millisecond))
+	p.screenshot("after-move")
+
+	// A partition's details: its master, epoch and responsible list.
+	p.do("click the filled partition", chromedp.Click(chromedp.CSS(fmt.Sprintf(`[data-testid="partition-%d"]`, part))))
+	p.until(10*time.Second, "the partition's details", func(s pageState) (bool, string) {
+		want := home.Placement(part)
+		ok := want.Master == "node4" && s.Detail["partition"] == fmt.Sprint(part) && strings.HasPrefix(s.Detail["master"], "node4 (UP)") &&
+			s.Detail["epoch"] == fmt.Sprint(want.Epoch) && strings.Contains(s.Detail["responsible"], want.Master)
+		return ok, fmt.Sprintf("shown %v; node1 says master %s epoch %d responsible %v", s.Detail, want.Master, want.Epoch, want.Responsible)
+	})
+
+	// A node that stops turns DOWN.
+	c.Node("node3").Stop()
+	p.until(20*time.Second, "node3 DOWN", func(s pageState) (bool, string) {
+		return s.Members["node3"] == "DOWN", fmt.Sprintf("members %v", s.Members)
+	})
+	p.screenshot("node3-down")
+
+	// The page's own node stops: the banner says since when.
+	home.Stop()
+	p.until(15*time.Second, "the banner that the node does not answer", func(s pageState) (bool, string) {
+		return strings.HasPrefix(s.BannerDown, "node not answering since "), s.BannerDown
+	})
+	p.screenshot("node1-stopped")
+	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
+}
+
+func atoi(s string) int {
+	n := -1
+	fmt.Sscan(s, &n)
+	return n
+}
+
+// ringMatches says whether the ring shows every partition mastered by
+// the node that holds its lease now.
+func ringMatches(c *testcluster.Cluster, s pageState) (bool, string) {
+	if s.RingError != "" {
+		return false, "ring error: " + s.RingError
+	}
+	if len(s.Masters) != testcluster.Partitions {
+		return false, fmt.Sprintf("%d partitions on the ring", len(s.Masters))
+	}
+	var wrong []string
+	for part := 0; part < testcluster.Partitions; part++ {
+		if want, got := c.MasterOf(part), s.Masters[fmt.Sprint(part)]; got != want {
+			wrong = append(wrong, fmt.Sprintf("%d: shown %q, held by %q", part, got, want))
+		}
+	}
+	sort.Strings(wrong)
+	return len(wrong) == 0, strings.Join(wrong, "; ")
+}
+
+// movingPartitionOf finds a partition that from masters and whose
+// preferred master a fourth node would be, and a user placed in it; and
+// every partition whose preferred master the fourth node would be.
+func movingPartitionOf(t *testing.T, c *testcluster.Cluster, from string) (part int, user string, toNode4 []int) {
+	var members []shard.Member
+	for i := 1; i <= 4; i++ {
+		members = append(members, shard.Member{ID: fmt.Sprintf("node%d", i), Sharding: true, Replica: true, Voter: i <= 3})
+	}
+	ring, err := shard.NewRing(members, testcluster.Partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range testcluster.Partitions {
+		if ring.Owner(p) == "node4" {
+			toNode4 = append(toNode4, p)
+		}
+	}
+	for i := 0; i < 100000; i++ {
+		u := fmt.Sprintf("mover%d", i)
+		if p := shard.PartitionOf(u, testcluster.Partitions); ring.Owner(p) == "node4" && c.MasterOf(p) == from {
+			return p, u, toNode4
+		}
+	}
+	t.Fatalf("no partition of %s moves to node4", from)
+	return 0, "", nil
+}
+
+// fill writes docs small documents to user's collection c through cl,
+// from 16 clients at once.
+func fill(t *testing.T, cl *testnode.Client, user string, docs int) {
+	start := time.Now()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed error
+	for range 16 {
+		wg.Go(func() {
+			for k := range next {
+				r, err := cl.TryDo("PUT", fmt.Sprintf("/v1/users/%s/collections/c/documents/d%06d", user, k), `{"payload":"`+strings.Repeat("x", 256)+`"}`)
+				if err == nil && r.Status != 201 {
+					err = fmt.Errorf("status %d: %s", r.Status, r.Body)
+				}
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for k := range docs {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	if failed != nil {
+		t.Fatalf("filling %s: %v", user, failed)
+	}
+	t.Logf("%d documents written to %s in %s", docs, user, time.Since(start).Round(time.Millisecond))
+}
