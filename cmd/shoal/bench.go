@@ -25,6 +25,8 @@ import (
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 	"github.com/shoal-db/shoal/store/engine"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 type benchOptions struct {
@@ -61,6 +63,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	rounds := fs.Int("rounds", 3, "with --compare: rounds of each, alternating")
 	scale := fs.Int("scale", 0, fmt.Sprintf("measure what each operation costs against the size of its collection: with a node of its own and the document cache off, "+
 		"fill one user's collection with %d documents and another's with this many, then time GET, PUT, PATCH, DELETE, a filtered query page and the collection list on both (0: off)", scaleBaseline))
+	mongoURI := fs.String("mongo-uri", os.Getenv("MONGO_URI"), "with a node of its own: measure the mongo engine on this MongoDB (in a database of its own, shoal_bench_<random>, dropped at the end) instead of the embedded engine (default: $MONGO_URI; unset: the embedded engine)")
 	samples := fs.Int("samples", 200, "with --scale: how many times each operation is timed on each collection")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: shoal bench [--url URL --token TOKEN] [flags]")
@@ -92,6 +95,9 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	case *rounds < 1:
 		fmt.Fprintln(stderr, "shoal bench: --rounds must be positive")
 		return 2
+	case *mongoURI != "" && (*clusterMode || o.url != ""):
+		fmt.Fprintln(stderr, "shoal bench: --mongo-uri (or $MONGO_URI) is for a node of its own; leave out --cluster and --url, or unset MONGO_URI")
+		return 2
 	case *scale != 0 && (*clusterMode || o.url != ""):
 		fmt.Fprintln(stderr, "shoal bench: --scale runs a node of its own (it turns the document cache off and reads the node's memory); leave out --cluster and --url")
 		return 2
@@ -110,7 +116,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	}
 	o.transport = t
 	if *scale != 0 {
-		return scaleBench(o, *scale, *samples, stdout, stderr)
+		return scaleBench(o, *scale, *samples, *mongoURI, stdout, stderr)
 	}
 	if *clusterMode {
 		list, tok, err := clusterTargets(*urls, o.token, *dir)
@@ -151,7 +157,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	var raw engine.Documents
 	partitions := shard.DefaultPartitionCount
 	if o.url == "" {
-		own, err := startOwnNode(ctx, "shoal-bench-", stderr, nil)
+		own, err := startOwnNode(ctx, "shoal-bench-", stderr, onMongo(*mongoURI))
 		if err != nil {
 			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
 			return 1
@@ -159,7 +165,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		defer own.close(ctx)
 		o.url, o.token = own.node.URL(), own.token
 		raw, partitions = own.node.Store().Engine(), own.cfg.PartitionCount
-		fmt.Fprintf(stdout, "node of its own at %s (embedded store in %s)\n", o.url, own.dir)
+		fmt.Fprintf(stdout, "node of its own at %s (%s)\n", o.url, own.storage())
 	}
 	fmt.Fprintf(stdout, "%d clients, %d users, %d-byte documents, %s per phase\n\n", o.clients, o.users, o.docBytes, o.duration)
 	payload := strings.Repeat("x", o.docBytes)
@@ -285,10 +291,47 @@ func startOwnNode(ctx context.Context, prefix string, stderr io.Writer, tweak fu
 	return &ownNode{node: n, cfg: cfg, dir: dir, token: token}, nil
 }
 
-// close stops the node and removes its directory.
+// close stops the node and removes its directory, and its database when
+// it stored in a MongoDB.
 func (o *ownNode) close(ctx context.Context) {
 	o.node.Close(ctx)
 	os.RemoveAll(o.dir)
+	if o.cfg.MongoURI != "" {
+		if err := dropDatabase(ctx, o.cfg.MongoURI, o.cfg.MongoDB); err != nil {
+			fmt.Fprintf(os.Stderr, "shoal bench: dropping the database %s: %v\n", o.cfg.MongoDB, err)
+		}
+	}
+}
+
+// storage says where the node stores its documents.
+func (o *ownNode) storage() string {
+	if o.cfg.MongoURI != "" {
+		return "mongo engine, database " + o.cfg.MongoDB
+	}
+	return "embedded store in " + o.dir
+}
+
+// onMongo has a node of the benchmark's own store in a database of its own
+// on the MongoDB at uri ("": the embedded engine).
+func onMongo(uri string) func(*config.Config) {
+	if uri == "" {
+		return nil
+	}
+	return func(cfg *config.Config) {
+		cfg.MongoURI, cfg.MongoDB = uri, "shoal_bench_"+strings.ToLower(doc.NewID())
+	}
+}
+
+// dropDatabase drops a database the benchmark made.
+func dropDatabase(ctx context.Context, uri, name string) error {
+	c, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		return err
+	}
+	defer c.Disconnect(ctx)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return c.Database(name).Drop(ctx)
 }
 
 // httpClient is the benchmark's HTTP client over its transport.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,8 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-db/shoal/internal/storetest"
 	"github.com/shoal-db/shoal/internal/testcluster"
 	"github.com/shoal-db/shoal/internal/testnode"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // The benchmark command runs end to end on a node of its own and reports
@@ -57,6 +62,40 @@ func TestBenchScaleTimesEveryOperationAtBothSizes(t *testing.T) {
 		if code := run(append([]string{"bench"}, args...), &out, &errb); code != 2 {
 			t.Errorf("bench %v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// With --mongo-uri the benchmark's node stores in a MongoDB (here the
+// in-process FerretDB), its raw comparison is that engine's own commit,
+// and the database it made is dropped at the end.
+func TestBenchMeasuresTheMongoEngine(t *testing.T) {
+	m := storetest.Start(t)
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "--mongo-uri", m.URI, "--duration", "200ms", "--clients", "2", "--doc-bytes", "64"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"mongo engine, database shoal_bench_", "REST writes (POST)", "raw engine commit, one document", "Shoal/raw: writes"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out.String())
+		}
+	}
+	c, err := mongo.Connect(options.Client().ApplyURI(m.URI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(context.Background())
+	names, err := c.ListDatabaseNames(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, "shoal_bench_") {
+			t.Errorf("the benchmark left its database %s behind", n)
+		}
+	}
+	if code := run([]string{"bench", "--mongo-uri", m.URI, "--cluster"}, &out, &errb); code != 2 {
+		t.Errorf("--mongo-uri with --cluster: exit %d, want 2", code)
 	}
 }
 

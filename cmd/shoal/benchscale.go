@@ -28,9 +28,13 @@ const scaleBaseline = 1000
 // client (so the two sizes share the machine's noise alike). It prints the
 // p50 of each at both sizes and their ratio, and how much a query page over
 // the large collection raises the process's resident memory.
-func scaleBench(o benchOptions, size, samples int, stdout, stderr io.Writer) int {
+func scaleBench(o benchOptions, size, samples int, mongoURI string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
+	onEngine := onMongo(mongoURI)
 	own, err := startOwnNode(ctx, "shoal-bench-scale-", stderr, func(cfg *config.Config) {
+		if onEngine != nil {
+			onEngine(cfg)
+		}
 		cfg.DocCacheBytes = 0 // every GET reads the store
 	})
 	if err != nil {
@@ -38,10 +42,10 @@ func scaleBench(o benchOptions, size, samples int, stdout, stderr io.Writer) int
 		return 1
 	}
 	defer own.close(ctx)
-	n, token, dir := own.node, own.token, own.dir
+	n, token := own.node, own.token
 	o.transport.MaxIdleConnsPerHost, o.transport.MaxConnsPerHost = o.clients*2, o.clients*2
 	c := client.New(n.URL(), token, client.WithHTTPClient(httpClient(o)))
-	fmt.Fprintf(stdout, "node of its own at %s (embedded store in %s, document cache off)\n", n.URL(), dir)
+	fmt.Fprintf(stdout, "node of its own at %s (%s, document cache off)\n", n.URL(), own.storage())
 
 	payload := strings.Repeat("x", o.docBytes)
 	small, large := sizedCollection{user: "scale-small", size: scaleBaseline}, sizedCollection{user: "scale-large", size: size}
