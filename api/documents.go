@@ -534,11 +534,7 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 func (s *Server) placement(w http.ResponseWriter, r *http.Request) {
 	user := chi.URLParam(r, "user")
 	p := s.partitionOf(user)
-	v := PlacementView{Partition: p, Master: s.cfg.NodeID, PreferredMaster: s.cfg.NodeID,
-		Responsible: []string{s.cfg.NodeID}, Succession: []string{s.cfg.NodeID}, States: map[string]string{s.cfg.NodeID: "UP"}}
-	if s.cfg.Placement != nil {
-		v = s.cfg.Placement.Placement(p)
-	}
+	v := s.placementView(p)
 	v.User, v.Position = user, s.writer.Applied(p)
 	if s.cfg.Replication != nil {
 		for _, l := range s.cfg.Replication.Lags() {

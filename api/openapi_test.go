@@ -355,6 +355,20 @@ func TestOpenAPI(t *testing.T) {
 		// Admin routes.
 		{name: "cluster", as: "admin", method: "GET", path: "/v1/cluster", status: 200},
 		{name: "cluster with every replica", as: "admin", method: "GET", path: "/v1/cluster" + q("all", "1"), status: 200},
+		{name: "cluster with the partition table", as: "admin", method: "GET", path: "/v1/cluster" + q("partitions", "1"), status: 200,
+			keep: func(t *testing.T, _ http.Header, body []byte, _ map[string]string) {
+				// Validated above; here, that the table was there to validate.
+				var a api.ClusterAnswer
+				if err := json.Unmarshal(body, &a); err != nil || len(a.PartitionTable) != cfg.PartitionCount {
+					t.Fatalf("GET /v1/cluster?partitions=1 gave %d partition rows (%v), want %d", len(a.PartitionTable), err, cfg.PartitionCount)
+				}
+				for p, row := range a.PartitionTable {
+					if row.Partition != p || row.Master != cfg.NodeID || row.Position == nil {
+						t.Errorf("partition row %d: %+v; want partition %d mastered by %s, with a position", p, row, p, cfg.NodeID)
+					}
+				}
+			}},
+		{name: "cluster with the partition table and every replica", as: "admin", method: "GET", path: "/v1/cluster" + q("all", "1", "partitions", "1"), status: 200},
 		{name: "cluster with a query string that does not parse", as: "admin", method: "GET", path: "/v1/cluster?all=1;x", status: 400, problem: "invalid-query"},
 		{name: "cluster without a token", method: "GET", path: "/v1/cluster", status: 401, problem: "unauthorized", breaks: true},
 		{name: "cluster with a user's token", as: "alice", method: "GET", path: "/v1/cluster", status: 403, problem: "forbidden"},

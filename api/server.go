@@ -158,6 +158,10 @@ type Voter interface {
 // Placer describes where a partition lives.
 type Placer interface {
 	Placement(partition int) PlacementView
+	// Partitions is every partition's view (index = partition), as
+	// Placement describes each: GET /v1/cluster?partitions=1. In-memory
+	// state only; the API adds the positions.
+	Partitions() []PartitionView
 }
 
 // PlacementView is the answer of GET /v1/users/{user}/placement.
@@ -663,6 +667,9 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Partitions = ps
 	}
+	if q.Get("partitions") == "1" {
+		out.PartitionTable = s.partitionTable()
+	}
 	if s.cfg.Replication != nil {
 		all := q.Get("all") == "1"
 		for _, l := range s.cfg.Replication.Lags() {
@@ -687,7 +694,16 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 type ClusterAnswer struct {
 	cluster.View
 	Partitions *PartitionSummary `json:"partitions,omitempty"`
-	Voters     *VoterStatus      `json:"voters,omitempty"`
+	// PartitionTable is, with ?partitions=1 only, every partition as this
+	// node sees it (index = partition): the master and epoch
+	// GET /v1/users/{user}/placement names for a user in it, the preferred
+	// master, the responsible list and, where this node holds a copy, how
+	// far it holds the partition's history. Like the placement it names
+	// this node the master of a partition whose lease it holds even before
+	// its partition table says so, so for a moment it may differ from the
+	// counts in Partitions, which are the table's alone.
+	PartitionTable []PartitionView `json:"partition_table,omitempty"`
+	Voters         *VoterStatus    `json:"voters,omitempty"`
 	// Replication is the progress of every replica of the partitions this
 	// node masters that is behind or catching up (all of them with ?all=1).
 	Replication []replicate.Lag `json:"replication,omitempty"`

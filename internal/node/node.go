@@ -1003,21 +1003,39 @@ func (n *Node) caughtUp(p int, replicas []string) bool {
 	return placement.NearlyCaughtUp(n.writer.Position(p), acks)
 }
 
-// Placement describes where a user's partition lives, for the API.
+// Placement describes where a user's partition lives, for the API: the
+// partition's view (partitionView, as in Partitions), its succession and
+// the state of every node it names.
 func (n *Node) Placement(partition int) api.PlacementView {
 	ring := n.place.Ring()
-	a := n.table.Get(partition)
+	v := n.partitionView(ring, n.table.Get(partition)).Placement()
 	states := n.cluster.States()
-	v := api.PlacementView{Partition: partition, PreferredMaster: ring.Owner(partition), Master: a.Master, Epoch: a.Epoch,
-		Succession: shard.Succession(ring, partition), States: map[string]string{}}
-	v.Responsible = a.Responsible
-	for _, id := range append(slices.Clone(v.Succession), a.Responsible...) {
+	v.Succession, v.States = shard.Succession(ring, partition), map[string]string{}
+	for _, id := range append(slices.Clone(v.Succession), v.Responsible...) {
 		v.States[id] = string(states[id])
 	}
-	if e, ok := n.leases.Holds(partition); ok {
-		v.Master, v.Epoch = n.cfg.NodeID, e
-	}
 	return v
+}
+
+// Partitions is every partition as Placement describes it, from one
+// snapshot of the partition table and one ring, for
+// GET /v1/cluster?partitions=1: in-memory state only.
+func (n *Node) Partitions() []api.PartitionView {
+	ring := n.place.Ring()
+	as := n.table.Snapshot()
+	out := make([]api.PartitionView, len(as))
+	for i, a := range as {
+		out[i] = n.partitionView(ring, a)
+	}
+	return out
+}
+
+// partitionView is the partition of assignment a (this node's table's) as
+// this node sees it, for Placement and Partitions alike: the ring's
+// preferred master and this node's own lease added (api.PartitionViewOf).
+func (n *Node) partitionView(ring *shard.Ring, a shard.Assignment) api.PartitionView {
+	epoch, held := n.leases.Holds(a.Partition)
+	return api.PartitionViewOf(n.cfg.NodeID, a, ring.Owner(a.Partition), epoch, held)
 }
 
 // leaseView is the lease manager as routing sees it.

@@ -103,7 +103,8 @@ func (p *browserPage) screenshot(name string) {
 type pageState struct {
 	Members    map[string]string `json:"members"` // id -> the state's text
 	Moves      []shownMove       `json:"moves"`
-	Masters    map[string]string `json:"masters"` // partition -> data-master ("?": not asked yet)
+	Masters    map[string]string `json:"masters"` // partition -> data-master ("?": not known)
+	Epochs     map[string]string `json:"epochs"`  // partition -> data-epoch ("": not known)
 	DoneMaster map[string]string `json:"done"`    // partition -> the text of a move no longer listed
 	BannerDown string            `json:"bannerDown"`
 	BannerAuth string            `json:"bannerAuth"`
@@ -124,7 +125,7 @@ type shownMove struct {
 const readPage = `(() => {
   const all = (s) => [...document.querySelectorAll(s)];
   const shown = (id) => { const e = document.querySelector('[data-testid="' + id + '"]'); return e && !e.hidden ? e.textContent : ""; };
-  const out = {members: {}, moves: [], masters: {}, done: {}, docs: [], collections: {}, detail: {},
+  const out = {members: {}, moves: [], masters: {}, epochs: {}, done: {}, docs: [], collections: {}, detail: {},
     bannerDown: shown("banner-down"), bannerAuth: shown("banner-auth"), ringError: shown("ring-error"), docError: shown("doc-error"),
     nextOn: !document.querySelector('[data-testid="doc-next"]').disabled};
   for (const r of all('tr[data-testid^="member-"]')) {
@@ -134,7 +135,10 @@ const readPage = `(() => {
   for (const b of all('[role="progressbar"][data-testid^="move-"]')) {
     out.moves.push({partition: b.dataset.testid.slice("move-".length), now: b.getAttribute("aria-valuenow"), text: b.getAttribute("aria-valuetext")});
   }
-  for (const p of all('#ring [data-testid^="partition-"]')) out.masters[p.dataset.partition] = p.dataset.master;
+  for (const p of all('#ring [data-testid^="partition-"]')) {
+    out.masters[p.dataset.partition] = p.dataset.master;
+    out.epochs[p.dataset.partition] = p.dataset.epoch;
+  }
   for (const d of all('[data-testid^="move-done-master-"]')) out.done[d.dataset.testid.slice("move-done-master-".length)] = d.textContent;
   for (const d of all('#doc-results [data-testid^="doc-"]')) out.docs.push(d.dataset.testid.slice(4));
   for (const c of all('#collections [data-testid^="coll-"]')) out.collections[c.dataset.testid.slice(5)] = c.textContent;
@@ -209,20 +213,11 @@ func TestDashboardInABrowser(t *testing.T) {
 		return s.BannerAuth == "", fmt.Sprintf("members %v, banner %q", s.Members, s.BannerAuth)
 	})
 
-	// The page places users in partitions as the nodes do.
-	names := []string{"alice", "bob", "ui-probe-7", "Ünïcode.user", "mover12"}
-	js, _ := json.Marshal(names)
-	for _, count := range []int{testcluster.Partitions, shard.DefaultPartitionCount} {
-		got, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]int](fmt.Sprintf(`%s.map((n) => window.shoalDashboard.partitionOf(n, %d))`, js, count)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, n := range names {
-			if want := shard.PartitionOf(n, count); got[i] != want {
-				t.Errorf("the page places %q in partition %d of %d, the nodes in %d", n, got[i], count, want)
-			}
-		}
-	}
+	// The ring shows every partition with the master and epoch the page's
+	// node names for it (its placement), from its partition table.
+	p.until(10*time.Second, "every partition on the ring with the master and epoch node1 names", func(s pageState) (bool, string) {
+		return ringAsSeenBy(home, s)
+	})
 	// The document browser finds documents written through the API.
 	writer := c.Nodes[1].Client(admin)
 	for i, stars := range []int{1, 3, 5} {
@@ -261,6 +256,27 @@ func TestDashboardInABrowser(t *testing.T) {
 		return ringMatches(c, s)
 	})
 	p.screenshot("three-up")
+	// One request a poll draws it: GET /v1/cluster with the partition
+	// table, and no placement asked.
+	asked, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string](`performance.getEntriesByType("resource").map((e) => e.name)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	polls := 0
+	for _, u := range asked {
+		switch {
+		case strings.Contains(u, "/placement"):
+			t.Errorf("the page asked %s", u)
+		case strings.Contains(u, "/v1/cluster?"):
+			if !strings.HasSuffix(u, "/v1/cluster?all=1&partitions=1") {
+				t.Errorf("the page asked %s, want /v1/cluster?all=1&partitions=1", u)
+			}
+			polls++
+		}
+	}
+	if polls < 2 {
+		t.Errorf("the page asked GET /v1/cluster %d times in %s: %v", polls, time.Since(p.start).Round(time.Second), asked)
+	}
 
 	// A move: a partition node1 masters whose preferred master node4 will
 	// be, filled so that its copy takes a moment. Node-to-node calls
@@ -316,13 +332,26 @@ func TestDashboardInABrowser(t *testing.T) {
 	t.Logf("moves shown (partition: highest copy percentage shown): %v; all done %s after the peer list edit", seen, time.Since(added).Round(time.Millisecond))
 	p.screenshot("after-move")
 
-	// A partition's details: its master, epoch and responsible list.
+	// A partition's details: its master, epoch, preferred master,
+	// responsible list (every member UP) and node1's position, as node1's
+	// placement gives them.
 	p.do("click the filled partition", chromedp.Click(chromedp.CSS(fmt.Sprintf(`[data-testid="partition-%d"]`, part))))
 	p.until(10*time.Second, "the partition's details", func(s pageState) (bool, string) {
 		want := home.Placement(part)
-		ok := want.Master == "node4" && s.Detail["partition"] == fmt.Sprint(part) && strings.HasPrefix(s.Detail["master"], "node4 (UP)") &&
-			s.Detail["epoch"] == fmt.Sprint(want.Epoch) && strings.Contains(s.Detail["responsible"], want.Master)
-		return ok, fmt.Sprintf("shown %v; node1 says master %s epoch %d responsible %v", s.Detail, want.Master, want.Epoch, want.Responsible)
+		var responsible []string
+		for _, id := range want.Responsible {
+			responsible = append(responsible, id+" (UP)")
+		}
+		position := "- (node1 holds no copy)"
+		if want.Master == home.ID || slices.Contains(want.Responsible, home.ID) {
+			at := home.Applied(part)
+			position = fmt.Sprintf("%d/%d", at.Epoch, at.Seq)
+		}
+		ok := want.Master == "node4" && s.Detail["partition"] == fmt.Sprint(part) && s.Detail["master"] == "node4 (UP)" &&
+			s.Detail["epoch"] == fmt.Sprint(want.Epoch) && s.Detail["preferred"] == "node4" && want.PreferredMaster == "node4" &&
+			s.Detail["responsible"] == strings.Join(responsible, ", ") && s.Detail["position"] == position
+		return ok, fmt.Sprintf("shown %v; node1 says master %s epoch %d preferred %s responsible %v position %s",
+			s.Detail, want.Master, want.Epoch, want.PreferredMaster, want.Responsible, position)
 	})
 
 	// A node that stops turns DOWN.
@@ -363,6 +392,25 @@ func ringMatches(c *testcluster.Cluster, s pageState) (bool, string) {
 		}
 	}
 	sort.Strings(wrong)
+	return len(wrong) == 0, strings.Join(wrong, "; ")
+}
+
+// ringAsSeenBy says whether the ring shows every partition with the
+// master and epoch n's placement names.
+func ringAsSeenBy(n *testcluster.Node, s pageState) (bool, string) {
+	if s.RingError != "" {
+		return false, "ring error: " + s.RingError
+	}
+	if len(s.Masters) != testcluster.Partitions {
+		return false, fmt.Sprintf("%d partitions on the ring", len(s.Masters))
+	}
+	var wrong []string
+	for part := 0; part < testcluster.Partitions; part++ {
+		want := n.Placement(part)
+		if got, epoch := s.Masters[fmt.Sprint(part)], s.Epochs[fmt.Sprint(part)]; got != want.Master || epoch != fmt.Sprint(want.Epoch) {
+			wrong = append(wrong, fmt.Sprintf("%d: shown %q at epoch %q, %s names %q at %d", part, got, epoch, n.ID, want.Master, want.Epoch))
+		}
+	}
 	return len(wrong) == 0, strings.Join(wrong, "; ")
 }
 

@@ -2,10 +2,11 @@
 // figure on the page comes from the node's API, asked with the admin token
 // the user pastes (kept in sessionStorage, sent as Authorization: Bearer):
 //
-//   GET /v1/cluster?all=1          every second: members, peer list, voters,
-//                                  partition counts, replication, moves
-//   GET /v1/users/{u}/placement    per partition, for a user name u the page
-//                                  picks in it: the ring and its details
+//   GET /v1/cluster?all=1&partitions=1   every second: members, peer list,
+//                                  voters, partition counts, replication, moves,
+//                                  and every partition's master, epoch,
+//                                  preferred master, responsible list and
+//                                  position here (partition_table): the ring
 //   GET /v1/admin/rollback         every five seconds: rollbacks
 //   GET /v1/users/{u}/collections and .../documents: the document browser
 "use strict";
@@ -17,12 +18,11 @@
   const ROLLBACK_EVERY_MS = 5000;
   const ROLLBACK_LIMIT = 100;
   const LAG_WINDOW_MS = 5 * 60 * 1000;
-  const PLACEMENT_CONCURRENCY = 4;
   // The API is beside /ui/: "../v1/..." from the page.
   const BASE = new URL("../", document.baseURI);
   const PALETTE = ["#2456c5", "#e07b00", "#17803d", "#b0306e", "#7b4bc4", "#0f8c8c", "#9a6b12", "#c0262d", "#4c6a1c", "#566070"];
   const NO_MASTER = "#d0d4da";
-  const NOT_ASKED = "#f0f2f5";
+  const UNKNOWN = "#f0f2f5";
   const SVG = "http://www.w3.org/2000/svg";
 
   const state = {
@@ -33,8 +33,7 @@
     cluster: null, // the last answer of GET /v1/cluster
     answeredAt: null,
     colours: new Map(), // node id -> colour, kept for the page's life
-    probes: [], // partition -> a user name in it
-    partitions: new Map(), // partition -> {view, at}: placement answers
+    partitions: [], // partition -> its row of partition_table, as of answeredAt
     ringError: "",
     selected: null,
     moves: new Map(), // partition -> {move, firstSeen, maxPct}: listed now
@@ -97,35 +96,6 @@
   }
   const wakers = new Set();
   function wakeAll() { for (const w of [...wakers]) w(); }
-
-  // The partition a user's documents live in: fnv1a64(user) mod count,
-  // as shard.PartitionOf computes it on the nodes.
-  const FNV_OFFSET = 0xcbf29ce484222325n;
-  const FNV_PRIME = 0x100000001b3n;
-  const MASK64 = (1n << 64n) - 1n;
-  const encoder = new TextEncoder();
-  function partitionOf(user, count) {
-    let h = FNV_OFFSET;
-    for (const b of encoder.encode(user)) {
-      h ^= BigInt(b);
-      h = (h * FNV_PRIME) & MASK64;
-    }
-    return Number(h % BigInt(count));
-  }
-  window.shoalDashboard = { partitionOf };
-
-  // probeUsers finds, for every partition, a user name placed in it, so
-  // that GET /v1/users/{name}/placement describes that partition.
-  function probeUsers(count) {
-    const out = new Array(count);
-    let left = count;
-    for (let i = 0; left > 0 && i < count * 100; i++) {
-      const name = `ui-probe-${i}`;
-      const p = partitionOf(name, count);
-      if (out[p] === undefined) { out[p] = name; left--; }
-    }
-    return out;
-  }
 
   function colourOf(id) {
     if (!id) return NO_MASTER;
@@ -196,7 +166,7 @@
   async function pollCluster() {
     let r;
     try {
-      r = await call("v1/cluster?all=1");
+      r = await call("v1/cluster?all=1&partitions=1");
     } catch (e) {
       if (!(e instanceof Unanswered)) throw e;
       if (!state.downSince) state.downSince = new Date();
@@ -212,11 +182,7 @@
     state.error = "";
     state.cluster = r.body;
     state.answeredAt = new Date();
-    const count = r.body.partitions ? r.body.partitions.count : 0;
-    if (count > 0 && state.probes.length !== count) {
-      state.probes = probeUsers(count);
-      state.partitions.clear();
-    }
+    takeTable(r.body);
     trackMoves(r.body);
     recordLag(r.body);
     render();
@@ -240,61 +206,29 @@
     renderRollbacks();
   }
 
-  // placementLoop asks for every partition's placement: all of them at
-  // first, then in turn a fifth of them (at least 8) a second, and every
-  // second the partitions that move, that stopped moving a moment ago, or
-  // that the user looks at.
-  async function placementLoop() {
-    let cursor = 0;
-    for (;;) {
-      const n = state.probes.length;
-      if (usable() && !state.downSince && n > 0) {
-        const batch = new Set(state.moves.keys());
-        for (const d of state.movesDone) if (Date.now() - d.gone.getTime() < 10000) batch.add(d.move.partition);
-        if (state.selected !== null) batch.add(state.selected);
-        // The first round asks for every partition.
-        const per = state.partitions.size === 0 ? n : Math.max(8, Math.ceil(n / 5));
-        for (let i = 0; i < per && batch.size < n; i++) {
-          batch.add(cursor);
-          cursor = (cursor + 1) % n;
-        }
-        const todo = [...batch].filter((p) => p < n);
-        try {
-          await Promise.all(Array.from({ length: PLACEMENT_CONCURRENCY }, async () => {
-            while (todo.length > 0 && usable()) await askPlacement(todo.shift());
-          }));
-          renderRing();
-          renderMoves();
-        } catch (e) {
-          state.ringError = `the dashboard failed: ${e}`;
-        }
-      }
-      await sleep(POLL_MS);
-    }
-  }
-
-  async function askPlacement(p) {
-    const user = state.probes[p];
-    let r;
-    try {
-      r = await call(`v1/users/${encodeURIComponent(user)}/placement`);
-    } catch (e) {
-      if (!(e instanceof Unanswered)) throw e;
-      return;
-    }
-    if (r.status !== 200) {
-      if (r.status !== 401 && r.status !== 403) state.ringError = `GET /v1/users/${user}/placement answered ${problemText(r)}`;
-      return;
-    }
-    if (r.body.partition !== p) {
-      state.ringError = `the page placed user ${user} in partition ${p}, the node in ${r.body.partition}: the page's hash disagrees with the node's`;
-      return;
-    }
-    state.ringError = "";
-    state.partitions.set(p, { view: r.body, at: new Date() });
-  }
-
   // ---- what the page remembers ---------------------------------------
+
+  // takeTable keeps the answer's partition table: one row per partition,
+  // as the node sees it (the same view as GET /v1/users/{user}/placement).
+  function takeTable(c) {
+    const table = c.partition_table;
+    const count = c.partitions ? c.partitions.count : 0;
+    if (!Array.isArray(table)) {
+      state.partitions = [];
+      state.ringError = count > 0 ? "GET /v1/cluster?partitions=1 gave no partition_table: is the node older than this page?" : "";
+      return;
+    }
+    const bad = table.findIndex((row, i) => !row || row.partition !== i);
+    if (bad >= 0 || (count > 0 && table.length !== count)) {
+      state.partitions = [];
+      state.ringError = bad >= 0
+        ? `row ${bad} of partition_table is not partition ${bad}`
+        : `partition_table has ${table.length} rows for ${count} partitions`;
+      return;
+    }
+    state.partitions = table;
+    state.ringError = "";
+  }
 
   // copyPercent is how much of a move's copy is done: documents copied of
   // the total while copying (null when the total is not counted yet), and
@@ -447,8 +381,15 @@
     return `M ${pt(r1, a0)} A ${r1} ${r1} 0 ${large} 1 ${pt(r1, a1)} L ${pt(r0, a1)} A ${r0} ${r0} 0 ${large} 0 ${pt(r0, a0)} Z`;
   }
 
+  // ringSize is how many partitions the ring draws: the table's rows, or
+  // the count the node gave when it gave no table.
+  function ringSize() {
+    const c = state.cluster;
+    return state.partitions.length || (c && c.partitions ? c.partitions.count : 0);
+  }
+
   function renderRing() {
-    const n = state.probes.length;
+    const n = ringSize();
     const svg = $("ring");
     if (svg.childElementCount !== n + 2) {
       const paths = [];
@@ -460,29 +401,29 @@
         el("text", { x: 160, y: 175, "text-anchor": "middle", id: "ring-centre2", "font-size": "11", fill: "#667085" }, ""));
     }
     const byMaster = new Map();
-    let asked = 0;
+    let known = 0;
     for (let p = 0; p < n; p++) {
       const path = svg.querySelector(`[data-partition="${p}"]`);
-      const known = state.partitions.get(p);
-      const master = known ? known.view.master || "" : null;
-      if (known) asked++;
+      const v = state.partitions[p];
+      const master = v ? v.master || "" : null;
+      if (v) known++;
       if (master !== null) byMaster.set(master, (byMaster.get(master) || 0) + 1);
-      path.setAttribute("fill", master === null ? NOT_ASKED : colourOf(master));
+      path.setAttribute("fill", master === null ? UNKNOWN : colourOf(master));
       path.setAttribute("data-master", master === null ? "?" : master);
-      path.setAttribute("data-epoch", known ? known.view.epoch : "");
+      path.setAttribute("data-epoch", v ? v.epoch : "");
       path.classList.toggle("moving", state.moves.has(p));
       path.classList.toggle("selected", state.selected === p);
-      path.firstChild.textContent = known
-        ? `partition ${p}: master ${master || "none"}, epoch ${known.view.epoch}`
-        : `partition ${p}: not asked yet`;
+      path.firstChild.textContent = v
+        ? `partition ${p}: master ${master || "none"}, epoch ${v.epoch}`
+        : `partition ${p}: not known`;
     }
     $("ring-centre").textContent = state.selected !== null ? `partition ${state.selected}` : `${n} partitions`;
-    $("ring-centre2").textContent = asked < n ? `${asked} of ${n} asked` : `${state.moves.size} moving`;
+    $("ring-centre2").textContent = known < n ? `${n - known} not known` : `${state.moves.size} moving`;
 
     const legend = [...byMaster.entries()].sort((a, b) => naturalCompare(a[0], b[0])).map(([id, count]) =>
       el("li", { "data-testid": `legend-${id || "none"}` }, el("span", { class: "swatch", "data-colour": id ? colourOf(id) : NO_MASTER }),
         `${id || "no master"}: ${count} partition${count === 1 ? "" : "s"}`));
-    if (asked < n) legend.push(el("li", {}, el("span", { class: "swatch", "data-colour": NOT_ASKED }), `not asked yet: ${n - asked}`));
+    if (known < n) legend.push(el("li", {}, el("span", { class: "swatch", "data-colour": UNKNOWN }), `not known: ${n - known}`));
     legend.push(el("li", { class: "muted" }, el("span", { class: "swatch moving-swatch", "data-colour": "#ffffff" }), "dashed outline: moving from this node"));
     $("ring-legend").replaceChildren(...legend);
     for (const s of document.querySelectorAll("#ring-legend .swatch")) s.style.background = s.dataset.colour;
@@ -496,7 +437,6 @@
   function select(p) {
     state.selected = state.selected === p ? null : p;
     renderRing();
-    if (state.selected !== null && usable()) askPlacement(p).then(renderRing);
   }
 
   function renderDetail() {
@@ -506,30 +446,31 @@
       box.replaceChildren("Click a partition.");
       return;
     }
-    const known = state.partitions.get(p);
-    if (!known) {
-      box.replaceChildren(`Partition ${p}: not asked yet.`);
+    const v = state.partitions[p];
+    if (!v) {
+      box.replaceChildren(`Partition ${p}: not known.`);
       return;
     }
-    const v = known.view;
-    const withState = (ids) => (ids || []).map((id) => `${id}${v.states && v.states[id] ? " (" + v.states[id] + ")" : ""}`).join(", ") || "-";
+    // Member states and replicas come from the same answer as the row.
+    const c = state.cluster;
+    const states = new Map((c.members || []).map((m) => [m.id, m.state]));
+    const withState = (ids) => (ids || []).map((id) => `${id}${states.get(id) ? " (" + states.get(id) + ")" : ""}`).join(", ") || "-";
     const rows = [
       ["Partition", p, "detail-partition"],
       ["Master", v.master ? withState([v.master]) : "none", "detail-master"],
       ["Epoch", v.epoch, "detail-epoch"],
       ["Preferred master", v.preferred_master || "-", "detail-preferred"],
       ["Responsible", withState(v.responsible), "detail-responsible"],
-      ["Succession", withState(v.succession), "detail-succession"],
-      ["Position here", pos(v.position), "detail-position"],
+      ["Position here", v.position ? pos(v.position) : `- (${c.node} holds no copy)`, "detail-position"],
     ];
-    for (const r of v.replicas || []) {
+    for (const r of (c.replication || []).filter((l) => l.partition === p)) {
       rows.push([`Replica ${r.replica}`, `acknowledged ${pos(r.acked)}, ${r.behind} behind${r.lag_ms ? ", " + r.lag_ms + " ms" : ""}${r.catching_up ? ", catching up" : ""}`, `detail-replica-${r.replica}`]);
     }
     const m = state.moves.get(p);
     if (m) rows.push(["Moving", `${m.move.from} → ${m.move.to}, ${m.move.phase}`, "detail-move"]);
     box.replaceChildren(
       el("table", {}, el("tbody", {}, rows.map(([k, val, id]) => el("tr", {}, el("th", {}, k), el("td", { "data-testid": id }, val))))),
-      el("div", { class: "muted" }, `as ${state.cluster ? state.cluster.node : "this node"} saw it at ${clock(known.at)} (GET /v1/users/${state.probes[p]}/placement)`));
+      el("div", { class: "muted" }, `as ${c.node} saw it at ${clock(state.answeredAt)} (GET /v1/cluster?partitions=1)`));
   }
 
   function moveBar(p, m) {
@@ -567,8 +508,10 @@
       return;
     }
     done.replaceChildren(el("h3", {}, "No longer listed"), el("ul", {}, state.movesDone.map((d) => {
-      const known = state.partitions.get(d.move.partition);
-      const now = known && known.at > d.gone ? `master now ${known.view.master || "none"} (epoch ${known.view.epoch})` : "master not asked since";
+      // The first answer after the move left the list says who masters
+      // the partition now.
+      const v = state.partitions[d.move.partition];
+      const now = v && state.answeredAt > d.gone ? `master now ${v.master || "none"} (epoch ${v.epoch})` : "master not known since";
       return el("li", { "data-testid": `move-done-${d.move.partition}` },
         `partition ${d.move.partition} ${d.move.from} → ${d.move.to}: last seen ${d.move.phase} ` +
           `(${d.maxPct === null ? "copy not counted yet" : "copy " + d.maxPct + "%"}), gone at ${clock(d.gone)}; `,
@@ -772,5 +715,4 @@
 
   renderBanners();
   clusterLoop();
-  placementLoop();
 })();

@@ -1,0 +1,99 @@
+package api
+
+import (
+	"slices"
+
+	"github.com/shoal-db/shoal/shard"
+	"github.com/shoal-db/shoal/store"
+)
+
+// PartitionView is one partition as the answering node sees it: a row of
+// GET /v1/cluster?partitions=1 (ClusterAnswer.PartitionTable), and the
+// part of GET /v1/users/{user}/placement that describes the user's
+// partition (PartitionView.Placement). Both routes build it with
+// PartitionViewOf, so they cannot disagree.
+type PartitionView struct {
+	Partition int    `json:"partition"`
+	Master    string `json:"master"`
+	Epoch     uint64 `json:"epoch"`
+	// PreferredMaster is the partition's owner on the ring.
+	PreferredMaster string   `json:"preferred_master"`
+	Responsible     []string `json:"responsible"`
+	// Position is how far the answering node holds the partition's
+	// history, given only where it holds a copy: it masters the partition
+	// or is on its responsible list (see Server.positionHere).
+	Position *store.Position `json:"position,omitempty"`
+}
+
+// PartitionViewOf is partition a.Partition as node self sees it, from its
+// partition table's assignment a, the ring's preferred master of the
+// partition, and self's own lease of it (held, at epoch). A lease held
+// here names self as the master at the lease's epoch whatever a says: the
+// table hears of a tenure, self's own included, only after the lease is
+// won, so it may lag the lease. The responsible list is the table's.
+func PartitionViewOf(self string, a shard.Assignment, preferred string, epoch uint64, held bool) PartitionView {
+	v := PartitionView{Partition: a.Partition, Master: a.Master, Epoch: a.Epoch, PreferredMaster: preferred,
+		Responsible: slices.Clone(a.Responsible)}
+	if held {
+		v.Master, v.Epoch = self, epoch
+	}
+	return v
+}
+
+// Placement is the placement answer with v's fields filled in; the user,
+// succession, states, position and replicas are the caller's.
+func (v PartitionView) Placement() PlacementView {
+	return PlacementView{Partition: v.Partition, PreferredMaster: v.PreferredMaster, Master: v.Master, Epoch: v.Epoch,
+		Responsible: slices.Clone(v.Responsible)}
+}
+
+// standalone is partition p on a node that places nothing (no Placer):
+// every request is served here, so it masters every partition alone.
+func (s *Server) standalone(p int) PartitionView {
+	return PartitionViewOf(s.cfg.NodeID, shard.Assignment{Partition: p, Master: s.cfg.NodeID, Responsible: []string{s.cfg.NodeID}},
+		s.cfg.NodeID, 0, false)
+}
+
+// placementView is partition p as GET /v1/users/{user}/placement describes
+// it, before the user, position and replicas are added.
+func (s *Server) placementView(p int) PlacementView {
+	if s.cfg.Placement != nil {
+		return s.cfg.Placement.Placement(p)
+	}
+	v := s.standalone(p).Placement()
+	v.Succession, v.States = []string{s.cfg.NodeID}, map[string]string{s.cfg.NodeID: "UP"}
+	return v
+}
+
+// partitionTable is every partition as this node sees it, each with its
+// position where this node holds a copy: in-memory state only (the
+// partition table, the ring, the leases and the writer's positions, which
+// it reads from the store once, at start), no store read per partition.
+func (s *Server) partitionTable() []PartitionView {
+	var out []PartitionView
+	if s.cfg.Placement != nil {
+		out = s.cfg.Placement.Partitions()
+	} else {
+		out = make([]PartitionView, s.cfg.PartitionCount)
+		for p := range out {
+			out[p] = s.standalone(p)
+		}
+	}
+	for i := range out {
+		out[i].Position = s.positionHere(out[i])
+	}
+	return out
+}
+
+// positionHere is how far this node holds v's partition's history (as its
+// master, its last write; as a replica, what replication brought it), or
+// nil when v says this node holds no copy of it: a copy left from an
+// earlier responsible list may be stale, and is not reported as the
+// partition's.
+func (s *Server) positionHere(v PartitionView) *store.Position {
+	if s.writer == nil || (v.Master != s.cfg.NodeID && !slices.Contains(v.Responsible, s.cfg.NodeID)) {
+		return nil
+	}
+	pos := s.writer.Applied(v.Partition)
+	return &pos
+}
