@@ -215,11 +215,12 @@ func TestBenchComparesWithEtcd(t *testing.T) {
 	n := testnode.StartNew(t)
 	var out, errb bytes.Buffer
 	code := run([]string{"bench", "--cluster", "--compare", "etcd", "--urls", n.URL(), "--token", testnode.AdminToken(t),
-		"--rounds", "2", "--duration", "300ms", "--clients", "4", "--users", "3", "--doc-bytes", "64"}, &out, &errb)
+		"--rounds", "2", "--duration", "200ms", "--clients", "4", "--users", "3", "--doc-bytes", "64"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"round 1: shoal majority", "round 1: etcd put", "round 2: etcd/Shoal", "etcd/Shoal over 2 rounds"} {
+	for _, want := range []string{"round 1: shoal majority", "round 1: etcd put", "round 2: etcd/Shoal", "writes, etcd/Shoal over 2 rounds",
+		"round 1: shoal linearizable get", "round 1: etcd range (linearizable)", "reads, etcd/Shoal over 2 rounds"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,8 +28,10 @@ import (
 // mod len(urls), forwarded to the partition's master), each followed by a
 // round of etcd puts (client c through member c mod len(etcd), forwarded to
 // the Raft leader), the same payload size. Every etcd put is committed by
-// a majority of its members and synced, as a majority write is. It prints
-// each round and the range of the ratio etcd/Shoal.
+// a majority of its members and synced, as a majority write is. Then the
+// same for reads: each client reads back, at random, what it wrote, with
+// X-Read-Concern linearizable from Shoal and etcd's default (linearizable)
+// range. It prints each round and the range of the ratio etcd/Shoal.
 //
 // With no etcd URLs it starts a cluster of three etcd members on loopback
 // (the etcd binary on PATH: Debian's etcd-server), in a temporary
@@ -47,43 +50,83 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, stdout, st
 	}
 	payload := strings.Repeat("x", o.docBytes)
 	var seq atomic.Int64
+	// What each client wrote, read back by the read rounds (each client
+	// appends to its own slice only).
+	shoalWritten := make([][]string, o.clients)
+	etcdWritten := make([][]string, o.clients)
 	shoalPut := func(c int) error {
-		user := fmt.Sprintf("bench-u%d", c%o.users)
-		req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/v1/users/%s/collections/bench/documents/c%d-%d", urls[c%len(urls)], user, c, seq.Add(1)),
-			strings.NewReader(`{"payload":"`+payload+`"}`))
+		path := fmt.Sprintf("/v1/users/bench-u%d/collections/bench/documents/c%d-%d", c%o.users, c, seq.Add(1))
+		req, _ := http.NewRequest("PUT", urls[c%len(urls)]+path, strings.NewReader(`{"payload":"`+payload+`"}`))
 		req.Header.Set("Authorization", "Bearer "+o.token)
 		req.Header.Set("X-Write-Concern", "majority")
-		return expectStatus(hc, req, http.StatusCreated)
+		if err := expectStatus(hc, req, http.StatusCreated); err != nil {
+			return err
+		}
+		shoalWritten[c] = append(shoalWritten[c], path)
+		return nil
 	}
 	value := base64.StdEncoding.EncodeToString([]byte(`{"payload":"` + payload + `"}`))
 	etcdPut := func(c int) error {
 		key := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "bench/c%d-%d", c, seq.Add(1)))
 		req, _ := http.NewRequest("POST", etcdURLs[c%len(etcdURLs)]+"/v3/kv/put", strings.NewReader(`{"key":"`+key+`","value":"`+value+`"}`))
 		req.Header.Set("Content-Type", "application/json")
+		if err := expectStatus(hc, req, http.StatusOK); err != nil {
+			return err
+		}
+		etcdWritten[c] = append(etcdWritten[c], key)
+		return nil
+	}
+	// Reads: a linearizable read of what the client wrote, on both (etcd's
+	// range is linearizable unless asked to be serializable).
+	shoalGet := func(c int) error {
+		w := shoalWritten[c]
+		if len(w) == 0 {
+			return errors.New("this client wrote nothing to read")
+		}
+		req, _ := http.NewRequest("GET", urls[c%len(urls)]+w[rand.IntN(len(w))], nil)
+		req.Header.Set("Authorization", "Bearer "+o.token)
+		req.Header.Set("X-Read-Concern", "linearizable")
+		return expectStatus(hc, req, http.StatusOK)
+	}
+	etcdGet := func(c int) error {
+		w := etcdWritten[c]
+		if len(w) == 0 {
+			return errors.New("this client wrote nothing to read")
+		}
+		req, _ := http.NewRequest("POST", etcdURLs[c%len(etcdURLs)]+"/v3/kv/range", strings.NewReader(`{"key":"`+w[rand.IntN(len(w))]+`"}`))
+		req.Header.Set("Content-Type", "application/json")
 		return expectStatus(hc, req, http.StatusOK)
 	}
 	fmt.Fprintf(stdout, "Shoal: %d nodes, writes with write concern majority as %d users; etcd: %d members, puts; %d clients, %d-byte values, %s per round\n\n",
 		len(urls), o.users, len(etcdURLs), o.clients, o.docBytes, o.duration)
 	var results []phaseResult
-	lo, hi := 0.0, 0.0
-	for r := 1; r <= rounds; r++ {
-		s := runPhase(o, shoalPut)
-		report(stdout, fmt.Sprintf("round %d: shoal majority", r), s)
-		e := runPhase(o, etcdPut)
-		report(stdout, fmt.Sprintf("round %d: etcd put", r), e)
-		results = append(results, s, e)
-		if s.ops == 0 {
-			continue
+	for _, kind := range []struct {
+		name, shoal, etcd string
+		shoalOp, etcdOp   func(int) error
+	}{
+		{"writes", "shoal majority", "etcd put", shoalPut, etcdPut},
+		{"reads", "shoal linearizable get", "etcd range (linearizable)", shoalGet, etcdGet},
+	} {
+		lo, hi := 0.0, 0.0
+		for r := 1; r <= rounds; r++ {
+			s := runPhase(o, kind.shoalOp)
+			report(stdout, fmt.Sprintf("round %d: %s", r, kind.shoal), s)
+			e := runPhase(o, kind.etcdOp)
+			report(stdout, fmt.Sprintf("round %d: %s", r, kind.etcd), e)
+			results = append(results, s, e)
+			if s.ops == 0 {
+				continue
+			}
+			x := e.rate() / s.rate()
+			fmt.Fprintf(stdout, "round %d: etcd/Shoal %.2fx\n\n", r, x)
+			if lo == 0 || x < lo {
+				lo = x
+			}
+			hi = max(hi, x)
 		}
-		x := e.rate() / s.rate()
-		fmt.Fprintf(stdout, "round %d: etcd/Shoal %.2fx\n\n", r, x)
-		if lo == 0 || x < lo {
-			lo = x
+		if lo > 0 {
+			fmt.Fprintf(stdout, "%s, etcd/Shoal over %d rounds: %.2f-%.2fx (above 1, etcd serves more per second)\n\n", kind.name, rounds, lo, hi)
 		}
-		hi = max(hi, x)
-	}
-	if lo > 0 {
-		fmt.Fprintf(stdout, "etcd/Shoal over %d rounds: %.2f-%.2fx (above 1, etcd takes more writes per second)\n", rounds, lo, hi)
 	}
 	return exitFor(results...)
 }
