@@ -61,6 +61,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	compare := fs.String("compare", "", "with --cluster: etcd, to drive the cluster and an etcd cluster side by side with the same clients (majority writes against puts) and print the ratio")
 	etcdURLs := fs.String("etcd", "", "with --compare etcd: the client URLs of a running etcd cluster, comma separated (default: start three etcd members on loopback, from the etcd on PATH)")
 	rounds := fs.Int("rounds", 3, "with --compare: rounds of each, alternating")
+	routed := fs.Bool("routed", false, "with --compare: Shoal's clients are the Go client over every node, sending each user's calls to the partition's master (default: each client through one node, which forwards)")
 	scale := fs.Int("scale", 0, fmt.Sprintf("measure what each operation costs against the size of its collection: with a node of its own and the document cache off, "+
 		"fill one user's collection with %d documents and another's with this many, then time GET, PUT, PATCH, DELETE, a filtered query page and the collection list on both (0: off)", scaleBaseline))
 	mongoURI := fs.String("mongo-uri", os.Getenv("MONGO_URI"), "with a node of its own: measure the mongo engine on this MongoDB (in a database of its own, shoal_bench_<random>, dropped at the end) instead of the embedded engine (default: $MONGO_URI; unset: the embedded engine)")
@@ -132,7 +133,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 					etcd = append(etcd, strings.TrimRight(u, "/"))
 				}
 			}
-			return compareEtcd(o, list, etcd, *rounds, stdout, stderr)
+			return compareEtcd(o, list, etcd, *rounds, *routed, stdout, stderr)
 		}
 		return clusterBench(o, list, max(*lagWrites, 1), max(*lagRate, 1), stdout, stderr)
 	}

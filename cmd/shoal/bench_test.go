@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -213,20 +214,33 @@ func TestBenchComparesWithEtcd(t *testing.T) {
 		t.Skip("SKIPPED: no etcd on PATH; install Debian's etcd-server (apt-get install etcd-server) to run shoal bench --compare etcd and this test")
 	}
 	n := testnode.StartNew(t)
-	var out, errb bytes.Buffer
-	code := run([]string{"bench", "--cluster", "--compare", "etcd", "--urls", n.URL(), "--token", testnode.AdminToken(t),
-		"--rounds", "2", "--duration", "200ms", "--clients", "4", "--users", "3", "--doc-bytes", "64"}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	// The first run starts etcd of its own; the second, routed through the
+	// Go client, uses a running one (--etcd).
+	etcdURLs, stop, err := startEtcd(3, io.Discard)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{"round 1: shoal majority", "round 1: etcd put", "round 2: etcd/Shoal", "writes, etcd/Shoal over 2 rounds",
-		"round 1: shoal linearizable get", "round 1: etcd range (linearizable)", "reads, etcd/Shoal over 2 rounds"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+	defer stop()
+	for _, extra := range [][]string{nil, {"--routed", "--etcd", strings.Join(etcdURLs, ",")}} {
+		var out, errb bytes.Buffer
+		args := append([]string{"bench", "--cluster", "--compare", "etcd", "--urls", n.URL(), "--token", testnode.AdminToken(t),
+			"--rounds", "2", "--duration", "200ms", "--clients", "4", "--users", "3", "--doc-bytes", "64"}, extra...)
+		code := run(args, &out, &errb)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s\n%s", extra, code, out.String(), errb.String())
 		}
-	}
-	if strings.Contains(out.String(), "first error") {
-		t.Errorf("bench reported errors:\n%s", out.String())
+		for _, want := range []string{"round 1: shoal majority", "round 1: etcd put", "round 2: etcd/Shoal", "writes, etcd/Shoal over 2 rounds",
+			"round 1: shoal linearizable get", "round 1: etcd range (linearizable)", "reads, etcd/Shoal over 2 rounds"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: output lacks %q:\n%s", extra, want, out.String())
+			}
+		}
+		if routed := strings.Contains(out.String(), "the Go client over every node"); routed != (extra != nil) {
+			t.Errorf("%v: the output says routed %v:\n%s", extra, routed, out.String())
+		}
+		if strings.Contains(out.String(), "first error") {
+			t.Errorf("%v: bench reported errors:\n%s", extra, out.String())
+		}
 	}
 }
 

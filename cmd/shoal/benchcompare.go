@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/internal/freeport"
 )
 
@@ -36,7 +37,7 @@ import (
 // With no etcd URLs it starts a cluster of three etcd members on loopback
 // (the etcd binary on PATH: Debian's etcd-server), in a temporary
 // directory it removes when done.
-func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, stdout, stderr io.Writer) int {
+func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed bool, stdout, stderr io.Writer) int {
 	o.transport.MaxIdleConnsPerHost = o.clients * 2
 	hc := httpClient(o)
 	if len(etcdURLs) == 0 {
@@ -65,6 +66,50 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, stdout, st
 		shoalWritten[c] = append(shoalWritten[c], path)
 		return nil
 	}
+	shoalGet := func(c int) error {
+		w := shoalWritten[c]
+		if len(w) == 0 {
+			return errors.New("this client wrote nothing to read")
+		}
+		req, _ := http.NewRequest("GET", urls[c%len(urls)]+w[rand.IntN(len(w))], nil)
+		req.Header.Set("Authorization", "Bearer "+o.token)
+		req.Header.Set("X-Read-Concern", "linearizable")
+		return expectStatus(hc, req, http.StatusOK)
+	}
+	how := "each client through one node, which forwards to the partition's master"
+	if routed {
+		// Each client is the Go client over every node (its own first),
+		// sending a user's calls straight to the partition's master.
+		how = "each client the Go client over every node, routing to the partition's master"
+		clients := make([]*client.Client, o.clients)
+		for c := range clients {
+			var others []string
+			for i := 1; i < len(urls); i++ {
+				others = append(others, urls[(c+i)%len(urls)])
+			}
+			clients[c] = client.New(urls[c%len(urls)], o.token, client.WithNodes(others...), client.WithHTTPClient(hc))
+		}
+		body := json.RawMessage(`{"payload":"` + payload + `"}`)
+		ctx := context.Background()
+		type written struct{ user, id string }
+		ids := make([][]written, o.clients)
+		shoalPut = func(c int) error {
+			w := written{fmt.Sprintf("bench-u%d", c%o.users), fmt.Sprintf("c%d-%d", c, seq.Add(1))}
+			if _, _, err := clients[c].Put(ctx, w.user, "bench", w.id, body, client.WriteOptions{Concern: "majority"}); err != nil {
+				return err
+			}
+			ids[c] = append(ids[c], w)
+			return nil
+		}
+		shoalGet = func(c int) error {
+			if len(ids[c]) == 0 {
+				return errors.New("this client wrote nothing to read")
+			}
+			w := ids[c][rand.IntN(len(ids[c]))]
+			_, err := clients[c].Get(ctx, w.user, "bench", w.id, client.ReadOptions{Concern: "linearizable"})
+			return err
+		}
+	}
 	value := base64.StdEncoding.EncodeToString([]byte(`{"payload":"` + payload + `"}`))
 	etcdPut := func(c int) error {
 		key := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "bench/c%d-%d", c, seq.Add(1)))
@@ -78,16 +123,6 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, stdout, st
 	}
 	// Reads: a linearizable read of what the client wrote, on both (etcd's
 	// range is linearizable unless asked to be serializable).
-	shoalGet := func(c int) error {
-		w := shoalWritten[c]
-		if len(w) == 0 {
-			return errors.New("this client wrote nothing to read")
-		}
-		req, _ := http.NewRequest("GET", urls[c%len(urls)]+w[rand.IntN(len(w))], nil)
-		req.Header.Set("Authorization", "Bearer "+o.token)
-		req.Header.Set("X-Read-Concern", "linearizable")
-		return expectStatus(hc, req, http.StatusOK)
-	}
 	etcdGet := func(c int) error {
 		w := etcdWritten[c]
 		if len(w) == 0 {
@@ -97,8 +132,8 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, stdout, st
 		req.Header.Set("Content-Type", "application/json")
 		return expectStatus(hc, req, http.StatusOK)
 	}
-	fmt.Fprintf(stdout, "Shoal: %d nodes, writes with write concern majority as %d users; etcd: %d members, puts; %d clients, %d-byte values, %s per round\n\n",
-		len(urls), o.users, len(etcdURLs), o.clients, o.docBytes, o.duration)
+	fmt.Fprintf(stdout, "Shoal: %d nodes, writes with write concern majority as %d users, %s; etcd: %d members, puts; %d clients, %d-byte values, %s per round\n\n",
+		len(urls), o.users, how, len(etcdURLs), o.clients, o.docBytes, o.duration)
 	var results []phaseResult
 	for _, kind := range []struct {
 		name, shoal, etcd string
