@@ -42,8 +42,9 @@
 // call was not applied:
 //
 //   - a connection that failed before the request was written (a refused
-//     or failed dial, a TLS handshake): the node never saw it, and the
-//     node is skipped for a few seconds by every call;
+//     or failed dial, one that timed out included, a TLS handshake): the
+//     node never saw it, and the node is skipped for a few seconds by
+//     every call;
 //   - 421 Misdirected Request: the node serves no such request (it is not
 //     the master, or holds no copy for a local read) and did nothing;
 //   - 503 with the problem type urn:shoal:problem:unavailable: the node
@@ -51,15 +52,16 @@
 //     within its routing wait, the partition changing master, the node
 //     shutting down, a conditional write whose refusal might not stand).
 //
-// A read is also tried again after any other 503 and after a connection
-// that broke once the request was written: reading twice changes
-// nothing. A write never is, whatever its method, once its outcome is
+// A read is also tried again after any other 503, after a connection
+// that broke once the request was written, and after a 200 whose body
+// broke off: reading twice changes nothing. A write never is, whatever its method, once its outcome is
 // unknown: an answer 504 (the write concern was not confirmed in time:
 // the write is applied on the master, and not undone), a 503 of problem
 // type timeout (the master's lease ran out after the write was committed
 // there, so it may or may not survive), any other 5xx, and a connection
 // that broke, or a context that ended, after the request was written
-// (*UnansweredError). errors.Is(err, ErrOutcomeUnknown) tells these
+// (*UnansweredError), and a success whose answer broke off while it was
+// read (the write was applied; what was answered is lost). errors.Is(err, ErrOutcomeUnknown) tells these
 // apart. Sending such a write again is not safe in general: a POST
 // without _id would create a second document; a PUT would overwrite a
 // later write of another client; a conditional PUT or PATCH (If-Match)
@@ -242,16 +244,29 @@ func (c *Client) getURL(ctx context.Context, u, path string) (answer, error) {
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
-		return answer{}, &bodyError{err}
+		return answer{}, &bodyError{err: err}
 	}
 	return answer{body: body, contentType: resp.Header.Get("Content-Type")}, nil
 }
 
-// bodyError is a 200 answer whose body broke off.
-type bodyError struct{ err error }
+// bodyError is a 2xx answer whose body broke off. For a write (applied:
+// the node answered its success) it matches ErrOutcomeUnknown: the caller
+// cannot tell what it was answered, and reads the document to find out.
+type bodyError struct {
+	err   error
+	write bool
+}
 
-func (e *bodyError) Error() string { return "reading the answer: " + e.err.Error() }
+func (e *bodyError) Error() string {
+	if e.write {
+		return "the write was answered with success, but reading the answer failed (read the document to see its state): " + e.err.Error()
+	}
+	return "reading the answer: " + e.err.Error()
+}
 func (e *bodyError) Unwrap() error { return e.err }
+
+// Is matches ErrOutcomeUnknown for a write.
+func (e *bodyError) Is(target error) bool { return e.write && target == ErrOutcomeUnknown }
 
 // decode decodes a 200 answer into v; what names the JSON expected, for
 // the error.

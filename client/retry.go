@@ -91,16 +91,24 @@ func (r Retry) wait(n int, retryAfter time.Duration, r01 float64) time.Duration 
 //   - a transport error reaches here for a write only when the request was
 //     not written (try wraps the others in *UnansweredError).
 //
-// A context that ended (the caller's, or http.Client's Timeout) ends the
-// call whatever it failed with.
+// A failed dial is tried again even when it timed out (a host that drops
+// connection attempts: net's timeout error also matches
+// context.DeadlineExceeded); send stops first when the caller's context
+// has ended. Any other timeout or cancellation (http.Client's Timeout)
+// ends the call. A read whose 2xx answer broke off is tried again; a
+// write's is not (it was applied: ErrOutcomeUnknown).
 func retryable(write bool, err error) bool {
 	var he *HTTPError
 	var ue *UnansweredError
 	var be *bodyError
 	var ae *AnswerError
 	switch {
+	case isDialError(err):
+		return true
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
+	case errors.As(err, &be):
+		return !write
 	case errors.As(err, &he):
 		switch he.StatusCode {
 		case http.StatusMisdirectedRequest:
@@ -109,7 +117,7 @@ func retryable(write bool, err error) bool {
 			return !write || he.problemType() == api.TypeUnavailable
 		}
 		return false
-	case errors.As(err, &ue), errors.As(err, &be), errors.As(err, &ae):
+	case errors.As(err, &ue), errors.As(err, &ae):
 		return false
 	}
 	return true
@@ -159,7 +167,7 @@ func (c *Client) send(ctx context.Context, k call) (sent, error) {
 			return a, nil
 		}
 		c.learn(ctx, k, node, err)
-		if attempt >= c.retry.Attempts || !retryable(isWrite(k.method), err) {
+		if attempt >= c.retry.Attempts || ctx.Err() != nil || !retryable(isWrite(k.method), err) {
 			return sent{}, err
 		}
 		var he *HTTPError
@@ -261,7 +269,7 @@ func (c *Client) try(ctx context.Context, node string, k call) (sent, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
-		return sent{}, &bodyError{err}
+		return sent{}, &bodyError{err: err, write: isWrite(k.method)}
 	}
 	return sent{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }

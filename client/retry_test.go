@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -26,6 +27,12 @@ func TestRetryable(t *testing.T) {
 	}
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	// A real dial timeout: net's error matches context.DeadlineExceeded
+	// too, yet nothing was sent.
+	_, dialTimeout := (&net.Dialer{Deadline: time.Now().Add(-time.Second)}).Dial("tcp", "127.0.0.1:1")
+	if !errors.Is(dialTimeout, context.DeadlineExceeded) || !isDialError(dialTimeout) {
+		t.Fatalf("a dial past its deadline answered %v, not a dial timeout", dialTimeout)
+	}
 	for _, tc := range []struct {
 		name        string
 		err         error
@@ -46,7 +53,8 @@ func TestRetryable(t *testing.T) {
 		{"a write unanswered after it was sent", &UnansweredError{Err: reset}, false, false},
 		{"the caller's context ended", fmt.Errorf("Get: %w", context.DeadlineExceeded), false, false},
 		{"the caller cancelled", context.Canceled, false, false},
-		{"a 200 whose body broke off", &bodyError{errors.New("unexpected EOF")}, false, false},
+		{"a dial that timed out: never sent", fmt.Errorf("Post: %w", dialTimeout), true, true},
+		{"a 200 whose body broke off", &bodyError{err: errors.New("unexpected EOF")}, false, true},
 		{"a 200 that is not Shoal's", &AnswerError{What: "document"}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,6 +98,14 @@ func TestOutcomeUnknown(t *testing.T) {
 	u := &UnansweredError{Method: "POST", Err: fmt.Errorf("Post: %w", syscall.ECONNRESET)}
 	if !errors.Is(u, ErrOutcomeUnknown) || !errors.Is(u, syscall.ECONNRESET) {
 		t.Errorf("%v: not ErrOutcomeUnknown or not ECONNRESET", u)
+	}
+	// A write answered 2xx whose answer broke off was applied: the caller
+	// must read before writing again.
+	if b := (&bodyError{err: io.ErrUnexpectedEOF, write: true}); !errors.Is(b, ErrOutcomeUnknown) || !errors.Is(b, io.ErrUnexpectedEOF) {
+		t.Errorf("%v: a write's broken answer is not ErrOutcomeUnknown", b)
+	}
+	if b := (&bodyError{err: io.ErrUnexpectedEOF}); errors.Is(b, ErrOutcomeUnknown) {
+		t.Errorf("%v: a read's broken answer is ErrOutcomeUnknown", b)
 	}
 }
 

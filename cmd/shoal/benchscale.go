@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -215,9 +216,14 @@ func median(ds []time.Duration) time.Duration {
 }
 
 // rssGrowth runs f and answers how far the process's resident memory rose
-// above what it was before: the peak (VmHWM, after resetting it through
-// /proc/self/clear_refs) when Linux allows, else the size after f.
+// above what it was before (after returning free heap to the OS): the
+// peak (VmHWM, after resetting it through /proc/self/clear_refs) when
+// Linux allows, else the size after f. With --mongo-uri it leaves out the
+// MongoDB server's memory.
 func rssGrowth(f func() error) (int64, string, error) {
+	// Return the heap the runtime holds free to the OS first, or the page
+	// would reuse it unseen.
+	debug.FreeOSMemory()
 	before, err := procStatus("VmRSS")
 	if err != nil {
 		return 0, "", err

@@ -3,9 +3,10 @@
 // fetched from elsewhere). The files need no token: they hold no data.
 // Everything the page shows it asks the node's API for, with the admin
 // token the user pastes into it (kept in the browser's sessionStorage and
-// sent as Authorization: Bearer): GET /v1/cluster about once a second,
-// GET /v1/admin/rollback, GET /v1/users/{user}/placement for the ring and
-// the document routes for the document browser.
+// sent as Authorization: Bearer): GET /v1/cluster?all=1&partitions=1
+// about once a second (members, the ring, replication, moves, voters),
+// GET /v1/admin/rollback, and the document routes for the document
+// browser.
 package ui
 
 import (

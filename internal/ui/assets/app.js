@@ -116,7 +116,9 @@
       let resp;
       try {
         resp = await fetch(new URL(path, BASE), {
-          headers: { Authorization: `Bearer ${state.token}`, Accept: "application/json" },
+          headers: state.token
+            ? { Authorization: `Bearer ${state.token}`, Accept: "application/json" }
+            : { Accept: "application/json" },
           cache: "no-store",
           signal: ctrl.signal,
         });
