@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
-	"strings"
-	"sync"
+	"slices"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ func BenchmarkAPartitionMovesToANewNode(b *testing.B) {
 		p, user := movingPartition(b)
 		c.WaitForMasters(30 * time.Second)
 		from := c.MasterOf(p)
-		filled := fillUser(b, c.Node(from).Client(token), user, *moveDocs)
+		filled := testcluster.FillUser(b, c.Node(from).Client(token), user, *moveDocs, 1024)
 		b.Logf("partition %d on %s: %d documents in %s", p, from, *moveDocs, filled.Round(time.Millisecond))
 
 		if *moveProfile != "" {
@@ -90,55 +89,11 @@ func BenchmarkAPartitionMovesToANewNode(b *testing.B) {
 // movingPartition finds a partition whose preferred master a fourth node
 // would be, and a user placed in it.
 func movingPartition(b *testing.B) (int, string) {
-	var members []shard.Member
-	for i := 1; i <= 4; i++ {
-		members = append(members, shard.Member{ID: fmt.Sprintf("node%d", i), Sharding: true, Replica: true, Voter: i <= 3})
-	}
-	ring, err := shard.NewRing(members, testcluster.Partitions)
-	if err != nil {
-		b.Fatal(err)
-	}
+	toNode4 := testcluster.PreferredByANewNode(b)
 	for i := 0; ; i++ {
 		u := fmt.Sprintf("mover%d", i)
-		if p := shard.PartitionOf(u, testcluster.Partitions); ring.Owner(p) == "node4" {
+		if p := shard.PartitionOf(u, testcluster.Partitions); slices.Contains(toNode4, p) {
 			return p, u
 		}
 	}
-}
-
-// fillUser writes docs 1 KiB documents to user's collection through cl,
-// from 32 clients at once, and returns how long it took.
-func fillUser(b *testing.B, cl *testnode.Client, user string, docs int) time.Duration {
-	start := time.Now()
-	body := `{"payload":"` + strings.Repeat("x", 1024) + `"}`
-	next := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failed error
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range next {
-				r, err := cl.TryDo("PUT", fmt.Sprintf("/v1/users/%s/collections/c/documents/d%08d", user, k), body)
-				if err == nil && r.Status != 201 {
-					err = fmt.Errorf("status %d", r.Status)
-				}
-				if err != nil {
-					mu.Lock()
-					failed = err
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for k := range docs {
-		next <- k
-	}
-	close(next)
-	wg.Wait()
-	if failed != nil {
-		b.Fatalf("filling %s: %v", user, failed)
-	}
-	return time.Since(start)
 }

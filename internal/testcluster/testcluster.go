@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/shoal-db/shoal/internal/node"
 	"github.com/shoal-db/shoal/internal/nodetls"
 	"github.com/shoal-db/shoal/internal/testnode"
+	"github.com/shoal-db/shoal/shard"
 )
 
 // Settings of test clusters: fast failure detection and short leases,
@@ -473,4 +475,62 @@ func (c *Cluster) WaitForMasters(timeout time.Duration) {
 		}
 		return true, ""
 	})
+}
+
+// PreferredByANewNode returns the partitions whose preferred master would
+// be "node4" once it joins node1..node3 (the ids Start and AddNode give).
+func PreferredByANewNode(t testing.TB) []int {
+	t.Helper()
+	var members []shard.Member
+	for i := 1; i <= 4; i++ {
+		members = append(members, shard.Member{ID: fmt.Sprintf("node%d", i), Sharding: true, Replica: true, Voter: i <= 3})
+	}
+	ring, err := shard.NewRing(members, Partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for p := range Partitions {
+		if ring.Owner(p) == "node4" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// FillUser writes docs documents of payloadBytes each (ids d00000000,
+// d00000001, ...) to user's collection "c" through cl, from 32 clients at
+// once, and returns how long it took.
+func FillUser(t testing.TB, cl *testnode.Client, user string, docs, payloadBytes int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	body := `{"payload":"` + strings.Repeat("x", payloadBytes) + `"}`
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed error
+	for range 32 {
+		wg.Go(func() {
+			for k := range next {
+				r, err := cl.TryDo("PUT", fmt.Sprintf("/v1/users/%s/collections/c/documents/d%08d", user, k), body)
+				if err == nil && r.Status != 201 {
+					err = fmt.Errorf("status %d: %s", r.Status, r.Body)
+				}
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for k := range docs {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	if failed != nil {
+		t.Fatalf("filling %s: %v", user, failed)
+	}
+	return time.Since(start)
 }

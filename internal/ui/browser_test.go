@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -284,7 +283,8 @@ func TestDashboardInABrowser(t *testing.T) {
 	// moves wait in their copy, listed, for as long as the page needs to
 	// show them; then the cut heals and the copies run.
 	part, user, toNode4 := movingPartitionOf(t, c, "node1")
-	fill(t, home.Client(admin), user, 1500)
+	took := testcluster.FillUser(t, home.Client(admin), user, 1500, 256)
+	t.Logf("1500 documents written to %s in %s", user, took.Round(time.Millisecond))
 	c.Faults.CutCalls("node1", "node4")
 	added := time.Now()
 	c.AddNode()
@@ -418,59 +418,13 @@ func ringAsSeenBy(n *testcluster.Node, s pageState) (bool, string) {
 // preferred master a fourth node would be, and a user placed in it; and
 // every partition whose preferred master the fourth node would be.
 func movingPartitionOf(t *testing.T, c *testcluster.Cluster, from string) (part int, user string, toNode4 []int) {
-	var members []shard.Member
-	for i := 1; i <= 4; i++ {
-		members = append(members, shard.Member{ID: fmt.Sprintf("node%d", i), Sharding: true, Replica: true, Voter: i <= 3})
-	}
-	ring, err := shard.NewRing(members, testcluster.Partitions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p := range testcluster.Partitions {
-		if ring.Owner(p) == "node4" {
-			toNode4 = append(toNode4, p)
-		}
-	}
+	toNode4 = testcluster.PreferredByANewNode(t)
 	for i := 0; i < 100000; i++ {
 		u := fmt.Sprintf("mover%d", i)
-		if p := shard.PartitionOf(u, testcluster.Partitions); ring.Owner(p) == "node4" && c.MasterOf(p) == from {
+		if p := shard.PartitionOf(u, testcluster.Partitions); slices.Contains(toNode4, p) && c.MasterOf(p) == from {
 			return p, u, toNode4
 		}
 	}
 	t.Fatalf("no partition of %s moves to node4", from)
 	return 0, "", nil
-}
-
-// fill writes docs small documents to user's collection c through cl,
-// from 16 clients at once.
-func fill(t *testing.T, cl *testnode.Client, user string, docs int) {
-	start := time.Now()
-	next := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failed error
-	for range 16 {
-		wg.Go(func() {
-			for k := range next {
-				r, err := cl.TryDo("PUT", fmt.Sprintf("/v1/users/%s/collections/c/documents/d%06d", user, k), `{"payload":"`+strings.Repeat("x", 256)+`"}`)
-				if err == nil && r.Status != 201 {
-					err = fmt.Errorf("status %d: %s", r.Status, r.Body)
-				}
-				if err != nil {
-					mu.Lock()
-					failed = err
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for k := range docs {
-		next <- k
-	}
-	close(next)
-	wg.Wait()
-	if failed != nil {
-		t.Fatalf("filling %s: %v", user, failed)
-	}
-	t.Logf("%d documents written to %s in %s", docs, user, time.Since(start).Round(time.Millisecond))
 }
