@@ -219,25 +219,21 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var rawSeq atomic.Uint64
-	// The engine's own rate: one document per commit, each client writing
-	// to a partition of its own beyond the node's (so the two never meet).
-	rawWrites := runPhase(o, func(c int) error {
+	// The engine's own rate: one document per commit, client c writing to
+	// a partition of its own beyond the node's (so the two never meet).
+	rawCommit := func(c int) error {
 		id := doc.NewID()
 		d := &store.Doc{Key: store.DocKey("bench-raw", "bench", id), User: "bench-raw", Coll: "bench", ID: id, Version: 1,
 			Pos: store.Position{Epoch: 1, Seq: rawSeq.Add(1)}, Updated: time.Now(), Body: map[string]any{"payload": payload, "client": int64(c)}}
 		return raw.Commit(ctx, partitions+c, []engine.Write{{Doc: d, Insert: true}})
-	})
+	}
+	rawWrites := runPhase(o, rawCommit)
 	report(stdout, "raw engine commit, one document", rawWrites)
 	// The same, one commit at a time: each waits for its own sync, which
 	// concurrent commits share in the engine's log.
 	one := o
 	one.clients = 1
-	rawOne := runPhase(one, func(int) error {
-		id := doc.NewID()
-		d := &store.Doc{Key: store.DocKey("bench-raw", "bench", id), User: "bench-raw", Coll: "bench", ID: id, Version: 1,
-			Pos: store.Position{Epoch: 1, Seq: rawSeq.Add(1)}, Updated: time.Now(), Body: map[string]any{"payload": payload, "client": int64(0)}}
-		return raw.Commit(ctx, partitions, []engine.Write{{Doc: d, Insert: true}})
-	})
+	rawOne := runPhase(one, rawCommit)
 	report(stdout, "raw engine commit, one writer", rawOne)
 	// Reads go to the same data Shoal wrote, by the same keys, so both
 	// sides read the same documents.
@@ -259,10 +255,11 @@ func bench(args []string, stdout, stderr io.Writer) int {
 // ownNode is a node the benchmark started for itself, in a temporary
 // directory, with an admin token.
 type ownNode struct {
-	node  *node.Node
-	cfg   config.Config
-	dir   string
-	token string
+	node   *node.Node
+	cfg    config.Config
+	dir    string
+	token  string
+	stderr io.Writer
 }
 
 // startOwnNode starts a node of the benchmark's own in a new temporary
@@ -272,34 +269,33 @@ func startOwnNode(ctx context.Context, prefix string, stderr io.Writer, tweak fu
 	if err != nil {
 		return nil, err
 	}
-	cfg := config.Defaults()
-	cfg.NodeID, cfg.HTTPAddr, cfg.DataDir = "bench", "127.0.0.1:0", dir
-	cfg.AuthSecret = "bench-secret-" + doc.NewID()
+	o := &ownNode{dir: dir, stderr: stderr, cfg: config.Defaults()}
+	o.cfg.NodeID, o.cfg.HTTPAddr, o.cfg.DataDir = "bench", "127.0.0.1:0", dir
+	o.cfg.AuthSecret = "bench-secret-" + doc.NewID()
 	if tweak != nil {
-		tweak(&cfg)
+		tweak(&o.cfg)
 	}
-	n, err := node.Start(ctx, cfg, newLogger(stderr, "warn"))
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("starting a node: %w", err)
-	}
-	token, err := api.MintToken([]byte(cfg.AuthSecret), api.TokenSpec{Admin: true, Audience: cfg.TokenAudience, TTL: cfg.TokenMaxTTL})
-	if err != nil {
-		n.Close(ctx)
-		os.RemoveAll(dir)
+	if o.token, err = api.MintToken([]byte(o.cfg.AuthSecret), api.TokenSpec{Admin: true, Audience: o.cfg.TokenAudience, TTL: o.cfg.TokenMaxTTL}); err != nil {
+		o.close(ctx)
 		return nil, err
 	}
-	return &ownNode{node: n, cfg: cfg, dir: dir, token: token}, nil
+	if o.node, err = node.Start(ctx, o.cfg, newLogger(stderr, "warn")); err != nil {
+		o.close(ctx) // a node that failed on MongoDB may have made its database
+		return nil, fmt.Errorf("starting a node: %w", err)
+	}
+	return o, nil
 }
 
-// close stops the node and removes its directory, and its database when
-// it stored in a MongoDB.
+// close stops the node (if it started) and removes its directory, and its
+// database when it stored in a MongoDB.
 func (o *ownNode) close(ctx context.Context) {
-	o.node.Close(ctx)
+	if o.node != nil {
+		o.node.Close(ctx)
+	}
 	os.RemoveAll(o.dir)
 	if o.cfg.MongoURI != "" {
 		if err := dropDatabase(ctx, o.cfg.MongoURI, o.cfg.MongoDB); err != nil {
-			fmt.Fprintf(os.Stderr, "shoal bench: dropping the database %s: %v\n", o.cfg.MongoDB, err)
+			fmt.Fprintf(o.stderr, "shoal bench: dropping the database %s: %v\n", o.cfg.MongoDB, err)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -379,39 +378,42 @@ func atoi(s string) int {
 // ringMatches says whether the ring shows every partition mastered by
 // the node that holds its lease now.
 func ringMatches(c *testcluster.Cluster, s pageState) (bool, string) {
-	if s.RingError != "" {
-		return false, "ring error: " + s.RingError
-	}
-	if len(s.Masters) != testcluster.Partitions {
-		return false, fmt.Sprintf("%d partitions on the ring", len(s.Masters))
-	}
-	var wrong []string
-	for part := 0; part < testcluster.Partitions; part++ {
-		if want, got := c.MasterOf(part), s.Masters[fmt.Sprint(part)]; got != want {
-			wrong = append(wrong, fmt.Sprintf("%d: shown %q, held by %q", part, got, want))
+	return ringShows(s, func(part int, master, _ string) string {
+		if want := c.MasterOf(part); master != want {
+			return fmt.Sprintf("shown %q, held by %q", master, want)
 		}
-	}
-	sort.Strings(wrong)
-	return len(wrong) == 0, strings.Join(wrong, "; ")
+		return ""
+	})
 }
 
 // ringAsSeenBy says whether the ring shows every partition with the
 // master and epoch n's placement names.
 func ringAsSeenBy(n *testcluster.Node, s pageState) (bool, string) {
+	return ringShows(s, func(part int, master, epoch string) string {
+		if want := n.Placement(part); master != want.Master || epoch != fmt.Sprint(want.Epoch) {
+			return fmt.Sprintf("shown %q at epoch %q, %s names %q at %d", master, epoch, n.ID, want.Master, want.Epoch)
+		}
+		return ""
+	})
+}
+
+// ringShows checks that the ring shows every partition, each as wrong
+// (which returns "" when the partition's master and epoch are right, else
+// what is wrong) accepts.
+func ringShows(s pageState, wrong func(part int, master, epoch string) string) (bool, string) {
 	if s.RingError != "" {
 		return false, "ring error: " + s.RingError
 	}
 	if len(s.Masters) != testcluster.Partitions {
 		return false, fmt.Sprintf("%d partitions on the ring", len(s.Masters))
 	}
-	var wrong []string
+	var bad []string
 	for part := 0; part < testcluster.Partitions; part++ {
-		want := n.Placement(part)
-		if got, epoch := s.Masters[fmt.Sprint(part)], s.Epochs[fmt.Sprint(part)]; got != want.Master || epoch != fmt.Sprint(want.Epoch) {
-			wrong = append(wrong, fmt.Sprintf("%d: shown %q at epoch %q, %s names %q at %d", part, got, epoch, n.ID, want.Master, want.Epoch))
+		if w := wrong(part, s.Masters[fmt.Sprint(part)], s.Epochs[fmt.Sprint(part)]); w != "" {
+			bad = append(bad, fmt.Sprintf("%d: %s", part, w))
 		}
 	}
-	return len(wrong) == 0, strings.Join(wrong, "; ")
+	return len(bad) == 0, strings.Join(bad, "; ")
 }
 
 // movingPartitionOf finds a partition that from masters and whose
