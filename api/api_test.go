@@ -262,6 +262,22 @@ func TestCollectionsEraseAndMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	// Every new document above was looked up and not found; an answer
+	// of "no such document" is not a failed operation.
+	if strings.Contains(m, `shoal_store_operation_errors_total{op="get"}`) {
+		t.Errorf("a lookup that found nothing counted as a failed store operation:\n%s", grepLines(m, "shoal_store_operation_errors_total"))
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func TestQueryPagesEveryDocumentExactlyOnce(t *testing.T) {

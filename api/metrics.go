@@ -1,12 +1,14 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/replicate"
 )
 
@@ -43,11 +45,11 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
 		}, []string{"route", "method"}),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "shoal_store_operation_duration_seconds", Help: "Time of operations on the node's MongoDB, by operation.",
+			Name: "shoal_store_operation_duration_seconds", Help: "Time of operations on the node's store (Pebble or MongoDB), by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
 		}, []string{"op"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shoal_store_operation_errors_total", Help: "Failed operations on the node's MongoDB, by operation.",
+			Name: "shoal_store_operation_errors_total", Help: "Failed operations on the node's store (Pebble or MongoDB), by operation; a lookup that finds nothing is not one.",
 		}, []string{"op"}),
 		commitChanges: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shoal_commit_batch_changes", Help: "Document changes per group commit.",
@@ -104,10 +106,12 @@ func methodLabel(m string) string {
 	return "other"
 }
 
-// ObserveStore records one store operation (store.Options.Observe).
+// ObserveStore records one store operation (store.Options.Observe). A
+// lookup that finds no document has not failed: every insert of a new
+// document makes one.
 func (m *Metrics) ObserveStore(op string, d time.Duration, err error) {
 	m.storeDuration.WithLabelValues(op).Observe(d.Seconds())
-	if err != nil {
+	if err != nil && !errors.Is(err, record.ErrNotFound) {
 		m.storeErrors.WithLabelValues(op).Inc()
 	}
 }

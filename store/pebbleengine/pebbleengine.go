@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/store/engine"
@@ -90,12 +91,29 @@ func Open(o Options) (*Engine, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	db, err := pebble.Open(o.Dir, &pebble.Options{Cache: cache, Logger: errorLogger{o.Logger}})
+	db, err := pebble.Open(o.Dir, pebbleOptions(cache, o.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening the pebble store in %s: %v", engine.ErrUnavailable, o.Dir, err)
 	}
 	e := &Engine{db: db}
 	return e, nil
+}
+
+// pebbleOptions are Pebble's defaults with a Bloom filter in every
+// table, which Pebble leaves out by default. Every write looks up the
+// document it replaces (or finds there is none: every insert of a new
+// document, on the master and on each replica), and without a filter
+// that lookup searches every table of L0 and one of each level below;
+// with one, a table whose filter rules the key out is not read. Ten bits
+// per key rule out about 99% of the tables that lack it. Tables written
+// before a filter was configured are read as they are, without one,
+// until a compaction rewrites them.
+func pebbleOptions(cache *pebble.Cache, logger *slog.Logger) *pebble.Options {
+	o := &pebble.Options{Cache: cache, Logger: errorLogger{logger}}
+	for i := range o.Levels {
+		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	return o
 }
 
 // Close closes the database once the calls under way have returned.

@@ -171,3 +171,37 @@ func TestThePurgeCutsAtWholeMillisecondsAndOnlyTombstones(t *testing.T) {
 		t.Fatalf("an older tombstone was kept: %v", err)
 	}
 }
+
+// Inserting a new document looks its key up first, and a table's Bloom
+// filter answers that lookup for the tables that do not hold the key
+// without reading them.
+func TestAnInsertOfANewKeyIsRuledOutByTheFilters(t *testing.T) {
+	e, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	doc := func(id string, seq uint64) *record.Doc {
+		return &record.Doc{Key: record.DocKey("u", "c", id), User: "u", Coll: "c", ID: id,
+			Pos: record.Position{Epoch: 1, Seq: seq}, Updated: time.Now(), Body: map[string]any{"n": int64(seq)}}
+	}
+	for seq := uint64(1); seq <= 100; seq++ {
+		if _, err := e.InsertNew(ctx, 0, []*record.Doc{doc(fmt.Sprintf("old-%03d", seq), seq)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.db.Flush(); err != nil { // into a table, out of the memtable
+		t.Fatal(err)
+	}
+	before := e.db.Metrics().Filter.Hits
+	for seq := uint64(101); seq <= 200; seq++ {
+		held, err := e.InsertNew(ctx, 0, []*record.Doc{doc(fmt.Sprintf("new-%03d", seq), seq)})
+		if err != nil || len(held) != 0 {
+			t.Fatalf("inserting a new key: held %v, %v", held, err)
+		}
+	}
+	if hits := e.db.Metrics().Filter.Hits - before; hits < 90 {
+		t.Fatalf("the filters ruled out the table %d times in 100 inserts of new keys; want nearly every time (no filter configured?)", hits)
+	}
+}
