@@ -104,6 +104,7 @@ type pageState struct {
 	Masters    map[string]string `json:"masters"` // partition -> data-master ("?": not known)
 	Epochs     map[string]string `json:"epochs"`  // partition -> data-epoch ("": not known)
 	DoneMaster map[string]string `json:"done"`    // partition -> the text of a move no longer listed
+	Moved      []shownMove       `json:"moved"`   // the bars of moves no longer listed
 	BannerDown string            `json:"bannerDown"`
 	BannerAuth string            `json:"bannerAuth"`
 	RingError  string            `json:"ringError"`
@@ -112,6 +113,16 @@ type pageState struct {
 	DocError   string            `json:"docError"`
 	NextOn     bool              `json:"nextOn"`
 	Detail     map[string]string `json:"detail"`
+}
+
+// barOf is the bar of partition part among bars, or nil.
+func barOf(bars []shownMove, part string) *shownMove {
+	for i := range bars {
+		if bars[i].Partition == part {
+			return &bars[i]
+		}
+	}
+	return nil
 }
 
 type shownMove struct {
@@ -123,7 +134,7 @@ type shownMove struct {
 const readPage = `(() => {
   const all = (s) => [...document.querySelectorAll(s)];
   const shown = (id) => { const e = document.querySelector('[data-testid="' + id + '"]'); return e && !e.hidden ? e.textContent : ""; };
-  const out = {members: {}, moves: [], masters: {}, epochs: {}, done: {}, docs: [], collections: {}, detail: {},
+  const out = {members: {}, moves: [], moved: [], masters: {}, epochs: {}, done: {}, docs: [], collections: {}, detail: {},
     bannerDown: shown("banner-down"), bannerAuth: shown("banner-auth"), ringError: shown("ring-error"), docError: shown("doc-error"),
     nextOn: !document.querySelector('[data-testid="doc-next"]').disabled};
   for (const r of all('tr[data-testid^="member-"]')) {
@@ -132,6 +143,9 @@ const readPage = `(() => {
   }
   for (const b of all('[role="progressbar"][data-testid^="move-"]')) {
     out.moves.push({partition: b.dataset.testid.slice("move-".length), now: b.getAttribute("aria-valuenow"), text: b.getAttribute("aria-valuetext")});
+  }
+  for (const b of all('[role="progressbar"][data-testid^="moved-"]')) {
+    out.moved.push({partition: b.dataset.testid.slice("moved-".length), now: b.getAttribute("aria-valuenow"), text: b.getAttribute("aria-valuetext")});
   }
   for (const p of all('#ring [data-testid^="partition-"]')) {
     out.masters[p.dataset.partition] = p.dataset.master;
@@ -312,10 +326,13 @@ func TestDashboardInABrowser(t *testing.T) {
 			return false, fmt.Sprintf("%d moves listed: %v", len(s.Moves), s.Moves)
 		}
 		// Every move the page showed is now shown gone, the partition
-		// mastered by node4.
+		// mastered by node4, its progress bar full.
 		for part := range seen {
 			if !strings.Contains(s.DoneMaster[part], "master now node4") {
 				return false, fmt.Sprintf("partition %s moved, shown as %q", part, s.DoneMaster[part])
+			}
+			if bar := barOf(s.Moved, part); bar == nil || bar.Now == nil || *bar.Now != "100" || !strings.Contains(bar.Text, "node4 masters it") {
+				return false, fmt.Sprintf("partition %s moved, its bar shown as %+v", part, bar)
 			}
 		}
 		// Every partition node4 is the preferred master of (the moves

@@ -480,11 +480,30 @@
     const text = m.phase === "copying"
       ? (m.documents_total ? `${m.documents_copied} of ${m.documents_total} documents copied (${pct}%)` : `copying, ${m.documents_copied} documents so far (total not counted yet)`)
       : `copy done (100%)${m.behind ? `, ${m.behind} changes behind` : ""}`;
+    return progressBar(`move-${p}`, pct, text, `partition ${p} moving to ${m.to}`);
+  }
+
+  // doneBar is the bar of a move no longer listed: full once the first
+  // answer after it left shows the partition mastered by the move's
+  // target (the move finished), and otherwise as far as its copy was
+  // seen to get (the move was given up, or its outcome is not known yet).
+  function doneBar(d, v) {
+    const p = d.move.partition;
+    const label = `partition ${p} moved to ${d.move.to}`;
+    if (v && v.master === d.move.to) {
+      return progressBar(`moved-${p}`, 100, `moved: ${d.move.to} masters it (100%)`, label);
+    }
+    const copy = d.maxPct === null ? "copy not counted" : `copy reached ${d.maxPct}%`;
+    return progressBar(`moved-${p}`, d.maxPct, v ? `not moved: master ${v.master || "none"}; ${copy}` : `outcome not known yet; ${copy}`, label);
+  }
+
+  // progressBar draws a bar pct percent full (null: indeterminate).
+  function progressBar(testid, pct, text, label) {
     const fill = el("div", { class: "bar-fill", "data-width": pct === null ? "" : pct });
     const bar = el("div", {
-      class: `bar${pct === null ? " indeterminate" : ""}`, role: "progressbar", "data-testid": `move-${p}`,
+      class: `bar${pct === null ? " indeterminate" : ""}`, role: "progressbar", "data-testid": testid,
       "aria-valuemin": 0, "aria-valuemax": 100, "aria-valuenow": pct === null ? null : pct, "aria-valuetext": text,
-      "aria-label": `partition ${p} moving to ${m.to}`,
+      "aria-label": label,
     }, fill, el("span", { class: "bar-text" }, text));
     if (pct !== null) fill.style.width = `${pct}%`;
     return bar;
@@ -512,12 +531,13 @@
     done.replaceChildren(el("h3", {}, "No longer listed"), el("ul", {}, state.movesDone.map((d) => {
       // The first answer after the move left the list says who masters
       // the partition now.
-      const v = state.partitions[d.move.partition];
-      const now = v && state.answeredAt > d.gone ? `master now ${v.master || "none"} (epoch ${v.epoch})` : "master not known since";
+      const known = state.answeredAt > d.gone ? state.partitions[d.move.partition] : undefined;
+      const now = known ? `master now ${known.master || "none"} (epoch ${known.epoch})` : "master not known since";
       return el("li", { "data-testid": `move-done-${d.move.partition}` },
         `partition ${d.move.partition} ${d.move.from} → ${d.move.to}: last seen ${d.move.phase} ` +
           `(${d.maxPct === null ? "copy not counted yet" : "copy " + d.maxPct + "%"}), gone at ${clock(d.gone)}; `,
-        el("span", { "data-testid": `move-done-master-${d.move.partition}` }, now));
+        el("span", { "data-testid": `move-done-master-${d.move.partition}` }, now),
+        doneBar(d, known));
     })));
   }
 
