@@ -368,6 +368,7 @@ func TestOpenAPI(t *testing.T) {
 					}
 				}
 			}},
+		{name: "cluster with every member's moves", as: "admin", method: "GET", path: "/v1/cluster" + q("moves", "all"), status: 200},
 		{name: "cluster with the partition table and every replica", as: "admin", method: "GET", path: "/v1/cluster" + q("all", "1", "partitions", "1"), status: 200},
 		{name: "cluster with a query string that does not parse", as: "admin", method: "GET", path: "/v1/cluster?all=1;x", status: 400, problem: "invalid-query"},
 		{name: "cluster without a token", method: "GET", path: "/v1/cluster", status: 401, problem: "unauthorized", breaks: true},

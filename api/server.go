@@ -7,8 +7,10 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -681,6 +683,9 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Moves != nil {
 		out.Moves = s.cfg.Moves()
 	}
+	if q.Get("moves") == "all" {
+		s.othersMoves(r, &out)
+	}
 	if s.cfg.VoterSets != nil {
 		cur, target := s.cfg.VoterSets()
 		out.Voters = &VoterStatus{Current: cur, Target: target, Changing: !slices.Equal(cur, target)}
@@ -708,8 +713,77 @@ type ClusterAnswer struct {
 	// node masters that is behind or catching up (all of them with ?all=1).
 	Replication []replicate.Lag `json:"replication,omitempty"`
 	// Moves are the partitions moving from this node to their preferred
-	// master.
+	// master; with ?moves=all, from every member that answered.
 	Moves []MoveStatus `json:"moves,omitempty"`
+	// MovesUnknown, with ?moves=all, names the members whose moves are
+	// not in Moves and why (not UP, or no answer in time).
+	MovesUnknown []MovesUnknown `json:"moves_unknown,omitempty"`
+}
+
+// MovesUnknown is a member whose moves a ?moves=all answer lacks.
+type MovesUnknown struct {
+	Node   string `json:"node"`
+	Reason string `json:"reason"`
+}
+
+// othersMovesTimeout bounds the question to each other member about its
+// moves: a dashboard polls about once a second.
+const othersMovesTimeout = 2 * time.Second
+
+// othersMoves adds to out the moves of every other member (a node lists
+// only the partitions moving from itself), asked in parallel with the
+// caller's credentials as a signed forward of GET /v1/cluster. A member
+// that is not UP, or does not answer in time, is named in MovesUnknown,
+// never fatal.
+func (s *Server) othersMoves(r *http.Request, out *ClusterAnswer) {
+	type answer struct {
+		node  string
+		moves []MoveStatus
+		err   error
+	}
+	var asked []*answer
+	for _, m := range out.Members {
+		switch {
+		case m.Self || m.ID == s.cfg.NodeID:
+		case m.State != cluster.Up:
+			out.MovesUnknown = append(out.MovesUnknown, MovesUnknown{Node: m.ID, Reason: "member is " + string(m.State)})
+		default:
+			asked = append(asked, &answer{node: m.ID})
+		}
+	}
+	var wg sync.WaitGroup
+	for _, a := range asked {
+		wg.Go(func() { a.moves, a.err = s.movesOf(r, a.node) })
+	}
+	wg.Wait()
+	for _, a := range asked {
+		if a.err != nil {
+			out.MovesUnknown = append(out.MovesUnknown, MovesUnknown{Node: a.node, Reason: clipError(a.err)})
+			continue
+		}
+		out.Moves = append(out.Moves, a.moves...)
+	}
+	slices.SortFunc(out.Moves, func(a, b MoveStatus) int { return a.Partition - b.Partition })
+}
+
+// movesOf asks node for the moves from it: GET /v1/cluster, forwarded.
+func (s *Server) movesOf(r *http.Request, node string) ([]MoveStatus, error) {
+	ask := r.Clone(r.Context())
+	ask.Method, ask.URL.Path, ask.URL.RawPath, ask.URL.RawQuery = http.MethodGet, "/v1/cluster", "", ""
+	resp, cancel, err := s.forward(r.Context(), ask, node, nil, othersMovesTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", node, resp.Status)
+	}
+	var theirs ClusterAnswer
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&theirs); err != nil {
+		return nil, fmt.Errorf("%s: reading its answer: %v", node, err)
+	}
+	return theirs.Moves, nil
 }
 
 // VoterStatus is the lease voter set: the one in use and, while a change is

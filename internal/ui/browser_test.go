@@ -129,6 +129,7 @@ type shownMove struct {
 	Partition string  `json:"partition"`
 	Now       *string `json:"now"` // aria-valuenow (absent: indeterminate)
 	Text      string  `json:"text"`
+	Label     string  `json:"label"` // aria-label
 }
 
 const readPage = `(() => {
@@ -142,7 +143,7 @@ const readPage = `(() => {
     out.members[id] = r.querySelector('[data-testid="member-' + id + '-state"]').textContent;
   }
   for (const b of all('[role="progressbar"][data-testid^="move-"]')) {
-    out.moves.push({partition: b.dataset.testid.slice("move-".length), now: b.getAttribute("aria-valuenow"), text: b.getAttribute("aria-valuetext")});
+    out.moves.push({partition: b.dataset.testid.slice("move-".length), now: b.getAttribute("aria-valuenow"), text: b.getAttribute("aria-valuetext"), label: b.getAttribute("aria-label")});
   }
   for (const b of all('[role="progressbar"][data-testid^="moved-"]')) {
     out.moved.push({partition: b.dataset.testid.slice("moved-".length), now: b.getAttribute("aria-valuenow"), text: b.getAttribute("aria-valuetext")});
@@ -280,8 +281,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		case strings.Contains(u, "/placement"):
 			t.Errorf("the page asked %s", u)
 		case strings.Contains(u, "/v1/cluster?"):
-			if !strings.HasSuffix(u, "/v1/cluster?all=1&partitions=1") {
-				t.Errorf("the page asked %s, want /v1/cluster?all=1&partitions=1", u)
+			if !strings.HasSuffix(u, "/v1/cluster?all=1&partitions=1&moves=all") {
+				t.Errorf("the page asked %s, want /v1/cluster?all=1&partitions=1&moves=all", u)
 			}
 			polls++
 		}
@@ -292,16 +293,20 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	// A move: a partition node1 masters whose preferred master node4 will
 	// be, filled so that its copy takes a moment. Node-to-node calls
-	// between node1 and node4 are cut while node4 joins, so that node1's
-	// moves wait in their copy, listed, for as long as the page needs to
-	// show them; then the cut heals and the copies run.
+	// between node4 and every other node are cut while node4 joins, so
+	// that every move waits in its copy, listed, for as long as the page
+	// needs to show it; then the cuts heal and the copies run. The page,
+	// node1's, shows the moves from node2 and node3 too.
 	part, user, toNode4 := movingPartitionOf(t, c, "node1")
 	took := testcluster.FillUser(t, home.Client(admin), user, 1500, 256)
 	t.Logf("1500 documents written to %s in %s", user, took.Round(time.Millisecond))
-	c.Faults.CutCalls("node1", "node4")
+	for _, id := range []string{"node1", "node2", "node3"} {
+		c.Faults.CutCalls(id, "node4")
+	}
 	added := time.Now()
 	c.AddNode()
-	seen := map[string]string{} // partition -> the highest aria-valuenow shown ("" : no count yet)
+	seen := map[string]string{}  // partition -> the highest aria-valuenow shown ("" : no count yet)
+	sources := map[string]bool{} // the nodes the moves shown go from
 	watch := func(s pageState) {
 		for _, m := range s.Moves {
 			now := ""
@@ -311,15 +316,18 @@ func TestDashboardInABrowser(t *testing.T) {
 			if prev, ok := seen[m.Partition]; !ok || atoi(now) > atoi(prev) {
 				seen[m.Partition] = now
 			}
+			if from, _, ok := strings.Cut(strings.TrimPrefix(m.Label, "partition "+m.Partition+" moving from "), " to "); ok {
+				sources[from] = true
+			}
 		}
 	}
-	p.until(20*time.Second, fmt.Sprintf("the move of partition %d to node4 shown with a progress bar", part), func(s pageState) (bool, string) {
+	p.until(20*time.Second, fmt.Sprintf("the move of partition %d to node4, and moves from node2 and node3, shown with a progress bar", part), func(s pageState) (bool, string) {
 		watch(s)
 		_, ok := seen[fmt.Sprint(part)]
-		return ok, fmt.Sprintf("moves shown: %v", s.Moves)
+		return ok && sources["node2"] && sources["node3"], fmt.Sprintf("moves shown: %v", s.Moves)
 	})
 	p.screenshot("moving")
-	c.Faults.Heal("node1", "node4")
+	c.Faults.HealAll()
 	p.until(30*time.Second, "no move left, and node4's partitions shown mastered by node4", func(s pageState) (bool, string) {
 		watch(s)
 		if len(s.Moves) > 0 {
@@ -335,9 +343,8 @@ func TestDashboardInABrowser(t *testing.T) {
 				return false, fmt.Sprintf("partition %s moved, its bar shown as %+v", part, bar)
 			}
 		}
-		// Every partition node4 is the preferred master of (the moves
-		// of node2 and node3 included, which this page does not list)
-		// is shown mastered by node4, and the whole ring as it is.
+		// Every partition node4 is the preferred master of is shown
+		// mastered by node4, and the whole ring as it is.
 		for _, part := range toNode4 {
 			if got := s.Masters[fmt.Sprint(part)]; got != "node4" {
 				return false, fmt.Sprintf("partition %d shown mastered by %q", part, got)

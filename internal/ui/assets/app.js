@@ -2,8 +2,9 @@
 // figure on the page comes from the node's API, asked with the admin token
 // the user pastes (kept in sessionStorage, sent as Authorization: Bearer):
 //
-//   GET /v1/cluster?all=1&partitions=1   every second: members, peer list,
-//                                  voters, partition counts, replication, moves,
+//   GET /v1/cluster?all=1&partitions=1&moves=all   every second: members,
+//                                  peer list, voters, partition counts,
+//                                  replication, the moves from every member,
 //                                  and every partition's master, epoch,
 //                                  preferred master, responsible list and
 //                                  position here (partition_table): the ring
@@ -168,7 +169,7 @@
   async function pollCluster() {
     let r;
     try {
-      r = await call("v1/cluster?all=1&partitions=1");
+      r = await call("v1/cluster?all=1&partitions=1&moves=all");
     } catch (e) {
       if (!(e instanceof Unanswered)) throw e;
       if (!state.downSince) state.downSince = new Date();
@@ -426,7 +427,7 @@
       el("li", { "data-testid": `legend-${id || "none"}` }, el("span", { class: "swatch", "data-colour": id ? colourOf(id) : NO_MASTER }),
         `${id || "no master"}: ${count} partition${count === 1 ? "" : "s"}`));
     if (known < n) legend.push(el("li", {}, el("span", { class: "swatch", "data-colour": UNKNOWN }), `not known: ${n - known}`));
-    legend.push(el("li", { class: "muted" }, el("span", { class: "swatch moving-swatch", "data-colour": "#ffffff" }), "dashed outline: moving from this node"));
+    legend.push(el("li", { class: "muted" }, el("span", { class: "swatch moving-swatch", "data-colour": "#ffffff" }), "dashed outline: moving"));
     $("ring-legend").replaceChildren(...legend);
     for (const s of document.querySelectorAll("#ring-legend .swatch")) s.style.background = s.dataset.colour;
 
@@ -480,7 +481,7 @@
     const text = m.phase === "copying"
       ? (m.documents_total ? `${m.documents_copied} of ${m.documents_total} documents copied (${pct}%)` : `copying, ${m.documents_copied} documents so far (total not counted yet)`)
       : `copy done (100%)${m.behind ? `, ${m.behind} changes behind` : ""}`;
-    return progressBar(`move-${p}`, pct, text, `partition ${p} moving to ${m.to}`);
+    return progressBar(`move-${p}`, pct, text, `partition ${p} moving from ${m.from} to ${m.to}`);
   }
 
   // doneBar is the bar of a move no longer listed: full once the first
@@ -513,16 +514,22 @@
     const box = $("moves");
     if (!state.cluster) return;
     const listed = [...state.moves.entries()].sort((a, b) => a[0] - b[0]);
-    if (listed.length === 0) {
-      box.replaceChildren(el("p", { "data-testid": "moves-none" }, "No partition is moving from this node."));
-    } else {
-      box.replaceChildren(...listed.map(([p, seen]) => el("div", { class: "move", "data-testid": `move-row-${p}` },
+    // Each node knows the moves from itself; the node asked adds the
+    // others' and names those it could not ask.
+    const unknown = state.cluster.moves_unknown || [];
+    const rows = listed.length === 0
+      ? [el("p", { "data-testid": "moves-none" }, unknown.length ? "No partition is moving from the members that answered." : "No partition is moving.")]
+      : listed.map(([p, seen]) => el("div", { class: "move", "data-testid": `move-row-${p}` },
         el("div", { class: "move-head" },
           el("span", {}, el("strong", {}, `partition ${p}`), ` ${seen.move.from} → ${seen.move.to}`),
           el("span", { "data-testid": `move-phase-${p}` }, seen.move.phase),
           el("span", { class: "muted" }, `${seen.move.behind} changes behind · since ${clock(seen.firstSeen)}`)),
-        moveBar(p, seen.move))));
+        moveBar(p, seen.move)));
+    if (unknown.length) {
+      rows.push(el("p", { class: "warn", "data-testid": "moves-unknown" },
+        "Moves not known from " + unknown.map((u) => `${u.node} (${u.reason})`).join(", ")));
     }
+    box.replaceChildren(...rows);
     const done = $("moves-done");
     if (state.movesDone.length === 0) {
       done.replaceChildren();
