@@ -403,3 +403,23 @@ func TestReadyzAndHealthz(t *testing.T) {
 	r = c.Do("GET", "/readyz", nil)
 	expectStatus(t, r, http.StatusOK, "readyz")
 }
+
+// Go's profiler is served only when PPROF is on, and then only to admin
+// tokens: a profile shows what the node runs.
+func TestProfilerIsAdminOnlyAndOffByDefault(t *testing.T) {
+	off := testnode.StartNew(t)
+	expectStatus(t, off.Client(testnode.AdminToken(t)).Do("GET", "/debug/pprof/", nil), http.StatusNotFound, "profiler with PPROF unset")
+
+	cfg := testnode.Config(t.TempDir())
+	cfg.Pprof = true
+	on := testnode.Start(t, cfg)
+	expectStatus(t, on.Client("").Do("GET", "/debug/pprof/", nil), http.StatusUnauthorized, "profiler without a token")
+	expectStatus(t, on.Client(testnode.Token(t, "alice")).Do("GET", "/debug/pprof/", nil), http.StatusForbidden, "profiler with a user's token")
+	admin := on.Client(testnode.AdminToken(t))
+	expectStatus(t, admin.Do("GET", "/debug/pprof/", nil), http.StatusOK, "profiler index")
+	r := admin.Do("GET", "/debug/pprof/goroutine?debug=1", nil)
+	expectStatus(t, r, http.StatusOK, "goroutine profile")
+	if !strings.Contains(string(r.Body), "goroutine profile:") {
+		t.Fatalf("the goroutine profile reads %.200q", r.Body)
+	}
+}

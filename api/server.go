@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/shoal-db/shoal/api/doc"
@@ -59,6 +60,8 @@ type Config struct {
 	MaxPageBytes int64
 	// Insecure treats every request as admin (development only).
 	Insecure bool
+	// Pprof serves Go's profiler at /debug/pprof/ to admin tokens.
+	Pprof bool
 	// NodeCertificates: /internal/ answers only requests that came with a
 	// client certificate the TLS handshake verified against the CA
 	// (TLS_CLIENT_AUTH=require), besides their signature.
@@ -291,6 +294,9 @@ func (s *Server) routes() chi.Router {
 		r.Post("/v1/check-copy", s.checkCopy)
 		r.Post("/v1/voters", s.voters)
 	})
+	if s.cfg.Pprof {
+		r.With(s.requireAuth, s.requireAdmin).Mount("/debug", middleware.Profiler())
+	}
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.requireAuth, s.forwardedOnly, checkQuery)
 		r.With(s.requireAdmin).Get("/cluster", s.clusterView)

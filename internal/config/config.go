@@ -48,6 +48,8 @@ type Config struct {
 	DocCacheBytes   int64
 	ShutdownGrace   time.Duration
 	LogLevel        string
+	// Pprof serves Go's profiler at /debug/pprof/ to admin tokens.
+	Pprof bool
 
 	PublicURL            string
 	GossipAddr           string
@@ -171,6 +173,8 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownGrace, v) }},
 	{Key: "LOG_LEVEL", Default: "info", Help: "debug, info, warn or error",
 		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(v); return nil }},
+	{Key: "PPROF", Default: "false", Help: "serve Go's profiler at /debug/pprof/ to admin tokens (CPU, heap, goroutine and other profiles, to find where a node spends its time; `go tool pprof` reads them); profiles hold code locations and sizes, not documents",
+		set: func(c *Config, v string) error { return parseBool(&c.Pprof, v) }},
 	{Key: "COMMIT_LOG", Default: "", Help: "for fault testing: a file to which the node appends one JSON line per write it acknowledges as a partition's master (node, partition, lease epoch, positions, time), so that a checker can tell whether two nodes accepted writes for one partition at once; costs one write(2) per acknowledged request; empty: off",
 		set: func(c *Config, v string) error { c.CommitLog = v; return nil }},
 }

@@ -305,7 +305,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		MaxDocumentBytes: cfg.MaxDocumentBytes, MaxDocumentFields: cfg.MaxDocumentFields,
 		BodyReadTimeout: cfg.BodyReadTimeout, WriteTimeout: cfg.WriteTimeout,
 		QueryBudget: cfg.QueryBudget, MaxPageBytes: cfg.MaxPageBytes,
-		AuthSecret: []byte(cfg.AuthSecret), TokenAudience: cfg.TokenAudience, TokenMaxTTL: cfg.TokenMaxTTL, Insecure: cfg.Insecure, NodeCertificates: cfg.TLS().RequireClientCert, Logger: log, Metrics: metrics, Cluster: cl,
+		AuthSecret: []byte(cfg.AuthSecret), TokenAudience: cfg.TokenAudience, TokenMaxTTL: cfg.TokenMaxTTL, Insecure: cfg.Insecure, Pprof: cfg.Pprof, NodeCertificates: cfg.TLS().RequireClientCert, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
 		Replication: n.shipper, Copies: n.copies, Committed: n.Committed, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
 		Moves: n.handoff.Moves, Unreconciled: n.unreconciled, CheckCopy: n.checkCopy, Acknowledgements: acks,
