@@ -20,6 +20,7 @@ import (
 
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/api/doc"
+	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/internal/node"
 	"github.com/shoal-db/shoal/shard"
@@ -172,23 +173,16 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	payload := strings.Repeat("x", o.docBytes)
 
 	o.transport.MaxIdleConnsPerHost, o.transport.MaxConnsPerHost = o.clients*2, o.clients*2
-	client := httpClient(o)
+	// One client of the node alone (no routing; it never tries a call
+	// again), shared by the phase's goroutines.
+	nodeAPI := client.New(o.url, o.token, client.WithHTTPClient(httpClient(o)))
 	created := make([][]string, o.clients) // ids written by each client
 	user := func(c int) string { return fmt.Sprintf("bench-user-%d", c%o.users) }
 	writes := runPhase(o, func(c int) error {
-		body := `{"payload":"` + payload + `","client":` + fmt.Sprint(c) + `}`
-		req, _ := http.NewRequest("POST", o.url+"/v1/users/"+user(c)+"/collections/bench/documents", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+o.token)
-		resp, err := client.Do(req)
+		body := json.RawMessage(`{"payload":"` + payload + `","client":` + fmt.Sprint(c) + `}`)
+		d, err := nodeAPI.Create(ctx, user(c), "bench", body, client.WriteOptions{})
 		if err != nil {
 			return err
-		}
-		defer resp.Body.Close()
-		var d struct {
-			ID string `json:"_id"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || resp.StatusCode != 201 {
-			return fmt.Errorf("POST: status %d: %v", resp.StatusCode, err)
 		}
 		created[c] = append(created[c], d.ID)
 		return nil
@@ -199,18 +193,8 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		if len(ids) == 0 {
 			return errors.New("no documents to read")
 		}
-		req, _ := http.NewRequest("GET", o.url+"/v1/users/"+user(c)+"/collections/bench/documents/"+ids[rand.IntN(len(ids))], nil)
-		req.Header.Set("Authorization", "Bearer "+o.token)
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("GET: status %d", resp.StatusCode)
-		}
-		return nil
+		_, err := nodeAPI.Get(ctx, user(c), "bench", ids[rand.IntN(len(ids))], client.ReadOptions{})
+		return err
 	})
 	report(stdout, "REST point reads (GET)", reads)
 	if raw == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,21 +61,16 @@ func clusterBench(o benchOptions, urls []string, lagWrites, lagRate int, stdout,
 	fmt.Fprintf(stdout, "cluster of %d nodes; user %s: master %s (%s), replica %s; %d clients, %d-byte documents, %s per phase\n\n",
 		len(nodeURL), user, pl.Master, master, pl.Responsible[1], o.clients, o.docBytes, o.duration)
 	payload := strings.Repeat("x", o.docBytes)
+	body := json.RawMessage(`{"payload":"` + payload + `"}`)
+	ctx := context.Background()
+	// One client per node asked, of that node alone: a call goes where
+	// the phase sends it (no routing, no retry), forwarded by the node if
+	// it is not the master.
 	post := func(base, wc string) func(int) error {
-		return func(c int) error {
-			req, _ := http.NewRequest("POST", base+"/v1/users/"+user+"/collections/bench/documents", strings.NewReader(`{"payload":"`+payload+`"}`))
-			req.Header.Set("Authorization", "Bearer "+o.token)
-			req.Header.Set("X-Write-Concern", wc)
-			resp, err := hc.Do(req)
-			if err != nil {
-				return err
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 201 {
-				return fmt.Errorf("POST: status %d", resp.StatusCode)
-			}
-			return nil
+		cl := client.New(base, o.token, client.WithHTTPClient(hc))
+		return func(int) error {
+			_, err := cl.Create(ctx, user, "bench", body, client.WriteOptions{Concern: wc})
+			return err
 		}
 	}
 	direct := runPhase(o, post(master, "1"))
@@ -189,6 +185,7 @@ func measureLag(hc *http.Client, token, master, replica, user string, n, rate in
 		acked time.Time
 	}
 	replicaAPI := client.New(replica, token, client.WithHTTPClient(hc))
+	masterAPI := client.New(master, token, client.WithHTTPClient(hc))
 	var mu sync.Mutex
 	var written []write
 	var failed error
@@ -204,28 +201,19 @@ func measureLag(hc *http.Client, token, master, replica, user string, n, rate in
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req, _ := http.NewRequest("POST", fmt.Sprintf("%s/v1/users/%s/collections/lag/documents", master, user), strings.NewReader(`{"i":1}`))
-				req.Header.Set("Authorization", "Bearer "+token)
-				resp, err := hc.Do(req)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 201 {
-						err = fmt.Errorf("lag write: status %d", resp.StatusCode)
-					}
-				}
+				d, err := masterAPI.Create(context.Background(), user, "lag", json.RawMessage(`{"i":1}`), client.WriteOptions{})
 				acked := time.Now()
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
-					failed = err
+					failed = fmt.Errorf("lag write: %w", err)
 					return
 				}
 				// The token is "partition:epoch.seq".
 				var p int
 				var w write
-				if _, err := fmt.Sscanf(resp.Header.Get("X-Consistency-Token"), "%d:%d.%d", &p, &w.pos.Epoch, &w.pos.Seq); err != nil {
-					failed = fmt.Errorf("lag write: unreadable X-Consistency-Token %q", resp.Header.Get("X-Consistency-Token"))
+				if _, err := fmt.Sscanf(d.Token, "%d:%d.%d", &p, &w.pos.Epoch, &w.pos.Seq); err != nil {
+					failed = fmt.Errorf("lag write: unreadable X-Consistency-Token %q", d.Token)
 					return
 				}
 				w.acked = acked

@@ -53,62 +53,46 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed boo
 	var seq atomic.Int64
 	// What each client wrote, read back by the read rounds (each client
 	// appends to its own slice only).
-	shoalWritten := make([][]string, o.clients)
 	etcdWritten := make([][]string, o.clients)
-	shoalPut := func(c int) error {
-		path := fmt.Sprintf("/v1/users/bench-u%d/collections/bench/documents/c%d-%d", c%o.users, c, seq.Add(1))
-		req, _ := http.NewRequest("PUT", urls[c%len(urls)]+path, strings.NewReader(`{"payload":"`+payload+`"}`))
-		req.Header.Set("Authorization", "Bearer "+o.token)
-		req.Header.Set("X-Write-Concern", "majority")
-		if err := expectStatus(hc, req, http.StatusCreated); err != nil {
-			return err
-		}
-		shoalWritten[c] = append(shoalWritten[c], path)
-		return nil
-	}
-	shoalGet := func(c int) error {
-		w := shoalWritten[c]
-		if len(w) == 0 {
-			return errors.New("this client wrote nothing to read")
-		}
-		req, _ := http.NewRequest("GET", urls[c%len(urls)]+w[rand.IntN(len(w))], nil)
-		req.Header.Set("Authorization", "Bearer "+o.token)
-		req.Header.Set("X-Read-Concern", "linearizable")
-		return expectStatus(hc, req, http.StatusOK)
-	}
+	// Each Shoal client is the Go client of its node alone (no routing,
+	// no retry: the node forwards to the partition's master), or, with
+	// routed, over every node, its own first, sending a user's calls
+	// straight to the partition's master.
 	how := "each client through one node, which forwards to the partition's master"
 	if routed {
-		// Each client is the Go client over every node (its own first),
-		// sending a user's calls straight to the partition's master.
 		how = "each client the Go client over every node, routing to the partition's master"
-		clients := make([]*client.Client, o.clients)
-		for c := range clients {
+	}
+	clients := make([]*client.Client, o.clients)
+	for c := range clients {
+		opts := []client.Option{client.WithHTTPClient(hc)}
+		if routed {
 			var others []string
 			for i := 1; i < len(urls); i++ {
 				others = append(others, urls[(c+i)%len(urls)])
 			}
-			clients[c] = client.New(urls[c%len(urls)], o.token, client.WithNodes(others...), client.WithHTTPClient(hc))
+			opts = append(opts, client.WithNodes(others...))
 		}
-		body := json.RawMessage(`{"payload":"` + payload + `"}`)
-		ctx := context.Background()
-		type written struct{ user, id string }
-		ids := make([][]written, o.clients)
-		shoalPut = func(c int) error {
-			w := written{fmt.Sprintf("bench-u%d", c%o.users), fmt.Sprintf("c%d-%d", c, seq.Add(1))}
-			if _, _, err := clients[c].Put(ctx, w.user, "bench", w.id, body, client.WriteOptions{Concern: "majority"}); err != nil {
-				return err
-			}
-			ids[c] = append(ids[c], w)
-			return nil
-		}
-		shoalGet = func(c int) error {
-			if len(ids[c]) == 0 {
-				return errors.New("this client wrote nothing to read")
-			}
-			w := ids[c][rand.IntN(len(ids[c]))]
-			_, err := clients[c].Get(ctx, w.user, "bench", w.id, client.ReadOptions{Concern: "linearizable"})
+		clients[c] = client.New(urls[c%len(urls)], o.token, opts...)
+	}
+	body := json.RawMessage(`{"payload":"` + payload + `"}`)
+	ctx := context.Background()
+	type written struct{ user, id string }
+	shoalWritten := make([][]written, o.clients)
+	shoalPut := func(c int) error {
+		w := written{fmt.Sprintf("bench-u%d", c%o.users), fmt.Sprintf("c%d-%d", c, seq.Add(1))}
+		if _, _, err := clients[c].Put(ctx, w.user, "bench", w.id, body, client.WriteOptions{Concern: "majority"}); err != nil {
 			return err
 		}
+		shoalWritten[c] = append(shoalWritten[c], w)
+		return nil
+	}
+	shoalGet := func(c int) error {
+		if len(shoalWritten[c]) == 0 {
+			return errors.New("this client wrote nothing to read")
+		}
+		w := shoalWritten[c][rand.IntN(len(shoalWritten[c]))]
+		_, err := clients[c].Get(ctx, w.user, "bench", w.id, client.ReadOptions{Concern: "linearizable"})
+		return err
 	}
 	value := base64.StdEncoding.EncodeToString([]byte(`{"payload":"` + payload + `"}`))
 	etcdPut := func(c int) error {
@@ -209,8 +193,10 @@ func startEtcd(n int, stderr io.Writer) (urls []string, stop func(), err error) 
 		stop()
 		return nil, nil, err
 	}
-	// The members' output goes to stderr through one lock: each process's
-	// output is copied by a goroutine of its own.
+	// The members' output (errors only: etcd 3.4 applies --log-level to
+	// its zap logger alone, and logs every Raft step otherwise) goes to
+	// stderr through one lock: each process's output is copied by a
+	// goroutine of its own.
 	out := &lockedWriter{w: stderr}
 	var initial []string
 	for i := range n {
@@ -222,7 +208,7 @@ func startEtcd(n int, stderr io.Writer) (urls []string, stop func(), err error) 
 			"--listen-client-urls", client, "--advertise-client-urls", client,
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", "shoal-bench", "--log-level", "error")
+			"--initial-cluster-token", "shoal-bench", "--logger", "zap", "--log-level", "error")
 		c.Stderr = out
 		if err := c.Start(); err != nil {
 			stop()

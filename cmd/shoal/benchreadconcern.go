@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -11,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shoal-db/shoal/client"
 )
 
 // readConcerns are the values of X-Read-Concern the read-concern phase
@@ -49,8 +53,8 @@ func (r concernResult) non2xx() int {
 // rounds of the same concurrency. It reports reads/s, p50/p90/p99 and the
 // non-2xx answers per concern, and returns the results in the order of
 // readConcerns.
-func readConcernBench(o benchOptions, client *http.Client, master, user string, nodes []string, stdout io.Writer) ([]concernResult, error) {
-	ids, err := writeReadConcernDocs(o, client, master, user)
+func readConcernBench(o benchOptions, hc *http.Client, master, user string, nodes []string, stdout io.Writer) ([]concernResult, error) {
+	ids, err := writeReadConcernDocs(o, client.New(master, o.token, client.WithHTTPClient(hc)), user)
 	if err != nil {
 		return nil, err
 	}
@@ -63,27 +67,28 @@ func readConcernBench(o benchOptions, client *http.Client, master, user string, 
 	}
 	var mu sync.Mutex              // guards the statuses
 	next := make([]int, o.clients) // per client: how many reads it has sent; each client touches only its own
+	// One client per node, of that node alone: each read goes to the node
+	// whose turn it is (no routing, no retry), which forwards it if need be.
+	clients := make([]*client.Client, len(nodes))
+	for i, node := range nodes {
+		clients[i] = client.New(node, o.token, client.WithHTTPClient(hc))
+	}
+	ctx := context.Background()
 	read := func(rc int) func(int) error {
 		return func(c int) error {
-			node := nodes[(c+next[c])%len(nodes)]
+			i := (c + next[c]) % len(nodes)
 			next[c]++
-			req, _ := http.NewRequest("GET", node+"/v1/users/"+user+"/collections/readconcern/documents/"+ids[rand.IntN(len(ids))], nil)
-			req.Header.Set("Authorization", "Bearer "+o.token)
-			req.Header.Set("X-Read-Concern", readConcerns[rc])
-			resp, err := client.Do(req)
+			_, err := clients[i].Get(ctx, user, "readconcern", ids[rand.IntN(len(ids))], client.ReadOptions{Concern: readConcerns[rc]})
+			var he *client.HTTPError
+			if errors.As(err, &he) {
+				mu.Lock()
+				results[rc].statuses[he.StatusCode]++
+				mu.Unlock()
+			}
 			if err != nil {
-				return err
+				return fmt.Errorf("via %s: %w", nodes[i], err)
 			}
-			defer resp.Body.Close()
-			if resp.StatusCode/100 == 2 {
-				io.Copy(io.Discard, resp.Body)
-				return nil
-			}
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-			mu.Lock()
-			results[rc].statuses[resp.StatusCode]++
-			mu.Unlock()
-			return fmt.Errorf("GET via %s: status %d: %s", node, resp.StatusCode, strings.TrimSpace(string(body)))
+			return nil
 		}
 	}
 	for r := 0; r < rounds; r++ {
@@ -143,7 +148,7 @@ func ratio(a, b time.Duration) float64 {
 // writeReadConcernDocs writes the read-concern phase's documents with write
 // concern majority, so that every read concern may return them, and
 // returns their ids.
-func writeReadConcernDocs(o benchOptions, client *http.Client, master, user string) ([]string, error) {
+func writeReadConcernDocs(o benchOptions, master *client.Client, user string) ([]string, error) {
 	payload := strings.Repeat("x", o.docBytes)
 	ids := make([]string, readConcernDocs)
 	errs := make([]error, readConcernDocs)
@@ -154,7 +159,9 @@ func writeReadConcernDocs(o benchOptions, client *http.Client, master, user stri
 		go func(w int) {
 			defer wg.Done()
 			for i := w; i < readConcernDocs; i += writers {
-				ids[i], errs[i] = writeMajority(client, o.token, master, user, `{"payload":"`+payload+`","i":`+fmt.Sprint(i)+`}`)
+				body := json.RawMessage(`{"payload":"` + payload + `","i":` + fmt.Sprint(i) + `}`)
+				d, err := master.Create(context.Background(), user, "readconcern", body, client.WriteOptions{Concern: "majority"})
+				ids[i], errs[i] = d.ID, err
 			}
 		}(w)
 	}
@@ -165,26 +172,4 @@ func writeReadConcernDocs(o benchOptions, client *http.Client, master, user stri
 		}
 	}
 	return ids, nil
-}
-
-func writeMajority(client *http.Client, token, base, user, body string) (string, error) {
-	req, _ := http.NewRequest("POST", base+"/v1/users/"+user+"/collections/readconcern/documents", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("X-Write-Concern", "majority")
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 201 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-		return "", fmt.Errorf("POST: status %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	var d struct {
-		ID string `json:"_id"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || d.ID == "" {
-		return "", fmt.Errorf("POST: no _id in the answer (%v)", err)
-	}
-	return d.ID, nil
 }
