@@ -539,7 +539,7 @@ func (s *Server) placement(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Replication != nil {
 		for _, l := range s.cfg.Replication.Lags() {
 			if l.Partition == p {
-				v.Replicas = append(v.Replicas, l)
+				v.Replicas = append(v.Replicas, l.ReplicaLag)
 			}
 		}
 	}

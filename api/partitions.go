@@ -7,24 +7,6 @@ import (
 	"github.com/shoal-db/shoal/store"
 )
 
-// PartitionView is one partition as the answering node sees it: a row of
-// GET /v1/cluster?partitions=1 (ClusterAnswer.PartitionTable), and the
-// part of GET /v1/users/{user}/placement that describes the user's
-// partition (PartitionView.Placement). Both routes build it with
-// PartitionViewOf, so they cannot disagree.
-type PartitionView struct {
-	Partition int    `json:"partition"`
-	Master    string `json:"master"`
-	Epoch     uint64 `json:"epoch"`
-	// PreferredMaster is the partition's owner on the ring.
-	PreferredMaster string   `json:"preferred_master"`
-	Responsible     []string `json:"responsible"`
-	// Position is how far the answering node holds the partition's
-	// history, given only where it holds a copy: it masters the partition
-	// or is on its responsible list (see Server.positionHere).
-	Position *store.Position `json:"position,omitempty"`
-}
-
 // PartitionViewOf is partition a.Partition as node self sees it, from its
 // partition table's assignment a, the ring's preferred master of the
 // partition, and self's own lease of it (held, at epoch). A lease held
@@ -38,13 +20,6 @@ func PartitionViewOf(self string, a shard.Assignment, preferred string, epoch ui
 		v.Master, v.Epoch = self, epoch
 	}
 	return v
-}
-
-// Placement is the placement answer with v's fields filled in; the user,
-// succession, states, position and replicas are the caller's.
-func (v PartitionView) Placement() PlacementView {
-	return PlacementView{Partition: v.Partition, PreferredMaster: v.PreferredMaster, Master: v.Master, Epoch: v.Epoch,
-		Responsible: slices.Clone(v.Responsible)}
 }
 
 // standalone is partition p on a node that places nothing (no Placer):

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/shoal-db/shoal/api/doc"
+	"github.com/shoal-db/shoal/api/wire"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/logsafe"
 	"github.com/shoal-db/shoal/internal/ui"
@@ -167,23 +168,6 @@ type Placer interface {
 	// Placement describes each: GET /v1/cluster?partitions=1. In-memory
 	// state only; the API adds the positions.
 	Partitions() []PartitionView
-}
-
-// PlacementView is the answer of GET /v1/users/{user}/placement.
-type PlacementView struct {
-	User            string            `json:"user"`
-	Partition       int               `json:"partition"`
-	PreferredMaster string            `json:"preferred_master"`
-	Master          string            `json:"master"`
-	Epoch           uint64            `json:"epoch"`
-	Responsible     []string          `json:"responsible"`
-	Succession      []string          `json:"succession"`
-	States          map[string]string `json:"states"`
-	// Position is how far this node holds the partition's history.
-	Position store.Position `json:"position"`
-	// Replicas is each replica's acknowledged position, when this node is
-	// the master.
-	Replicas []replicate.Lag `json:"replicas,omitempty"`
 }
 
 // The "request failed" line (answers from 500 up) is logged at most
@@ -355,18 +339,6 @@ type Readiness struct {
 	WithoutMaster []int
 }
 
-// NodeStatus is the answer of GET /healthz (status "ok") and of
-// GET /readyz when the node takes traffic (status "ready").
-type NodeStatus struct {
-	Node   string `json:"node"`
-	Status string `json:"status"`
-	// WithoutMaster, on /readyz, lists the partitions the node knows no
-	// master of: a node is ready once it knows a master for every
-	// partition, or five LEASE_TTLs after it started (then they are
-	// listed here, and writes to them answer 503 until one is elected).
-	WithoutMaster []int `json:"without_master,omitempty"`
-}
-
 // statusRecorder remembers the status code a handler wrote.
 type statusRecorder struct {
 	http.ResponseWriter
@@ -502,20 +474,11 @@ func (s *Server) listRollback(w http.ResponseWriter, r *http.Request) {
 	if more {
 		docs = docs[:limit]
 	}
-	if docs == nil {
-		docs = []store.RolledBack{}
+	out := make([]wire.RolledBack, len(docs))
+	for i, d := range docs {
+		out[i] = wire.RolledBack(d)
 	}
-	writeJSON(w, http.StatusOK, RollbackList{Node: s.cfg.NodeID, RolledBack: docs, More: more})
-}
-
-// RollbackList is the answer of GET /v1/admin/rollback: the answering
-// node's rollback collection, oldest first.
-type RollbackList struct {
-	Node       string             `json:"node"`
-	RolledBack []store.RolledBack `json:"rolled_back"`
-	// More says the collection holds more than the limit asked for: the
-	// list is its oldest documents only.
-	More bool `json:"more"`
+	writeJSON(w, http.StatusOK, RollbackList{Node: s.cfg.NodeID, RolledBack: out, More: more})
 }
 
 // replicate applies a replication request as a replica.
@@ -682,7 +645,7 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 		all := q.Get("all") == "1"
 		for _, l := range s.cfg.Replication.Lags() {
 			if all || l.Behind > 0 || l.CatchUp {
-				out.Replication = append(out.Replication, l)
+				out.Replication = append(out.Replication, l.ReplicaLag)
 			}
 		}
 	}
@@ -697,39 +660,6 @@ func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
 		out.Voters = &VoterStatus{Current: cur, Target: target, Changing: !slices.Equal(cur, target)}
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// ClusterAnswer is the answer of GET /v1/cluster: the membership view
-// and, per node, how many partitions it masters as this node's partition
-// table says.
-type ClusterAnswer struct {
-	cluster.View
-	Partitions *PartitionSummary `json:"partitions,omitempty"`
-	// PartitionTable is, with ?partitions=1 only, every partition as this
-	// node sees it (index = partition): the master and epoch
-	// GET /v1/users/{user}/placement names for a user in it, the preferred
-	// master, the responsible list and, where this node holds a copy, how
-	// far it holds the partition's history. Like the placement it names
-	// this node the master of a partition whose lease it holds even before
-	// its partition table says so, so for a moment it may differ from the
-	// counts in Partitions, which are the table's alone.
-	PartitionTable []PartitionView `json:"partition_table,omitempty"`
-	Voters         *VoterStatus    `json:"voters,omitempty"`
-	// Replication is the progress of every replica of the partitions this
-	// node masters that is behind or catching up (all of them with ?all=1).
-	Replication []replicate.Lag `json:"replication,omitempty"`
-	// Moves are the partitions moving from this node to their preferred
-	// master; with ?moves=all, from every member that answered.
-	Moves []MoveStatus `json:"moves,omitempty"`
-	// MovesUnknown, with ?moves=all, names the members whose moves are
-	// not in Moves and why (not UP, or no answer in time).
-	MovesUnknown []MovesUnknown `json:"moves_unknown,omitempty"`
-}
-
-// MovesUnknown is a member whose moves a ?moves=all answer lacks.
-type MovesUnknown struct {
-	Node   string `json:"node"`
-	Reason string `json:"reason"`
 }
 
 // othersMovesTimeout bounds the question to each other member about its
@@ -790,76 +720,6 @@ func (s *Server) movesOf(r *http.Request, node string) ([]MoveStatus, error) {
 		return nil, fmt.Errorf("%s: reading its answer: %v", node, err)
 	}
 	return theirs.Moves, nil
-}
-
-// VoterStatus is the lease voter set: the one in use and, while a change is
-// applied one member at a time, the one it is heading for.
-type VoterStatus struct {
-	Current  []string `json:"current"`
-	Target   []string `json:"target"`
-	Changing bool     `json:"changing"`
-}
-
-// PartitionSummary counts, per node, the partitions it masters according to
-// the answering node's partition table.
-type PartitionSummary struct {
-	Count         int            `json:"count"`
-	Masters       map[string]int `json:"masters"`
-	WithoutMaster int            `json:"without_master"`
-	// Copies is, per node, how many partitions it holds a copy of as a
-	// replica (the responsible lists, masters excluded).
-	Copies map[string]int `json:"copies,omitempty"`
-	// Unreconciled is, for the answering node only, how many partitions
-	// it no longer masters hold writes of its last tenure in its copy
-	// that no later master has checked: the first batch of a later master
-	// moves what that master never had (w=1 writes) to the rollback
-	// collection. Until then the copy may be their only place, whatever
-	// the responsible lists say.
-	Unreconciled map[string]int `json:"unreconciled,omitempty"`
-}
-
-// HoldsNothing reports whether this summary, a node's answer to
-// GET /v1/cluster, shows node id holding nothing: every partition has a
-// master (a partition without one may yet need the copy id holds), and id
-// masters none, holds no copy and no unreconciled writes; moving is how
-// many partitions move from id (when the answer is id's own; 0
-// otherwise). Otherwise it says what id still holds.
-func (ps *PartitionSummary) HoldsNothing(id string, moving int) (bool, string) {
-	if ps == nil {
-		return false, "no partition counts given"
-	}
-	masters, held, unreconciled := ps.Masters[id], ps.Copies[id], ps.Unreconciled[id]
-	if masters == 0 && held == 0 && unreconciled == 0 && moving == 0 && ps.WithoutMaster == 0 && ps.Count > 0 {
-		return true, "holds nothing"
-	}
-	progress := fmt.Sprintf("masters %d partitions, holds %d copies", masters, held)
-	if unreconciled > 0 {
-		progress += fmt.Sprintf(", %d partitions with writes of its own no later master has checked", unreconciled)
-	}
-	if moving > 0 {
-		progress += fmt.Sprintf(", %d partitions moving from it", moving)
-	}
-	if ps.WithoutMaster > 0 {
-		progress += fmt.Sprintf(" (%d partitions without a master)", ps.WithoutMaster)
-	}
-	return false, progress
-}
-
-// MoveStatus is one partition moving from this node, its master, to its
-// preferred master: the receiver is copied the partition (phase copying),
-// catches up with live changes (catching-up), waits for a free handoff slot
-// (ready), then is handed the lease (handing-over).
-type MoveStatus struct {
-	Partition int    `json:"partition"`
-	From      string `json:"from"`
-	To        string `json:"to"`
-	Phase     string `json:"phase"`
-	// DocumentsCopied of DocumentsTotal are delivered by the copy in
-	// progress (total 0: not counted).
-	DocumentsCopied int64 `json:"documents_copied"`
-	DocumentsTotal  int64 `json:"documents_total"`
-	// Behind is how many changes the receiver still lacks.
-	Behind uint64 `json:"behind"`
 }
 
 func principalOf(r *http.Request) Principal {

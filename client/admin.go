@@ -7,18 +7,17 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/shoal-db/shoal/api"
-	"github.com/shoal-db/shoal/cluster"
+	"github.com/shoal-db/shoal/api/wire"
 )
 
 // Health asks GET /healthz: the node's process answers (Status "ok").
-func (c *Client) Health(ctx context.Context) (api.NodeStatus, error) {
+func (c *Client) Health(ctx context.Context) (wire.NodeStatus, error) {
 	const path = "/healthz"
 	a, err := c.get(ctx, path, "")
 	if err != nil {
-		return api.NodeStatus{}, err
+		return wire.NodeStatus{}, err
 	}
-	var s api.NodeStatus
+	var s wire.NodeStatus
 	return s, a.decode(path, "health", &s)
 }
 
@@ -27,23 +26,23 @@ func (c *Client) Health(ctx context.Context) (api.NodeStatus, error) {
 // answer, answers 503: an *HTTPError matching ErrUnavailable. Readiness is
 // the status code alone, so a 200 whose body is not the node's JSON (a
 // proxy's own check), or breaks off, is ready too, with an empty status.
-func (c *Client) Ready(ctx context.Context) (api.NodeStatus, error) {
+func (c *Client) Ready(ctx context.Context) (wire.NodeStatus, error) {
 	a, err := c.getURL(ctx, c.readyURL, "/readyz")
 	var be *bodyError
 	if errors.As(err, &be) {
-		return api.NodeStatus{}, nil
+		return wire.NodeStatus{}, nil
 	}
 	if err != nil {
-		return api.NodeStatus{}, err
+		return wire.NodeStatus{}, err
 	}
-	var s api.NodeStatus
+	var s wire.NodeStatus
 	_ = json.Unmarshal(a.body, &s)
 	return s, nil
 }
 
 // ClusterStatus is a node's answer to GET /v1/cluster.
 type ClusterStatus struct {
-	api.ClusterAnswer
+	wire.ClusterAnswer
 	// InPeerListUnknown says the answer does not say which members are in
 	// the answering node's peer list (a node built before in_peer_list):
 	// every member's InPeerList then reads false and means nothing. See
@@ -54,7 +53,7 @@ type ClusterStatus struct {
 // Unlisted reports whether the answering node says m is out of its peer
 // list: a member gossiping without being listed, or one removed from the
 // list that drains. Never when the answer does not say.
-func (s ClusterStatus) Unlisted(m cluster.MemberStatus) bool {
+func (s ClusterStatus) Unlisted(m wire.MemberStatus) bool {
 	return !s.InPeerListUnknown && !m.InPeerList
 }
 
@@ -96,20 +95,20 @@ func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
 // Placement asks GET /v1/users/{user}/placement (a token of user, or an
 // admin's): the partition of user and where it lives as the node sees it,
 // how far the node holds it and, on its master, each replica's progress.
-func (c *Client) Placement(ctx context.Context, user string) (api.PlacementView, error) {
+func (c *Client) Placement(ctx context.Context, user string) (wire.PlacementView, error) {
 	path := "/v1/users/" + url.PathEscape(user) + "/placement"
 	a, err := c.get(ctx, path, "")
 	if err != nil {
-		return api.PlacementView{}, err
+		return wire.PlacementView{}, err
 	}
-	var p api.PlacementView
+	var p wire.PlacementView
 	return p, a.decode(path, "placement", &p)
 }
 
 // Rollbacks asks GET /v1/admin/rollback (an admin token): the node's
 // rollback collection, oldest first, at most limit documents (from 1 to
 // 10000; 0: the node's default, 1000).
-func (c *Client) Rollbacks(ctx context.Context, limit int) (api.RollbackList, error) {
+func (c *Client) Rollbacks(ctx context.Context, limit int) (wire.RollbackList, error) {
 	const path = "/v1/admin/rollback"
 	query := ""
 	if limit != 0 {
@@ -117,8 +116,8 @@ func (c *Client) Rollbacks(ctx context.Context, limit int) (api.RollbackList, er
 	}
 	a, err := c.get(ctx, path, query)
 	if err != nil {
-		return api.RollbackList{}, err
+		return wire.RollbackList{}, err
 	}
-	var l api.RollbackList
+	var l wire.RollbackList
 	return l, a.decode(path, "rollback list", &l)
 }

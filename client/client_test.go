@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/api/wire"
 	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/replicate"
@@ -31,7 +32,7 @@ var moving = api.MoveStatus{Partition: 2, From: "node1", To: "node2", Phase: "co
 type lags struct{ api.Replication }
 
 func (lags) Lags() []replicate.Lag {
-	return []replicate.Lag{{Replica: "node2", Partition: 0, Acked: store.Position{Epoch: 1, Seq: 3}, Behind: 4}}
+	return []replicate.Lag{{ReplicaLag: wire.ReplicaLag{Replica: "node2", Partition: 0, Acked: store.Position{Epoch: 1, Seq: 3}, Behind: 4}}}
 }
 
 // realNode serves the real api router of a node "node1" of a cluster of
@@ -191,14 +192,14 @@ func TestAnswersOfTheServersTypes(t *testing.T) {
 	ctx := context.Background()
 	placement := api.PlacementView{User: "alice", Partition: 3, PreferredMaster: "node2", Master: "node2", Epoch: 7,
 		Responsible: []string{"node2", "node1"}, Succession: []string{"node2", "node1", "node3"}, States: map[string]string{"node1": "UP", "node2": "UP"},
-		Position: store.Position{Epoch: 7, Seq: 42}, Replicas: []replicate.Lag{{Replica: "node1", Partition: 3, Acked: store.Position{Epoch: 7, Seq: 40}, Behind: 2}}}
+		Position: store.Position{Epoch: 7, Seq: 42}, Replicas: []wire.ReplicaLag{{Replica: "node1", Partition: 3, Acked: store.Position{Epoch: 7, Seq: 40}, Behind: 2}}}
 	p, err := client.New(serveJSON(t, "/v1/users/alice/placement", "tok", placement).URL, "tok").Placement(ctx, "alice")
 	if err != nil || !reflect.DeepEqual(p, placement) {
 		t.Errorf("placement %+v, %v", p, err)
 	}
 
 	at := time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC)
-	rolled := api.RollbackList{Node: "node1", RolledBack: []store.RolledBack{{Partition: 1, User: "alice", Coll: "c", ID: "d1", Version: 2,
+	rolled := api.RollbackList{Node: "node1", RolledBack: []wire.RolledBack{{Partition: 1, User: "alice", Coll: "c", ID: "d1", Version: 2,
 		Position: store.Position{Epoch: 3, Seq: 9}, Body: map[string]any{"x": 1.0}, NewEpoch: 4, EpochStart: store.Position{Epoch: 4, Seq: 1}, At: at}}}
 	var query string // asked one at a time
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

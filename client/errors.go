@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/api/wire"
 )
 
 // Sentinels an *HTTPError matches with errors.Is, by its status code.
@@ -37,7 +37,7 @@ type HTTPError struct {
 	Status     string
 	// Problem is the node's problem details (RFC 9457, as api writes
 	// them); nil when the body is not JSON.
-	Problem *api.Problem
+	Problem *wire.Problem
 	// Body is the start of the answer's body, as it came.
 	Body []byte
 	// NodeURL is the base URL of the node asked; ServedBy the id of the
@@ -68,7 +68,7 @@ func newHTTPError(method, path string, resp *http.Response, body []byte) *HTTPEr
 			e.Master, e.Epoch = m, epoch
 		}
 	}
-	var p api.Problem
+	var p wire.Problem
 	if json.Unmarshal(body, &p) == nil {
 		e.Problem = &p
 	}
@@ -110,7 +110,7 @@ func (e *HTTPError) problemType() string {
 // shutting down). Never for a read.
 func (e *HTTPError) OutcomeUnknown() bool {
 	return isWrite(e.Method) && e.StatusCode >= 500 &&
-		!(e.StatusCode == http.StatusServiceUnavailable && e.problemType() == api.TypeUnavailable)
+		!(e.StatusCode == http.StatusServiceUnavailable && e.problemType() == wire.TypeUnavailable)
 }
 
 // Message is what the node said of the failure: its problem's detail, else

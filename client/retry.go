@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/api/wire"
 )
 
 // Retry is how a client tries a call again after a failure that proves
@@ -114,7 +114,7 @@ func retryable(write bool, err error) bool {
 		case http.StatusMisdirectedRequest:
 			return true
 		case http.StatusServiceUnavailable:
-			return !write || he.problemType() == api.TypeUnavailable
+			return !write || he.problemType() == wire.TypeUnavailable
 		}
 		return false
 	case errors.As(err, &ue), errors.As(err, &ae):

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/api/wire"
 )
 
 // Bounds of what a client remembers and how long it waits for a hint.
@@ -186,7 +186,7 @@ func (r *routes) set(user string, pl placement) {
 // it is of an older epoch than the one known (an epoch never goes back),
 // or names no master. It reports whether the lookup may stop: the
 // master's URL is known, or every node's id is.
-func (r *routes) learnView(node, servedBy, user string, v api.PlacementView) bool {
+func (r *routes) learnView(node, servedBy, user string, v wire.PlacementView) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if servedBy != "" {
@@ -288,7 +288,7 @@ func (c *Client) lookUp(ctx context.Context, user, avoid string) {
 			}
 			continue
 		}
-		var v api.PlacementView
+		var v wire.PlacementView
 		if json.Unmarshal(a.body, &v) != nil {
 			continue
 		}

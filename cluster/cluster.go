@@ -25,6 +25,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/shoal-db/shoal/api/wire"
 	"github.com/shoal-db/shoal/internal/logsafe"
 )
 
@@ -104,10 +105,7 @@ type Cluster struct {
 }
 
 // Refusal records a peer list that was not taken.
-type Refusal struct {
-	At     time.Time `json:"at"`
-	Reason string    `json:"reason"`
-}
+type Refusal = wire.Refusal
 
 // NodeMeta is what a node gossips about itself (at most 512 bytes encoded).
 type NodeMeta struct {
@@ -876,41 +874,15 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// View is this node's view of the cluster, as GET /v1/cluster shows it.
-type View struct {
-	Node     string         `json:"node"`
-	Version  string         `json:"version"`
-	PeerList PeerListStatus `json:"peer_list"`
-	Members  []MemberStatus `json:"members"`
-}
-
-// PeerListStatus says where the peer list came from and whether the last
-// load was refused.
-type PeerListStatus struct {
-	Source   string     `json:"source"`
-	LoadedAt *time.Time `json:"loaded_at,omitempty"`
-	Peers    int        `json:"peers"`
-	Refusal  *Refusal   `json:"refusal"`
-}
-
-// MemberStatus is one peer (or one unknown gossiping node) as seen from here.
-type MemberStatus struct {
-	ID             string     `json:"id"`
-	State          State      `json:"state"`
-	Self           bool       `json:"self"`
-	InPeerList     bool       `json:"in_peer_list"`
-	URL            string     `json:"url,omitempty"`
-	PublicURL      string     `json:"public_url,omitempty"`
-	Gossip         string     `json:"gossip,omitempty"`
-	Sharding       bool       `json:"sharding"`
-	Replica        bool       `json:"replica"`
-	Voter          bool       `json:"voter"`
-	FreeBytes      *uint64    `json:"free_bytes,omitempty"`
-	Version        string     `json:"version,omitempty"`
-	Incarnation    int64      `json:"incarnation,omitempty"`
-	LastHeard      *time.Time `json:"last_heard,omitempty"`
-	LastHeardMsAgo *int64     `json:"last_heard_ms_ago,omitempty"`
-}
+// View is this node's view of the cluster, as GET /v1/cluster shows it;
+// PeerListStatus and MemberStatus are its parts. The types are the API's
+// (api/wire), so that the Go client reads them without building this
+// package.
+type (
+	View           = wire.View
+	PeerListStatus = wire.PeerListStatus
+	MemberStatus   = wire.MemberStatus
+)
 
 // suspectAfter is how long a live peer may stay silent before it is SUSPECT:
 // two missed heartbeats and some slack.

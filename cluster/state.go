@@ -1,15 +1,19 @@
 package cluster
 
-import "time"
+import (
+	"time"
 
-// State is what a node believes about a peer right now.
-type State string
+	"github.com/shoal-db/shoal/api/wire"
+)
+
+// State is what a node believes about a peer right now (the API's type).
+type State = wire.State
 
 // The member states.
 const (
-	Up      State = "UP"
-	Suspect State = "SUSPECT"
-	Down    State = "DOWN"
+	Up      = wire.Up
+	Suspect = wire.Suspect
+	Down    = wire.Down
 )
 
 // observation is what this node has seen of a peer.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-db/shoal/api/wire"
 	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/shard"
 )
@@ -282,7 +283,7 @@ func (s *Shipper) Heard(replica string, partition int, epoch uint64) bool {
 func (s *Shipper) Copy(replica string, partition int) Lag {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := Lag{Replica: replica, Partition: partition}
+	l := Lag{ReplicaLag: wire.ReplicaLag{Replica: replica, Partition: partition}}
 	if d := s.dests[replica]; d != nil {
 		l = d.lagLocked(partition, s.now())
 	}
@@ -494,19 +495,8 @@ func (s *Shipper) WaitMajorityHeld(ctx context.Context, partition int, pos recor
 // acknowledged position and how far it is behind in changes; Copy gives
 // one for any replica, with Behind left zero.
 type Lag struct {
-	Replica   string          `json:"replica"`
-	Partition int             `json:"partition"`
-	Acked     record.Position `json:"acked"`
-	Behind    uint64          `json:"behind"`
-	// LagMs is how long ago the oldest change the replica has not
-	// acknowledged was committed (0 when it is up to date).
-	LagMs   int64 `json:"lag_ms"`
-	CatchUp bool  `json:"catching_up"`
-	// Copying: a catch-up or full copy is streaming documents to the
-	// replica; Copied of ToCopy are delivered (ToCopy 0: not counted).
-	Copying bool  `json:"copying,omitempty"`
-	Copied  int64 `json:"copied,omitempty"`
-	ToCopy  int64 `json:"to_copy,omitempty"`
+	// ReplicaLag is what the API shows of it.
+	wire.ReplicaLag
 	// The rest is for logs that explain why a move or drain waits (Copy),
 	// not for the API: a user's placement answer lists Lags too.
 	//
@@ -529,7 +519,7 @@ type Lag struct {
 // lagLocked describes partition's copy on d, with Behind left zero; call
 // with the shipper's lock held.
 func (d *dest) lagLocked(partition int, now time.Time) Lag {
-	l := Lag{Replica: d.id, Partition: partition, Running: d.running, LastError: d.lastError}
+	l := Lag{ReplicaLag: wire.ReplicaLag{Replica: d.id, Partition: partition}, Running: d.running, LastError: d.lastError}
 	pr := d.parts[partition]
 	if pr == nil {
 		return l

@@ -16,7 +16,7 @@ import (
 const module = "github.com/shoal-db/shoal/"
 
 // pure are the packages that must do no I/O (README, "Packages").
-var pure = []string{"record", "shard", "placement", "replicate/applyrule", "store/engine"}
+var pure = []string{"record", "shard", "placement", "replicate/applyrule", "store/engine", "api/wire"}
 
 // ioPackages are the standard packages through which a package does I/O.
 var ioPackages = []string{"net", "os", "os/exec", "os/signal", "io/fs", "io/ioutil", "path/filepath", "database/sql", "syscall", "log", "log/slog", "plugin", "runtime/debug"}
@@ -53,7 +53,9 @@ func TestPurePackagesDoNoIO(t *testing.T) {
 // the replica's apply rules (replicate/applyrule) on record alone, and
 // their driver (replicate/applybatch) on those two; replicate (the
 // shipper and the replica's side, over interfaces) builds without the
-// store and its driver.
+// store and its driver; the API's shapes (api/wire) build on record
+// alone, and the Go client on them (it built the whole server, 515
+// packages, when it took them from api).
 func TestDependencyRules(t *testing.T) {
 	list := goList(t)
 	nonStandard := func(pkgs ...string) []string {
@@ -76,6 +78,12 @@ func TestDependencyRules(t *testing.T) {
 			return strings.HasPrefix(dep, module) && !store(dep)
 		}},
 		{"record", "the standard library", func(dep string) bool { return dep == module+"record" }},
+		{"api/wire", "the standard library and record (the API's shapes, which the client reads)", func(dep string) bool {
+			return dep == module+"record" || dep == module+"api/wire"
+		}},
+		{"client", "the standard library, record and api/wire (a program that uses the client builds no server, store or membership)", func(dep string) bool {
+			return dep == module+"record" || dep == module+"api/wire" || dep == module+"client"
+		}},
 		{"placement", "the standard library and what shard and record build on", func(dep string) bool {
 			return slices.Contains(placementMay, dep)
 		}},

@@ -411,7 +411,11 @@ func nodeRollbacks(ctx context.Context, hc *http.Client, token string, node Targ
 	if err == nil && l.More {
 		err = fmt.Errorf("%s holds more than %d rolled back documents: the list read is not whole", node.ID, len(l.RolledBack))
 	}
-	return l.RolledBack, err
+	docs := make([]store.RolledBack, len(l.RolledBack))
+	for i, d := range l.RolledBack {
+		docs[i] = store.RolledBack(d) // the API's shape of the store's record
+	}
+	return docs, err
 }
 
 // finalReads reads every register with X-Read-Concern: linearizable.
