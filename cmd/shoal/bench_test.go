@@ -1,16 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -255,4 +260,72 @@ func TestBenchCompareNeedsClusterAndEtcd(t *testing.T) {
 			t.Errorf("%q: exit %d, %q; want 2 and why", args, code, errb.String())
 		}
 	}
+}
+
+// The etcd members bench starts end with it, however it ends: a bench
+// killed with SIGKILL (or by a broken pipe: `shoal bench ... | head`)
+// once left three members running. A child process of this test starts
+// them as bench does and is killed; the members must stop answering.
+func TestEtcdMembersEndWithTheBench(t *testing.T) {
+	if os.Getenv("SHOAL_TEST_ETCD_CHILD") == "1" {
+		urls, _, err := startEtcd(3, os.Stderr)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println(strings.Join(urls, ","))
+		select {} // until killed
+	}
+	if _, err := exec.LookPath("etcd"); err != nil {
+		t.Skip("SKIPPED: no etcd on PATH; install Debian's etcd-server (apt-get install etcd-server) to run this test")
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestEtcdMembersEndWithTheBench$")
+	child.Env = append(os.Environ(), "SHOAL_TEST_ETCD_CHILD=1", "TMPDIR="+t.TempDir()) // the members' data goes with the test
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "http://") {
+		child.Process.Kill()
+		child.Wait()
+		t.Fatalf("the child started no etcd: %q %v", line, err)
+	}
+	urls := strings.Split(strings.TrimSpace(line), ",")
+	t.Cleanup(func() { // should the members outlive the check below
+		for _, pid := range membersServing(urls) {
+			t.Logf("killing etcd member %d, left running", pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	child.Process.Kill()
+	child.Wait()
+	testnode.Eventually(t, 30*time.Second, "the etcd members ended with the process that started them", func() (bool, string) {
+		left := membersServing(urls)
+		return len(left) == 0, fmt.Sprintf("still running: %v", left)
+	})
+}
+
+// membersServing lists the processes whose command line serves one of
+// urls to clients (an ended process's command line is empty).
+func membersServing(urls []string) []int {
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		cmdline := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		for _, u := range urls {
+			if strings.Contains(cmdline, "--listen-client-urls "+u+" ") {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }

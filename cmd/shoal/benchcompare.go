@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/client"
+	"github.com/shoal-db/shoal/internal/devcluster"
 	"github.com/shoal-db/shoal/internal/freeport"
 )
 
@@ -47,6 +49,22 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed boo
 			return 1
 		}
 		defer stop()
+		// The members run in process groups of their own: a Ctrl-C
+		// reaches only this process, which stops them and removes their
+		// data before it ends.
+		interrupted := make(chan os.Signal, 1)
+		signal.Notify(interrupted, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(interrupted)
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-interrupted:
+				stop()
+				os.Exit(130)
+			case <-done:
+			}
+		}()
 		etcdURLs = started
 	}
 	payload := strings.Repeat("x", o.docBytes)
@@ -178,15 +196,24 @@ func startEtcd(n int, stderr io.Writer) (urls []string, stop func(), err error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	var cmds []*exec.Cmd
+	// The members are started as shoal dev starts its nodes: each gets
+	// SIGTERM when this process dies, even by SIGKILL or a broken pipe
+	// (`shoal bench ... | head` once ended bench and left three etcd
+	// members running), and runs in a process group of its own.
+	starter := devcluster.NewExecStarter(exe)
+	var members []devcluster.Process
+	var once sync.Once
 	stop = func() {
-		for _, c := range cmds {
-			c.Process.Signal(syscall.SIGTERM)
-		}
-		for _, c := range cmds {
-			c.Wait()
-		}
-		os.RemoveAll(dir)
+		once.Do(func() {
+			for _, m := range members {
+				m.Terminate()
+			}
+			for _, m := range members {
+				m.Wait()
+			}
+			starter.Close()
+			os.RemoveAll(dir)
+		})
 	}
 	ports, err := freeport.Find(2 * n)
 	if err != nil {
@@ -204,17 +231,17 @@ func startEtcd(n int, stderr io.Writer) (urls []string, stop func(), err error) 
 	}
 	for i := range n {
 		client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]), fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
-		c := exec.Command(exe, "--name", fmt.Sprintf("e%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("e%d", i+1)),
+		m, err := starter.Start(devcluster.ProcessSpec{ID: fmt.Sprintf("e%d", i+1), Stdout: io.Discard, Stderr: out, Args: []string{
+			"--name", fmt.Sprintf("e%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("e%d", i+1)),
 			"--listen-client-urls", client, "--advertise-client-urls", client,
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", "shoal-bench", "--logger", "zap", "--log-level", "error")
-		c.Stderr = out
-		if err := c.Start(); err != nil {
+			"--initial-cluster-token", "shoal-bench", "--logger", "zap", "--log-level", "error"}})
+		if err != nil {
 			stop()
 			return nil, nil, fmt.Errorf("starting etcd: %w", err)
 		}
-		cmds = append(cmds, c)
+		members = append(members, m)
 		urls = append(urls, client)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
