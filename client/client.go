@@ -54,14 +54,15 @@
 //
 // A read is also tried again after any other 503, after a connection
 // that broke once the request was written, and after a 200 whose body
-// broke off: reading twice changes nothing. A write never is, whatever its method, once its outcome is
-// unknown: an answer 504 (the write concern was not confirmed in time:
-// the write is applied on the master, and not undone), a 503 of problem
-// type timeout (the master's lease ran out after the write was committed
-// there, so it may or may not survive), any other 5xx, and a connection
-// that broke, or a context that ended, after the request was written
-// (*UnansweredError), and a success whose answer broke off while it was
-// read (the write was applied; what was answered is lost). errors.Is(err, ErrOutcomeUnknown) tells these
+// broke off: reading twice changes nothing. A write never is, whatever
+// its method, once its outcome is unknown: an answer 504 (the write
+// concern was not confirmed in time: the write is applied on the master,
+// and not undone), a 503 of problem type timeout (the master's lease ran
+// out after the write was committed there, so it may or may not
+// survive), any other 5xx, a connection that broke, or a context that
+// ended, after the request was written (*UnansweredError), and a success
+// whose answer broke off while it was read (the write was applied; what
+// was answered is lost). errors.Is(err, ErrOutcomeUnknown) tells these
 // apart. Sending such a write again is not safe in general: a POST
 // without _id would create a second document; a PUT would overwrite a
 // later write of another client; a conditional PUT or PATCH (If-Match)

@@ -3,9 +3,9 @@
 // details of errors (RFC 9457) with their types. The server (api) writes
 // them and the Go client (client) reads them, so the two cannot differ.
 //
-// It imports nothing of Shoal's but the value types (record,
-// store/engine): a program that uses the client does not build the
-// server, its store or its membership.
+// It imports nothing of Shoal's but its value types (record): a program
+// that uses the client does not build the server, its store or its
+// membership (internal/purity.TestDependencyRules).
 package wire
 
 import (
@@ -25,8 +25,10 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 	// Current is the current version, on a failed If-Match.
 	Current *int64 `json:"current_version,omitempty"`
-	// RetryAfter is the wait in seconds a node asks for with a 503
-	// (its Retry-After header; 0: none). Not in the body.
+	// RetryAfter is the wait in seconds the server asks for with a 503,
+	// sent as the Retry-After header, not in the body: a decoded
+	// problem's is 0 (the client gives the header as
+	// HTTPError.RetryAfter).
 	RetryAfter int `json:"-"`
 }
 
