@@ -59,6 +59,9 @@ type Config struct {
 	QueryBudget int64
 	// MaxPageBytes bounds the size of a query page (0: 4 MiB).
 	MaxPageBytes int64
+	// Now is the clock tokens are checked against (nil: time.Now); tests
+	// pass a fake one.
+	Now func() time.Time
 	// Insecure treats every request as admin (development only).
 	Insecure bool
 	// Pprof serves Go's profiler at /debug/pprof/ to admin tokens.
@@ -189,8 +192,10 @@ type Server struct {
 	limits    doc.Limits
 	// tokenMaxTTL is Config.TokenMaxTTL, defaulted.
 	tokenMaxTTL time.Duration
-	ready       atomic.Bool
-	router      chi.Router
+	// verified keeps the tokens verified, until they expire.
+	verified verifiedTokens
+	ready    atomic.Bool
+	router   chi.Router
 	// failLogs rate-limits the "request failed" log line.
 	failLogs *logsafe.Limiter
 	// queryHook, if set, is called before each document a query evaluates

@@ -42,6 +42,9 @@ type lockCheck struct {
 	horizon  map[int]store.Position
 	diverge  bool // the replica answers the next batch of partition 0 "diverged"
 	calls    map[string]int
+	// viewed counts the reads of each partition's view (Epoch calls);
+	// nil: not counted.
+	viewed map[int]int
 	// held names the calls made under s.mu, by method and the shipper
 	// function that made them, with the first chain of callers seen.
 	held map[string]string
@@ -95,6 +98,9 @@ func (c *lockCheck) Epoch(p int) (uint64, bool) {
 	c.check("Mastership.Epoch")
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.viewed != nil {
+		c.viewed[p]++
+	}
 	e, ok := c.epochs[p]
 	return e, ok
 }

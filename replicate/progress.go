@@ -72,7 +72,11 @@ type progress struct {
 	heard uint64
 	// told is the newest majority-committed position the replica took
 	// with a batch: a notice goes out when the partition's is newer.
-	told    record.Position
+	told record.Position
+	// recheck: an answer came in since a round last read the
+	// partition's view, so the next round reads it, idle or not (see
+	// Shipper.idleLocked).
+	recheck bool
 	catchUp bool // the queue cannot bring it up to date
 	queue   []queuedRun
 	queued  int // documents in queue
@@ -265,6 +269,11 @@ type dest struct {
 	// catch-up is looked for, in the ring of partitions (read and written
 	// by the sender only).
 	liveFrom, catchUpFrom int
+	// sweep: the next round reads the view of every partition, idle ones
+	// included (the sender's tick and Ensure ask for one); sweepAt: when
+	// one is due anyway (see sweepLocked).
+	sweep   bool
+	sweepAt time.Time
 	// lastError is why the last request to the replica failed ("" once
 	// one succeeded), for logs that explain a wait (Shipper.Copy).
 	lastError string

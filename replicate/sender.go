@@ -27,6 +27,9 @@ func (s *Shipper) run(d *dest) {
 			if s.retireIfIdle(d) {
 				return
 			}
+			s.mu.Lock()
+			d.sweep = true
+			s.mu.Unlock()
 		}
 		for {
 			progressed, err := s.round(d)
@@ -122,7 +125,9 @@ func (s *Shipper) flushLive(d *dest) error {
 func (s *Shipper) live(d *dest) (Request, int) {
 	snap := s.read(reads{})
 	s.mu.Lock()
-	for r := s.liveReadsLocked(d, snap); !r.empty(); r = s.liveReadsLocked(d, snap) {
+	now := s.now()
+	sweep := d.sweepLocked(now)
+	for r := s.liveReadsLocked(d, snap, sweep); !r.empty(); r = s.liveReadsLocked(d, snap, sweep) {
 		s.mu.Unlock()
 		s.readMore(snap, r)
 		s.mu.Lock()
@@ -136,7 +141,6 @@ func (s *Shipper) live(d *dest) (Request, int) {
 	}
 	slices.Sort(parts)
 	ring := fromRing(parts, d.liveFrom)
-	now := s.now()
 	var catchUp []int
 	cut := -1 // the first partition (index in ring) left with runs that did not fit
 	for i, p := range ring {
@@ -144,6 +148,10 @@ func (s *Shipper) live(d *dest) (Request, int) {
 		if pr.stage() == StageCopying {
 			continue // its catch-up is streaming; what queues meanwhile follows it
 		}
+		if !sweep && s.idleLocked(pr, p) {
+			continue // nothing for it: its view was not read
+		}
+		pr.recheck = false
 		v := snap.parts[p]
 		epoch, master := v.epoch, v.master
 		if !master {
@@ -226,12 +234,12 @@ func (s *Shipper) live(d *dest) (Request, int) {
 }
 
 // liveReadsLocked is what live decides from and snap lacks: the view of
-// every partition it goes through, the tenure of every run queued and of
-// every notice due, and the copies, which every batch's
-// majority-committed position is counted against. Call with s.mu held;
-// read it with s.mu free, then call again: what is queued, or the
-// notices due, may have changed meanwhile.
-func (s *Shipper) liveReadsLocked(d *dest, snap *snapshot) reads {
+// every partition it goes through (in a sweep, every partition; else
+// those not idle), the tenure of every run queued and of every notice
+// due, and the copies, which every batch's majority-committed position is
+// counted against. Call with s.mu held; read it with s.mu free, then call
+// again: what is queued, or the notices due, may have changed meanwhile.
+func (s *Shipper) liveReadsLocked(d *dest, snap *snapshot, sweep bool) reads {
 	r := reads{copies: snap.lacksCopies()}
 	need := func(p int, epoch uint64) {
 		k := tenureOf{p, epoch}
@@ -240,7 +248,7 @@ func (s *Shipper) liveReadsLocked(d *dest, snap *snapshot) reads {
 		}
 	}
 	for p, pr := range d.parts {
-		if pr.stage() == StageCopying {
+		if pr.stage() == StageCopying || !sweep && s.idleLocked(pr, p) {
 			continue // live skips it
 		}
 		v, ok := snap.parts[p]
@@ -258,6 +266,43 @@ func (s *Shipper) liveReadsLocked(d *dest, snap *snapshot) reads {
 		}
 	}
 	return r
+}
+
+// sweepEvery is how often a sender busy with some partitions reads the
+// view of all the others too (see idleLocked).
+const sweepEvery = 50 * time.Millisecond
+
+// sweepLocked says whether this round reads the view of every partition
+// the replica holds, idle ones included: when the sender's tick or
+// Ensure asked for it, or sweepEvery after the last sweep. Call with s.mu
+// held.
+func (d *dest) sweepLocked(now time.Time) bool {
+	if !d.sweep && now.Before(d.sweepAt) {
+		return false
+	}
+	d.sweep, d.sweepAt = false, now.Add(sweepEvery)
+	return true
+}
+
+// idleLocked says whether partition p has nothing for the replica as far
+// as the shipper knows without reading the node: nothing queued, no
+// catch-up or copy pending, every run handed to Committed acknowledged,
+// no majority-committed position or tenure the replica has not been
+// told, and no answer taken in since a round last read its view (an
+// answer says where the replica is, and only the view says whether that
+// is where the master's history ends). A round leaves an idle partition out unless it sweeps
+// (sweepLocked): its view costs locks of the node's (lease, table,
+// writer) per partition per round, and with many partitions and small
+// batches reading every one's in every round cost more than the batches.
+// What only a view shows of an idle partition (a tenure begun, a commit
+// stored without a run: one that failed or whose lease ran out) is found
+// by the next sweep. Call with s.mu held.
+func (s *Shipper) idleLocked(pr *progress, p int) bool {
+	if pr.recheck || len(pr.queue) > 0 || pr.stage() != StageStream || pr.acked.Compare(s.committed[p]) < 0 {
+		return false
+	}
+	h := s.majority[p]
+	return h.pos.Compare(pr.told) <= 0 && pr.heard >= h.epoch
 }
 
 // noticeDueLocked says whether a notice may be due to a replica with
@@ -436,6 +481,7 @@ func (s *Shipper) send(d *dest, req Request) error {
 		if pr == nil {
 			continue
 		}
+		pr.recheck = true // what the answer says is weighed against the view in the next round
 		switch r.Code {
 		case CodeOK, CodeGap, CodeFullCopy, CodeDiverged:
 			pr.answered(req.Batches[i].Epoch, seq) // each of these sets acked

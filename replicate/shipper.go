@@ -240,6 +240,7 @@ func (s *Shipper) Ensure(partitions int) {
 				d.parts[p] = pr
 			}
 			if !pr.known || pr.acked.Compare(v.last) < 0 || pr.heard < v.epoch {
+				d.sweep = true // a partition idle as far as the sender knows may be among them
 				d.poke()
 			}
 		}
