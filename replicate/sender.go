@@ -197,6 +197,11 @@ func (s *Shipper) live(d *dest) (Request, int) {
 					if cut < 0 {
 						cut = i
 					}
+					// Not idle until the notice goes: a notice of a new
+					// tenure leaves it looking idle (nothing counted at
+					// the epoch yet), and a round that skips it could
+					// move past it sweep after sweep.
+					pr.recheck = true
 					continue
 				}
 				req.Batches = append(req.Batches, ToWire(s.notice(pr, p, epoch, snap)))

@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -80,6 +81,67 @@ func TestARoundReadsTheViewsOfBusyPartitionsOnly(t *testing.T) {
 		rounds()
 		if acked, _ := s.Acked("r", 9); acked != pos(1, 1) {
 			t.Fatalf("partition 9, its commit stored without a run, acknowledged at %s after a sweep, want 1.1", acked)
+		}
+	})
+}
+
+// A notice that does not fit in a sweep's request is sent by the round
+// after it, not left to a later sweep: a partition whose only news is a
+// new tenure of this node looks idle (nothing is counted at the new
+// epoch yet), and rounds that skip it could move past it sweep after
+// sweep while other partitions fill the requests; a drain waiting for
+// the replica to have heard the tenure (Shipper.Heard) would wait as
+// long.
+func TestANoticeCutFromAFullRequestGoesInTheNextRound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &lockCheck{epochs: map[int]uint64{0: 1, 1: 1}, replicas: map[int][]string{0: {"r"}, 1: {"r"}}, copies: 2,
+			docs: map[int][]*store.Doc{}, horizon: map[int]store.Position{}, calls: map[string]int{}, held: map[string]string{}}
+		// One document fills a request: nothing else fits after it.
+		s := New(Config{Mastership: c, Source: c, Transport: c, Observer: c, MaxBatchBytes: 600, Logger: slog.New(slog.DiscardHandler)})
+		c.s = s
+		defer s.Close()
+		d := &dest{id: "r", wake: make(chan struct{}, 1), parts: map[int]*progress{}, running: true}
+		s.dests["r"] = d
+		rounds := func() {
+			t.Helper()
+			for range 100 {
+				progressed, err := s.round(d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !progressed {
+					return
+				}
+			}
+			t.Fatal("the sender's rounds never ran out of work")
+		}
+		s.Ensure(2)
+		rounds()
+		rounds()
+		if !s.Heard("r", 1, 1) {
+			t.Fatal("partition 1's first tenure was not heard: the test proves nothing")
+		}
+
+		// Partition 1: a new tenure of this node. Partition 0: a run that
+		// fills the sweep's request, ahead of partition 1's notice.
+		c.mu.Lock()
+		c.epochs[1] = 2
+		big := stored("big", pos(1, 1))
+		big.Body = map[string]any{"payload": strings.Repeat("x", 1000)}
+		c.docs[0] = []*store.Doc{big}
+		c.mu.Unlock()
+		time.Sleep(sweepEvery) // the next round sweeps
+		s.Committed(store.Batch{Partition: 0, Epoch: 1, UpTo: pos(1, 1), Docs: []*store.Doc{big}})
+		d.liveFrom = 0
+		if _, err := s.round(d); err != nil {
+			t.Fatal(err)
+		}
+		if s.Heard("r", 1, 2) {
+			t.Fatal("partition 1's notice fitted in the request after partition 0's run: the test proves nothing")
+		}
+		rounds() // no sweep due
+		if !s.Heard("r", 1, 2) {
+			t.Fatal("the replica never heard partition 1's new tenure: its notice, cut from a full request, waited for a sweep")
 		}
 	})
 }
