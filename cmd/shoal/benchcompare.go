@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/internal/devcluster"
 	"github.com/shoal-db/shoal/internal/freeport"
+	"github.com/shoal-db/shoal/internal/wording"
 )
 
 // compareEtcd drives a running Shoal cluster (urls) and an etcd cluster
@@ -144,28 +146,118 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed boo
 		{"writes", "shoal majority", "etcd put", shoalPut, etcdPut},
 		{"reads", "shoal linearizable get", "etcd range (linearizable)", shoalGet, etcdGet},
 	} {
-		lo, hi := 0.0, 0.0
+		var rates, cpus spread
 		for r := 1; r <= rounds; r++ {
-			s := runPhase(o, kind.shoalOp)
+			s, sCPU := runPhaseCounted(o, hc, urls, kind.shoalOp)
 			report(stdout, fmt.Sprintf("round %d: %s", r, kind.shoal), s)
-			e := runPhase(o, kind.etcdOp)
+			reportCPU(stdout, sCPU, s, wording.Plural(len(urls), "node"))
+			e, eCPU := runPhaseCounted(o, hc, etcdURLs, kind.etcdOp)
 			report(stdout, fmt.Sprintf("round %d: %s", r, kind.etcd), e)
+			reportCPU(stdout, eCPU, e, wording.Plural(len(etcdURLs), "member"))
 			results = append(results, s, e)
-			if s.ops == 0 {
+			if s.ops == 0 || e.ops == 0 {
 				continue
 			}
 			x := e.rate() / s.rate()
-			fmt.Fprintf(stdout, "round %d: etcd/Shoal %.2fx\n\n", r, x)
-			if lo == 0 || x < lo {
-				lo = x
+			fmt.Fprintf(stdout, "round %d: etcd/Shoal %.2fx", r, x)
+			rates.add(x)
+			if sCPU > 0 && eCPU > 0 {
+				c := (sCPU / float64(s.ops)) / (eCPU / float64(e.ops))
+				fmt.Fprintf(stdout, "; CPU per operation Shoal/etcd %.2fx", c)
+				cpus.add(c)
 			}
-			hi = max(hi, x)
+			fmt.Fprintf(stdout, "\n\n")
 		}
-		if lo > 0 {
-			fmt.Fprintf(stdout, "%s, etcd/Shoal over %d rounds: %.2f-%.2fx (above 1, etcd serves more per second)\n\n", kind.name, rounds, lo, hi)
+		if rates.n > 0 {
+			fmt.Fprintf(stdout, "%s, etcd/Shoal over %d rounds: %.2f-%.2fx (above 1, etcd serves more per second)\n", kind.name, rounds, rates.lo, rates.hi)
 		}
+		if cpus.n > 0 {
+			fmt.Fprintf(stdout, "%s, CPU per operation Shoal/etcd over %d rounds: %.2f-%.2fx (above 1, an operation costs Shoal's servers more CPU than etcd's)\n", kind.name, cpus.n, cpus.lo, cpus.hi)
+		}
+		fmt.Fprintln(stdout)
 	}
 	return exitFor(results...)
+}
+
+// spread is the range of a ratio over rounds.
+type spread struct {
+	n      int
+	lo, hi float64
+}
+
+func (s *spread) add(x float64) {
+	if s.n == 0 || x < s.lo {
+		s.lo = x
+	}
+	if s.n == 0 || x > s.hi {
+		s.hi = x
+	}
+	s.n++
+}
+
+// runPhaseCounted runs a phase as runPhase does and counts the CPU the
+// servers at urls used meanwhile (their process_cpu_seconds_total: Shoal
+// nodes and etcd members both export it on /metrics), 0 when one could
+// not be read. On a machine shared with other work a round's rate moves
+// with whatever else runs; the CPU each operation cost the servers moves
+// much less, and says how much work each system does per operation.
+func runPhaseCounted(o benchOptions, hc *http.Client, urls []string, op func(client int) error) (phaseResult, float64) {
+	before, okBefore := cpuSeconds(hc, urls)
+	r := runPhase(o, op)
+	after, okAfter := cpuSeconds(hc, urls)
+	if !okBefore || !okAfter || after < before {
+		return r, 0
+	}
+	return r, after - before
+}
+
+// reportCPU prints what a phase cost its servers in CPU per operation.
+func reportCPU(w io.Writer, cpu float64, r phaseResult, servers string) {
+	if cpu <= 0 || r.ops == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  %.0f µs of CPU per operation on its %s (%.2f cores)\n",
+		cpu/float64(r.ops)*1e6, servers, cpu/r.elapsed.Seconds())
+}
+
+// cpuSeconds sums process_cpu_seconds_total over the /metrics of urls;
+// ok is false when one could not be read.
+func cpuSeconds(hc *http.Client, urls []string) (total float64, ok bool) {
+	for _, u := range urls {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(u, "/")+"/metrics", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			cancel()
+			return 0, false
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+		resp.Body.Close()
+		cancel()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return 0, false
+		}
+		v, found := metricValue(body, "process_cpu_seconds_total")
+		if !found {
+			return 0, false
+		}
+		total += v
+	}
+	return total, true
+}
+
+// metricValue reads an unlabelled sample of name from a Prometheus text
+// exposition.
+func metricValue(text []byte, name string) (float64, bool) {
+	for line := range strings.Lines(string(text)) {
+		rest, ok := strings.CutPrefix(line, name+" ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
+		return v, err == nil
+	}
+	return 0, false
 }
 
 // expectStatus sends req and reads its answer whole; an answer other than
