@@ -75,6 +75,34 @@ func (c *lockCheck) check(method string) {
 	}
 }
 
+// drive makes a shipper over c, with cfg's bounds, and the sender of
+// replica "r" registered as running: nothing starts its goroutine, and
+// the test runs its rounds with rounds (until one sends nothing). The
+// shipper is closed when the test ends.
+func (c *lockCheck) drive(t *testing.T, cfg Config) (s *Shipper, d *dest, rounds func()) {
+	cfg.Mastership, cfg.Source, cfg.Transport, cfg.Observer = c, c, c, c
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	s = New(cfg)
+	c.s = s
+	t.Cleanup(s.Close)
+	d = &dest{id: "r", wake: make(chan struct{}, 1), parts: map[int]*progress{}, running: true}
+	s.dests["r"] = d
+	rounds = func() {
+		t.Helper()
+		for range 100 {
+			progressed, err := s.round(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !progressed {
+				return
+			}
+		}
+		t.Fatal("the sender's rounds never ran out of work")
+	}
+	return s, d, rounds
+}
+
 // shipperCallers names the shipper's functions on the stack, innermost
 // first (majorityLocked, committedLocked, ..., round).
 func shipperCallers() []string {
@@ -233,26 +261,7 @@ func TestNoCallbackRunsUnderTheShippersLock(t *testing.T) {
 			},
 			horizon: map[int]store.Position{1: pos(1, 1)}, // a tombstone of partition 1 purged: a full copy
 			calls:   map[string]int{}, held: map[string]string{}}
-		s := New(Config{Mastership: c, Source: c, Transport: c, Observer: c, MaxBatchDocs: 2, Logger: slog.New(slog.DiscardHandler)})
-		c.s = s
-		defer s.Close()
-		// The replica's sender, registered as running: nothing starts
-		// its goroutine, and the test runs its rounds.
-		d := &dest{id: "r", wake: make(chan struct{}, 1), parts: map[int]*progress{}, running: true}
-		s.dests["r"] = d
-		rounds := func() {
-			t.Helper()
-			for range 100 {
-				progressed, err := s.round(d)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !progressed {
-					return
-				}
-			}
-			t.Fatal("the sender's rounds never ran out of work")
-		}
+		s, d, rounds := c.drive(t, Config{MaxBatchDocs: 2})
 
 		s.Committed(store.Batch{Partition: 0, Epoch: 1, UpTo: pos(1, 1), Docs: []*store.Doc{stored("k1", pos(1, 1))}})
 		s.Ensure(2)

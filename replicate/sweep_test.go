@@ -1,7 +1,6 @@
 package replicate
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -25,24 +24,7 @@ func TestARoundReadsTheViewsOfBusyPartitionsOnly(t *testing.T) {
 		for p := range partitions {
 			c.epochs[p], c.replicas[p] = 1, []string{"r"}
 		}
-		s := New(Config{Mastership: c, Source: c, Transport: c, Observer: c, Logger: slog.New(slog.DiscardHandler)})
-		c.s = s
-		defer s.Close()
-		d := &dest{id: "r", wake: make(chan struct{}, 1), parts: map[int]*progress{}, running: true}
-		s.dests["r"] = d
-		rounds := func() {
-			t.Helper()
-			for range 100 {
-				progressed, err := s.round(d)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !progressed {
-					return
-				}
-			}
-			t.Fatal("the sender's rounds never ran out of work")
-		}
+		s, _, rounds := c.drive(t, Config{})
 		s.Ensure(partitions) // every partition probed: all idle after
 		rounds()
 		for p := range partitions {
@@ -97,24 +79,7 @@ func TestANoticeCutFromAFullRequestGoesInTheNextRound(t *testing.T) {
 		c := &lockCheck{epochs: map[int]uint64{0: 1, 1: 1}, replicas: map[int][]string{0: {"r"}, 1: {"r"}}, copies: 2,
 			docs: map[int][]*store.Doc{}, horizon: map[int]store.Position{}, calls: map[string]int{}, held: map[string]string{}}
 		// One document fills a request: nothing else fits after it.
-		s := New(Config{Mastership: c, Source: c, Transport: c, Observer: c, MaxBatchBytes: 600, Logger: slog.New(slog.DiscardHandler)})
-		c.s = s
-		defer s.Close()
-		d := &dest{id: "r", wake: make(chan struct{}, 1), parts: map[int]*progress{}, running: true}
-		s.dests["r"] = d
-		rounds := func() {
-			t.Helper()
-			for range 100 {
-				progressed, err := s.round(d)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !progressed {
-					return
-				}
-			}
-			t.Fatal("the sender's rounds never ran out of work")
-		}
+		s, d, rounds := c.drive(t, Config{MaxBatchBytes: 600})
 		s.Ensure(2)
 		rounds()
 		rounds()
