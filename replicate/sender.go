@@ -295,10 +295,11 @@ func (d *dest) sweepLocked(now time.Time) bool {
 // no majority-committed position or tenure the replica has not been
 // told, and no answer taken in since a round last read its view (an
 // answer says where the replica is, and only the view says whether that
-// is where the master's history ends). A round leaves an idle partition out unless it sweeps
-// (sweepLocked): its view costs locks of the node's (lease, table,
-// writer) per partition per round, and with many partitions and small
-// batches reading every one's in every round cost more than the batches.
+// is where the master's history ends). A round leaves an idle partition
+// out unless it sweeps (sweepLocked): its view costs locks of the
+// node's (lease, table, writer) per partition per round, and with many
+// partitions and small batches reading every one's in every round cost
+// more than the batches.
 // What only a view shows of an idle partition (a tenure begun, a commit
 // stored without a run: one that failed or whose lease ran out) is found
 // by the next sweep. Call with s.mu held.

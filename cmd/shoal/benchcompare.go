@@ -169,7 +169,7 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed boo
 			fmt.Fprintf(stdout, "\n\n")
 		}
 		if rates.n > 0 {
-			fmt.Fprintf(stdout, "%s, etcd/Shoal over %d rounds: %.2f-%.2fx (above 1, etcd serves more per second)\n", kind.name, rounds, rates.lo, rates.hi)
+			fmt.Fprintf(stdout, "%s, etcd/Shoal over %d rounds: %.2f-%.2fx (above 1, etcd serves more per second)\n", kind.name, rates.n, rates.lo, rates.hi)
 		}
 		if cpus.n > 0 {
 			fmt.Fprintf(stdout, "%s, CPU per operation Shoal/etcd over %d rounds: %.2f-%.2fx (above 1, an operation costs Shoal's servers more CPU than etcd's)\n", kind.name, cpus.n, cpus.lo, cpus.hi)
@@ -254,7 +254,11 @@ func metricValue(text []byte, name string) (float64, bool) {
 		if !ok {
 			continue
 		}
-		v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
+		fields := strings.Fields(rest) // the value, then perhaps a timestamp
+		if len(fields) == 0 {
+			return 0, false
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
 		return v, err == nil
 	}
 	return 0, false
