@@ -20,6 +20,8 @@ import (
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/config"
 	"github.com/shoal-db/shoal/internal/testnode"
+	"github.com/shoal-db/shoal/record"
+	"github.com/shoal-db/shoal/replicate"
 	"github.com/shoal-db/shoal/shard"
 )
 
@@ -143,6 +145,51 @@ func TestInternalRequestsAreValidated(t *testing.T) {
 		if tc.want == 400 && !strings.Contains(string(body), "urn:shoal:problem:invalid-internal-request") {
 			t.Errorf("%s: the refusal is not an invalid-internal-request problem: %s", tc.name, body)
 		}
+	}
+}
+
+// Nodes of this version replicate in the binary form, on
+// /internal/v2/replicate: it is checked as the JSON form is (a refusal is
+// a 400 invalid-internal-request problem), and answered in the binary
+// form.
+func TestTheBinaryReplicationEndpoint(t *testing.T) {
+	n, peer := signedNode(t)
+	other := ""
+	for i := 0; other == ""; i++ {
+		if u := fmt.Sprintf("u%d", i); shard.PartitionOf(u, 16) != 0 {
+			other = u
+		}
+	}
+	encode := func(r replicate.Request) []byte {
+		t.Helper()
+		b, err := replicate.AppendRequest(nil, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for name, body := range map[string][]byte{
+		"partition 99999": encode(replicate.Request{Batches: []replicate.WireBatch{{Partition: 99999, Epoch: 1}}}),
+		"a document of another partition": encode(replicate.Request{Batches: []replicate.WireBatch{{Partition: 0, Epoch: 1,
+			Docs: []replicate.WireDoc{{User: other, Coll: "c", ID: "d", Version: 1, Pos: record.Position{Epoch: 1, Seq: 1}}}}}}),
+		"JSON":      []byte(`{"batches":[{"p":0,"e":1}]}`),
+		"cut short": encode(replicate.Request{Batches: []replicate.WireBatch{{Partition: 0, Epoch: 1}}})[:4],
+	} {
+		status, answer := postSigned(t, n, peer, "/internal/v2/replicate", body)
+		if status != http.StatusBadRequest || !strings.Contains(string(answer), "urn:shoal:problem:invalid-internal-request") {
+			t.Errorf("%s: status %d, want a 400 invalid-internal-request: %s", name, status, answer)
+		}
+	}
+	status, answer := postSigned(t, n, peer, "/internal/v2/replicate", encode(replicate.Request{Batches: []replicate.WireBatch{{Partition: 0, Epoch: 1}}}))
+	if status != http.StatusOK {
+		t.Fatalf("a probe: status %d: %s", status, answer)
+	}
+	resp, err := replicate.ReadResponse(answer)
+	if err != nil {
+		t.Fatalf("the answer to a probe: %v", err)
+	}
+	if len(resp.Results) != 1 || resp.Results[0].Partition != 0 || resp.Results[0].Code == "" {
+		t.Fatalf("the answer to a probe: %+v", resp)
 	}
 }
 

@@ -278,6 +278,7 @@ func (s *Server) routes() chi.Router {
 		})
 		r.Post("/v1/lease", s.vote)
 		r.Post("/v1/replicate", s.replicate)
+		r.Post("/v2/replicate", s.replicateBinary)
 		r.Post("/v1/takeover", s.takeOver)
 		r.Post("/v1/positions", s.positions)
 		r.Post("/v1/check-copy", s.checkCopy)
@@ -496,6 +497,31 @@ func (s *Server) replicate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, replicate.Apply(r.Context(), s.writer, req))
+}
+
+// replicateBinary is replicate in the binary form (replicate.AppendRequest),
+// which nodes of this version send: the same checks and the same answers,
+// at a fraction of JSON's CPU.
+func (s *Server) replicateBinary(w http.ResponseWriter, r *http.Request) {
+	// The signature check read the body, bounded, into memory already.
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidInternal, "unreadable replication request: "+err.Error()))
+		return
+	}
+	req, err := replicate.ReadRequest(data)
+	if err == nil {
+		err = req.Validate(s.cfg.PartitionCount)
+	}
+	if err != nil {
+		writeProblem(w, badRequest(TypeInvalidInternal, "unusable replication request: "+err.Error()))
+		return
+	}
+	answer := replicate.AppendResponse(nil, replicate.Apply(r.Context(), s.writer, req))
+	w.Header().Set("Content-Type", replicate.ContentTypeBinary)
+	w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(answer)
 }
 
 // TakeOverRequest asks a node to take a partition's lease now: its

@@ -10,7 +10,10 @@
 //
 // The files, by concern:
 //   - wire.go: what travels between master and replica (Request, WireBatch,
-//     Response, Result) and its decoding.
+//     Response, Result) and its decoding from JSON (/internal/v1/replicate,
+//     which nodes of older versions send and read).
+//   - binwire.go: the same in the binary form nodes of this version send
+//     (/internal/v2/replicate).
 //   - apply.go: the replica's side, Apply, over the store's partition writer.
 //   - shipper.go: the master's side as its callers see it (Config, Shipper):
 //     committed runs in, acknowledgements and majority-held positions out.

@@ -228,7 +228,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		return none
 	}}
 	n.shipper = replicate.New(replicate.Config{Logger: log, MaxQueued: opts.ReplicationQueue, MaxBatchDocs: opts.ReplicationBatchDocs,
-		Mastership: shipperMastership{n}, Source: shipperSource{n}, Transport: replicaTransport{cl},
+		Mastership: shipperMastership{n}, Source: shipperSource{n}, Transport: newReplicaTransport(cl, time.Now),
 		Observer: copyMetrics{metrics: metrics, place: place}})
 	metrics.Registry.MustRegister(api.NewReplicationCollector(n.shipper.Lags))
 	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes, OnCommitted: n.shipper.Committed,

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/cluster"
@@ -160,10 +161,81 @@ func (t leaseTransport) Vote(ctx context.Context, voter string, b lease.Batch) (
 	return ds, err
 }
 
-// replicaTransport carries replication requests over signed internal HTTP.
-type replicaTransport struct{ c *cluster.Cluster }
+// replicaTransport carries replication requests over signed internal HTTP,
+// in the binary form (/internal/v2/replicate). A peer that answers 404 to
+// it runs an older version: it gets JSON on /internal/v1/replicate until
+// v1Retry has passed, then the binary form is tried again (the peer may
+// have been upgraded meanwhile).
+type replicaTransport struct {
+	c   peerSender
+	now func() time.Time
 
-func (t replicaTransport) Send(ctx context.Context, replica string, r replicate.Request) (replicate.Response, error) {
+	mu     sync.Mutex
+	v1Only map[string]time.Time // peer -> when to try the binary form again
+}
+
+// v1Retry is how long a peer that did not know /internal/v2/replicate is
+// sent JSON before the binary form is tried again.
+const v1Retry = time.Minute
+
+func newReplicaTransport(c peerSender, now func() time.Time) *replicaTransport {
+	return &replicaTransport{c: c, now: now, v1Only: map[string]time.Time{}}
+}
+
+func (t *replicaTransport) Send(ctx context.Context, replica string, r replicate.Request) (replicate.Response, error) {
+	if t.jsonOnly(replica) {
+		return t.sendJSON(ctx, replica, r)
+	}
+	body, err := replicate.AppendRequest(nil, r)
+	if err != nil {
+		return replicate.Response{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v2/replicate", bytes.NewReader(body))
+	if err != nil {
+		return replicate.Response{}, err
+	}
+	req.Header.Set("Content-Type", replicate.ContentTypeBinary)
+	resp, err := t.c.Send(replica, req, true)
+	if err != nil {
+		return replicate.Response{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		t.mu.Lock()
+		t.v1Only[replica] = t.now().Add(v1Retry)
+		t.mu.Unlock()
+		return t.sendJSON(ctx, replica, r)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return replicate.Response{}, fmt.Errorf("replica %s answered %s", replica, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	if err == nil && len(data) > maxAnswerBytes {
+		err = fmt.Errorf("the answer is longer than %d bytes", maxAnswerBytes)
+	}
+	var out replicate.Response
+	if err == nil {
+		out, err = replicate.ReadResponse(data)
+	}
+	if err != nil {
+		return replicate.Response{}, fmt.Errorf("replica %s: unreadable answer: %w", replica, err)
+	}
+	return out, nil
+}
+
+// jsonOnly reports whether replica is sent JSON for now.
+func (t *replicaTransport) jsonOnly(replica string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	until, ok := t.v1Only[replica]
+	if ok && !t.now().Before(until) {
+		delete(t.v1Only, replica)
+		return false
+	}
+	return ok
+}
+
+func (t *replicaTransport) sendJSON(ctx context.Context, replica string, r replicate.Request) (replicate.Response, error) {
 	var out replicate.Response
 	err := callPeer(ctx, t.c, "replica", replica, "/internal/v1/replicate", r, &out)
 	return out, err

@@ -16,7 +16,7 @@ import (
 const module = "github.com/shoal-db/shoal/"
 
 // pure are the packages that must do no I/O (README, "Packages").
-var pure = []string{"record", "shard", "placement", "replicate/applyrule", "store/engine", "api/wire"}
+var pure = []string{"record", "record/bodycodec", "shard", "placement", "replicate/applyrule", "store/engine", "api/wire"}
 
 // ioPackages are the standard packages through which a package does I/O.
 var ioPackages = []string{"net", "os", "os/exec", "os/signal", "io/fs", "io/ioutil", "path/filepath", "database/sql", "syscall", "log", "log/slog", "plugin", "runtime/debug"}

@@ -38,6 +38,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/shoal-db/shoal/record"
+	"github.com/shoal-db/shoal/record/bodycodec"
 	"github.com/shoal-db/shoal/store/engine"
 )
 
@@ -187,7 +188,7 @@ func encodeState(d *record.Doc) ([]byte, error) {
 		v[32] = 1
 		return v, nil
 	}
-	return appendBody(v, d.Body)
+	return bodycodec.Append(v, d.Body)
 }
 
 // decodeState reads the state of key; with bodies false it leaves the
@@ -208,9 +209,9 @@ func decodeState(key string, v []byte, bodies bool) (*record.Doc, error) {
 	}
 	d.User, d.Coll, d.ID = parts[0], parts[1], parts[2]
 	if !d.Deleted {
-		body, err := decodeBody(v[header:])
+		body, err := bodycodec.Decode(v[header:])
 		if err != nil {
-			return nil, fmt.Errorf("%w (key %s)", err, key)
+			return nil, fmt.Errorf("pebble engine: the stored state of %s: %w", key, err)
 		}
 		d.Body = body
 	}
@@ -840,7 +841,7 @@ func (e *Engine) doSaveRollback(_ context.Context, states []engine.RolledBack) e
 		s := storedRollback{RolledBack: r}
 		if r.Body != nil {
 			var err error
-			if s.Body, err = appendBody(nil, r.Body); err != nil {
+			if s.Body, err = bodycodec.Append(nil, r.Body); err != nil {
 				return err
 			}
 		}
@@ -872,9 +873,9 @@ func (e *Engine) doRollbacks(_ context.Context, limit int) ([]engine.RolledBack,
 		}
 		r := s.RolledBack
 		if s.Body != nil {
-			body, err := decodeBody(s.Body)
+			body, err := bodycodec.Decode(s.Body)
 			if err != nil {
-				return false, err
+				return false, fmt.Errorf("pebble engine: a rollback record: %w", err)
 			}
 			r.Body = body
 		}

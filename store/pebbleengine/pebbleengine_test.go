@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"reflect"
 	"testing"
 	"time"
 
@@ -27,60 +25,6 @@ func TestThePebbleEngineConforms(t *testing.T) {
 			}
 		})
 		return e
-	})
-}
-
-// A body reads back with its value types exactly: integers stay int64,
-// floats float64, at their extremes too.
-func TestABodyKeepsItsTypes(t *testing.T) {
-	body := map[string]any{
-		"min": int64(math.MinInt64), "max": int64(math.MaxInt64), "zero": int64(0), "neg": int64(-1),
-		"tiny": math.SmallestNonzeroFloat64, "big": 1e300, "half": 0.5, "negzero": math.Copysign(0, -1),
-		"s": "", "unicode": "ü\u0000x", "t": true, "f": false, "n": nil,
-		"a": []any{}, "o": map[string]any{}, "deep": map[string]any{"l": []any{[]any{map[string]any{"k": int64(1)}}}},
-	}
-	enc, err := appendBody(nil, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := decodeBody(enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, body) {
-		t.Fatalf("read back\n %#v\nwant\n %#v", got, body)
-	}
-	if again, _ := appendBody(nil, got); string(again) != string(enc) {
-		t.Fatal("the same body encoded twice differs")
-	}
-	for i := range enc {
-		if _, err := decodeBody(enc[:i]); err == nil {
-			t.Fatalf("a body cut to %d of %d bytes decoded", i, len(enc))
-		}
-	}
-	widened, err := appendBody(nil, map[string]any{"i": 7, "i32": int32(-3), "f32": float32(0.5)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := decodeBody(widened); err != nil || !reflect.DeepEqual(got, map[string]any{"i": int64(7), "i32": int64(-3), "f32": 0.5}) {
-		t.Fatalf("int, int32 and float32 read back as %#v (%v), want int64 and float64", got, err)
-	}
-	if _, err := appendBody(nil, map[string]any{"x": struct{}{}}); err == nil {
-		t.Fatal("a value no document holds was encoded")
-	}
-}
-
-// FuzzDecodeBody: no input makes the decoder panic or loop.
-func FuzzDecodeBody(f *testing.F) {
-	enc, _ := appendBody(nil, map[string]any{"a": []any{int64(1), "x", 2.5, nil, true}})
-	f.Add(enc)
-	f.Add([]byte{tagObject, 0xff, 0xff, 0xff, 0xff, 0x0f})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if body, err := decodeBody(b); err == nil {
-			if _, err := appendBody(nil, body); err != nil {
-				t.Fatalf("a decoded body does not encode: %v", err)
-			}
-		}
 	})
 }
 
