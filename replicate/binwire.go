@@ -22,9 +22,9 @@ import (
 // body in the binary form of record/bodycodec.
 //
 // A reader refuses what no writer makes: another version, a count larger
-// than what could follow it or than a replica accepts (MaxRequestBatches,
-// MaxRequestKeys, MaxChain), a flag bit it does not know, bytes after the
-// end. It checks the form only; Validate checks the content.
+// than what could follow it or (in a request) than a replica accepts
+// (MaxRequestBatches, MaxRequestKeys, MaxChain), a flag bit it does not
+// know, bytes after the end. It checks the form only; Validate checks the content.
 const BinaryVersion byte = 2
 
 // ContentTypeBinary is the media type of the binary form.
@@ -198,7 +198,9 @@ func ReadResponse(b []byte) (Response, error) {
 		res.Epoch = r.uvarint()
 		res.Code = Code(r.string())
 		res.Error = r.string()
-		if n := r.count(MaxRequestKeys); n > 0 {
+		// A replica rolls back every change its master never had, however
+		// many: the list is bounded by the answer's size alone.
+		if n := r.count(len(r.b)); n > 0 {
 			res.Diverged = make([]string, n)
 			for k := range res.Diverged {
 				res.Diverged[k] = r.string()

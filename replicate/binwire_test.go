@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -189,4 +190,20 @@ func FuzzReadResponse(f *testing.F) {
 			t.Fatalf("a response read encodes to what reads back otherwise (%v)", err)
 		}
 	})
+}
+
+// A replica rolls back every change its master never had and names them
+// all in its answer: more than a request may carry is read too (a limit
+// there left such a partition failing on that replica for good, found by
+// a review).
+func TestAnAnswerNamesAnyNumberOfDivergedDocuments(t *testing.T) {
+	keys := make([]string, MaxRequestKeys+1)
+	for i := range keys {
+		keys[i] = "u/c/d" + strconv.Itoa(i)
+	}
+	resp := Response{Results: []Result{{Partition: 1, Epoch: 2, Code: CodeDiverged, Diverged: keys}}}
+	got, err := ReadResponse(AppendResponse(nil, resp))
+	if err != nil || len(got.Results) != 1 || len(got.Results[0].Diverged) != len(keys) {
+		t.Fatalf("an answer naming %d diverged documents: %v", len(keys), err)
+	}
 }

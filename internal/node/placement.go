@@ -162,8 +162,9 @@ func (t leaseTransport) Vote(ctx context.Context, voter string, b lease.Batch) (
 }
 
 // replicaTransport carries replication requests over signed internal HTTP,
-// in the binary form (/internal/v2/replicate). A peer that answers 404 to
-// it runs an older version: it gets JSON on /internal/v1/replicate until
+// in the binary form (/internal/v2/replicate). A peer that answers 404
+// route-not-found to it runs an older version: it gets JSON on
+// /internal/v1/replicate until
 // v1Retry has passed, then the binary form is tried again (the peer may
 // have been upgraded meanwhile).
 type replicaTransport struct {
@@ -201,6 +202,13 @@ func (t *replicaTransport) Send(ctx context.Context, replica string, r replicate
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
+		// Only a router that has no such route (an older version) makes
+		// the binary form wait; any other 404 is an error.
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		if !bytes.Contains(head, []byte(api.TypeRouteNotFound)) {
+			return replicate.Response{}, fmt.Errorf("replica %s answered %s", replica, resp.Status)
+		}
+		resp.Body.Close()
 		t.mu.Lock()
 		t.v1Only[replica] = t.now().Add(v1Retry)
 		t.mu.Unlock()

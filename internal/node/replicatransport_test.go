@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/shoal-db/shoal/api"
 	"github.com/shoal-db/shoal/replicate"
 )
 
@@ -67,7 +70,10 @@ func (s *replicaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		_, _ = w.Write(replicate.AppendResponse(nil, answer(req)))
 	default:
-		http.NotFound(w, r)
+		// As the node's router answers a route it does not have.
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"type":%q,"title":"No such route","status":404}`, api.TypeRouteNotFound)
 	}
 }
 
@@ -119,6 +125,26 @@ func TestReplicationFallsBackToJSONForAnOlderReplica(t *testing.T) {
 				t.Fatalf("a send a minute later made %d binary and %d JSON calls in all, want %d and %d", v2, v1, tc.wantV2Later, tc.wantV1Later)
 			}
 		})
+	}
+}
+
+// A 404 that is not the router's route-not-found (say, a proxy's) is an
+// error, not a sign of an older replica: the binary form is kept.
+func TestAnother404IsNoReasonToSendJSON(t *testing.T) {
+	v1 := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/internal/v1/replicate" {
+			v1++
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	tr := newReplicaTransport(loopbackPeer{srv.URL}, time.Now)
+	if _, err := tr.Send(context.Background(), "r", replicate.Request{}); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("a plain 404: %v, want an error that says 404", err)
+	}
+	if v1 != 0 || tr.jsonOnly("r") {
+		t.Fatalf("a plain 404 made the transport send JSON (%d calls)", v1)
 	}
 }
 

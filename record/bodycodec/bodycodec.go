@@ -38,6 +38,12 @@ const (
 // levels; a body deeper than this is corrupt).
 const MaxDepth = 256
 
+// preallocMax bounds the room a decoder makes for an array's or object's
+// elements before it has read them: a count is only a claim (each level
+// of nesting that claims more than the bytes that follow could hold
+// multiplied what a few kilobytes made the decoder allocate).
+const preallocMax = 16
+
 // ErrCorrupt is the decoders' answer to bytes no body encodes to.
 var ErrCorrupt = errors.New("a document body's binary form is corrupt")
 
@@ -161,12 +167,13 @@ func decodeValue(b []byte, depth int) (any, []byte, error) {
 			return nil, nil, ErrCorrupt
 		}
 		b = b[size:]
-		out := make([]any, n)
-		for i := range out {
-			var err error
-			if out[i], b, err = decodeValue(b, depth+1); err != nil {
+		out := make([]any, 0, min(n, preallocMax))
+		for range n {
+			v, rest, err := decodeValue(b, depth+1)
+			if err != nil {
 				return nil, nil, err
 			}
+			out, b = append(out, v), rest
 		}
 		return out, b, nil
 	case TagObject:
@@ -175,7 +182,7 @@ func decodeValue(b []byte, depth int) (any, []byte, error) {
 			return nil, nil, ErrCorrupt
 		}
 		b = b[size:]
-		out := make(map[string]any, n)
+		out := make(map[string]any, min(n, preallocMax))
 		for range n {
 			k, rest, err := DecodeString(b)
 			if err != nil {
