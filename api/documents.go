@@ -155,10 +155,46 @@ func documentPath(user, coll, id string) string {
 
 // writeDocument answers with a document and the headers that go with it.
 func writeDocument(w http.ResponseWriter, status, partition int, d *store.Doc) {
-	h := w.Header()
+	documentHeaders(w.Header(), partition, d)
+	writeJSON(w, status, render(d))
+}
+
+// documentHeaders sets the headers every answer with a document carries.
+func documentHeaders(h http.Header, partition int, d *store.Doc) {
 	h.Set("ETag", strconv.Quote(strconv.FormatInt(d.Version, 10)))
 	h.Set(headerConsistencyToken, consistencyToken(partition, d))
-	writeJSON(w, status, render(d))
+}
+
+// writeWritten answers a write with the document written, or, when the
+// request asked for it with Prefer: return=minimal (RFC 7240), with its
+// headers alone (ETag, X-Consistency-Token, Location when created) and an
+// empty body: the client saves reading back what it sent.
+func writeWritten(w http.ResponseWriter, r *http.Request, status, partition int, d *store.Doc) {
+	if !prefersMinimal(r) {
+		writeDocument(w, status, partition, d)
+		return
+	}
+	h := w.Header()
+	documentHeaders(h, partition, d)
+	h.Set("Preference-Applied", "return=minimal")
+	h.Set("Content-Length", "0")
+	w.WriteHeader(status)
+}
+
+// prefersMinimal reports whether r's Prefer headers (RFC 7240: preferences
+// separated by commas, each maybe with parameters after a semicolon,
+// names case-insensitive, values maybe quoted) ask for return=minimal.
+func prefersMinimal(r *http.Request) bool {
+	for _, v := range r.Header.Values("Prefer") {
+		for pref := range strings.SplitSeq(v, ",") {
+			pref, _, _ = strings.Cut(pref, ";")
+			name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
+			if strings.EqualFold(strings.TrimSpace(name), "return") && strings.Trim(strings.TrimSpace(value), `"`) == "minimal" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Server) createDocument(w http.ResponseWriter, r *http.Request) {
@@ -201,7 +237,7 @@ func (s *Server) createDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", documentPath(user, coll, id))
-	writeDocument(w, http.StatusCreated, p, res.Doc)
+	writeWritten(w, r, http.StatusCreated, p, res.Doc)
 }
 
 func (s *Server) getDocument(w http.ResponseWriter, r *http.Request) {
@@ -272,7 +308,7 @@ func (s *Server) putDocument(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", documentPath(user, coll, id))
 	}
-	writeDocument(w, status, p, res.Doc)
+	writeWritten(w, r, status, p, res.Doc)
 }
 
 func (s *Server) patchDocument(w http.ResponseWriter, r *http.Request) {
@@ -334,7 +370,7 @@ func (s *Server) patchDocument(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, prob)
 		return
 	}
-	writeDocument(w, http.StatusOK, p, res.Doc)
+	writeWritten(w, r, http.StatusOK, p, res.Doc)
 }
 
 func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request) {

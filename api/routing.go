@@ -43,7 +43,7 @@ type Leases interface {
 const TypeMisdirected = "urn:shoal:problem:not-master"
 
 // forwardedHeaders are the request headers a forwarded request keeps.
-var forwardedHeaders = []string{"Authorization", "Content-Type", "If-Match", "X-Write-Concern", "X-Write-Timeout",
+var forwardedHeaders = []string{"Authorization", "Content-Type", "If-Match", "Prefer", "X-Write-Concern", "X-Write-Timeout",
 	headerConsistencyToken, headerReadPreference, headerReadConcern, "Accept"}
 
 // clustered reports whether requests may need to go to another node.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,11 @@ type WriteOptions struct {
 	// ("3", or "*" for any existing version); 412 (ErrPreconditionFailed)
 	// when it does not match.
 	IfMatch string
+	// Minimal asks the node to answer with the write's headers alone
+	// (Prefer: return=minimal): the Document returned has its ID, Version
+	// and Token, and no Fields. It saves the node writing the document
+	// back and the client reading it.
+	Minimal bool
 }
 
 // ReadOptions are the headers of a read; the zero value reads the first
@@ -91,7 +97,9 @@ var (
 )
 
 // Create stores a new document (POST): with the id the body's _id gives,
-// or one the node generates. ErrConflict when that _id exists.
+// or one the node generates. ErrConflict when that _id exists. The
+// document is sent as encoding/json encodes doc; a json.RawMessage as it
+// is (the node checks it).
 func (c *Client) Create(ctx context.Context, user, coll string, doc any, o WriteOptions) (Document, error) {
 	return c.document(ctx, o.call(http.MethodPost, user, collectionPath(user, coll)+"/documents", http.StatusCreated), doc)
 }
@@ -194,7 +202,11 @@ func (c *Client) Collections(ctx context.Context, user string) ([]Collection, er
 // document sends k (with body, if any, as its JSON) and decodes its
 // answer, a document.
 func (c *Client) document(ctx context.Context, k call, body any) (Document, error) {
-	if body != nil {
+	switch b := body.(type) {
+	case nil:
+	case json.RawMessage:
+		k.body = b // sent as it is: the node checks it
+	default:
 		var err error
 		if k.body, err = json.Marshal(body); err != nil {
 			return Document{}, err
@@ -204,6 +216,9 @@ func (c *Client) document(ctx context.Context, k call, body any) (Document, erro
 	if err != nil {
 		return Document{}, err
 	}
+	if resp.header.Get("Preference-Applied") == "return=minimal" {
+		return minimalDocument(k, resp)
+	}
 	var fields map[string]any
 	if err := decodeJSON(resp.body, &fields); err != nil || fields == nil {
 		return Document{}, &AnswerError{Method: k.method, Path: k.path, What: "document", ContentType: resp.header.Get("Content-Type"), Err: err, Missing: "a JSON object"}
@@ -211,6 +226,32 @@ func (c *Client) document(ctx context.Context, k call, body any) (Document, erro
 	d := documentOf(fields, resp.header.Get("X-Consistency-Token"))
 	d.status = resp.status
 	return d, nil
+}
+
+// minimalDocument is the Document of a write answered with its headers
+// alone (WriteOptions.Minimal): the id from Location (a create) or the
+// call's path, the version from ETag.
+func minimalDocument(k call, resp sent) (Document, error) {
+	bad := func(missing string, err error) (Document, error) {
+		return Document{}, &AnswerError{Method: k.method, Path: k.path, What: "minimal answer", ContentType: resp.header.Get("Content-Type"), Err: err, Missing: missing}
+	}
+	if len(resp.body) != 0 {
+		return bad("an empty body", nil)
+	}
+	where := cmp.Or(resp.header.Get("Location"), k.path)
+	id, err := url.PathUnescape(where[strings.LastIndexByte(where, '/')+1:])
+	if err != nil || id == "" {
+		return bad("a document path in Location", err)
+	}
+	tag, err := strconv.Unquote(resp.header.Get("ETag"))
+	if err != nil {
+		return bad("an ETag", err)
+	}
+	version, err := strconv.ParseInt(tag, 10, 64)
+	if err != nil {
+		return bad("a version in ETag", err)
+	}
+	return Document{ID: id, Version: version, Token: resp.header.Get("X-Consistency-Token"), status: resp.status}, nil
 }
 
 // documentOf is the Document of a document's JSON fields.
@@ -259,6 +300,9 @@ func (o WriteOptions) headers() map[string]string {
 			m = strconv.Quote(m)
 		}
 		h["If-Match"] = m
+	}
+	if o.Minimal {
+		h["Prefer"] = "return=minimal"
 	}
 	return h
 }

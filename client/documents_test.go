@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -60,6 +61,27 @@ func TestDocumentCallsOnARealNode(t *testing.T) {
 	}
 	if _, err := c.Patch(ctx, "alice", "notes", "absent", map[string]any{"x": 1}, client.WriteOptions{}); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("Patch of an absent document: %v, want ErrNotFound", err)
+	}
+
+	// Answered minimally: the id, version and token from the headers, no
+	// fields; a json.RawMessage is sent as it is.
+	minimal := client.WriteOptions{Minimal: true}
+	m, err := c.Create(ctx, "alice", "notes", json.RawMessage(`{"title":"minimal"}`), minimal)
+	if err != nil || m.ID == "" || m.Version != 1 || m.Token == "" || m.Fields != nil {
+		t.Fatalf("Create answered minimally: %+v, %v", m, err)
+	}
+	mput, created, err := c.Put(ctx, "alice", "notes", m.ID, map[string]any{"title": "minimal, edited"}, client.WriteOptions{Minimal: true, IfMatch: "1"})
+	if err != nil || created || mput.ID != m.ID || mput.Version != 2 || mput.Token == "" || mput.Fields != nil {
+		t.Errorf("Put answered minimally: %+v created %v, %v", mput, created, err)
+	}
+	if mpatch, err := c.Patch(ctx, "alice", "notes", m.ID, map[string]any{"stars": 2}, minimal); err != nil || mpatch.Version != 3 || mpatch.Fields != nil {
+		t.Errorf("Patch answered minimally: %+v, %v", mpatch, err)
+	}
+	if got, err := c.Get(ctx, "alice", "notes", m.ID, client.ReadOptions{}); err != nil || got.Fields["title"] != "minimal, edited" || got.Fields["stars"] != json.Number("2") {
+		t.Errorf("Get of the document written minimally: %+v, %v", got, err)
+	}
+	if _, err := c.Delete(ctx, "alice", "notes", m.ID, client.WriteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	colls, err := c.Collections(ctx, "alice")

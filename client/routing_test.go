@@ -156,6 +156,13 @@ func TestAClientOfSeveralNodesRoutesToTheMaster(t *testing.T) {
 		t.Errorf("requests answered %v, want %v (each once, by the master)", got, want)
 	}
 
+	// A write through a node that forwards it keeps Prefer: the master's
+	// minimal answer comes back through node1.
+	one := client.New(c.Nodes[0].URL(), testnode.Token(t, user))
+	if d, _, err := one.Put(ctx, user, "notes", "d0", map[string]any{"i": 10}, client.WriteOptions{Minimal: true}); err != nil || d.ID != "d0" || d.Version != 2 || d.Fields != nil {
+		t.Fatalf("a forwarded write answered minimally: %+v, %v", d, err)
+	}
+
 	// A local read, the first call of a new client whose first node holds
 	// no copy: 421, and the read is served by a copy.
 	pl := c.Node("node2").Placement(p)

@@ -234,7 +234,7 @@ func TestBenchComparesWithEtcd(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%v: exit %d\n%s\n%s", extra, code, out.String(), errb.String())
 		}
-		for _, want := range []string{"round 1: shoal majority", "round 1: etcd put", "round 2: etcd/Shoal", "writes, etcd/Shoal over 2 rounds",
+		for _, want := range []string{"round 1: shoal majority", "answered minimally", "round 1: etcd put", "round 2: etcd/Shoal", "writes, etcd/Shoal over 2 rounds",
 			"round 1: shoal linearizable get", "round 1: etcd range (linearizable)", "reads, etcd/Shoal over 2 rounds",
 			// The CPU the node used (read from its /metrics before and
 			// after each phase): 4 clients for 200 ms cost it more than
