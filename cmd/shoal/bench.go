@@ -52,7 +52,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.users, "users", 1, "users the clients write as (client i writes as user i mod users); "+
 		"writes of one user share a partition and so a group commit")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each phase runs")
-	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the whole run (node included when it is its own) to this file")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of this process for the whole run to this file: its clients, and its node when it runs one of its own")
 	clusterMode := fs.Bool("cluster", false, "measure a running cluster: writes to the master and forwarded, 1 and majority, replication lag, and point reads by read concern")
 	urls := fs.String("urls", "", "with --cluster: the nodes' URLs, comma separated (default: those of the shoal dev directory --dir)")
 	dir := fs.String("dir", ".shoal-dev", "with --cluster: a shoal dev directory for the default --urls, --token and --ca")
@@ -117,6 +117,20 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.transport = t
+	// Every mode is profiled: with --cluster the profile is of the clients.
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *scale != 0 {
 		return scaleBench(o, *scale, *samples, *mongoURI, stdout, stderr)
 	}
@@ -141,19 +155,6 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	if (o.url == "") != (o.token == "") {
 		fmt.Fprintln(stderr, "shoal bench: --url and --token go together")
 		return 2
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "shoal bench: %v\n", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
 	}
 	ctx := context.Background()
 	var raw engine.Documents

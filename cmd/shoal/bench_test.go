@@ -226,7 +226,10 @@ func TestBenchComparesWithEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	for _, extra := range [][]string{nil, {"--routed", "--etcd", strings.Join(etcdURLs, ",")}} {
+	// --cpu-profile was left out silently with --cluster: the clients are
+	// profiled too.
+	profile := filepath.Join(t.TempDir(), "bench.pprof")
+	for _, extra := range [][]string{{"--cpu-profile", profile}, {"--routed", "--etcd", strings.Join(etcdURLs, ",")}} {
 		var out, errb bytes.Buffer
 		args := append([]string{"bench", "--cluster", "--compare", "etcd", "--urls", n.URL(), "--token", testnode.AdminToken(t),
 			"--rounds", "2", "--duration", "200ms", "--clients", "4", "--users", "3", "--doc-bytes", "64"}, extra...)
@@ -244,12 +247,15 @@ func TestBenchComparesWithEtcd(t *testing.T) {
 				t.Errorf("%v: output lacks %q:\n%s", extra, want, out.String())
 			}
 		}
-		if routed := strings.Contains(out.String(), "the Go client over every node"); routed != (extra != nil) {
+		if routed := strings.Contains(out.String(), "the Go client over every node"); routed != (extra[0] == "--routed") {
 			t.Errorf("%v: the output says routed %v:\n%s", extra, routed, out.String())
 		}
 		if strings.Contains(out.String(), "first error") {
 			t.Errorf("%v: bench reported errors:\n%s", extra, out.String())
 		}
+	}
+	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
+		t.Errorf("--cpu-profile with --cluster wrote no profile: %v", err)
 	}
 }
 
