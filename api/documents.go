@@ -170,6 +170,8 @@ func documentHeaders(h http.Header, partition int, d *store.Doc) {
 // headers alone (ETag, X-Consistency-Token, Location when created) and an
 // empty body: the client saves reading back what it sent.
 func writeWritten(w http.ResponseWriter, r *http.Request, status, partition int, d *store.Doc) {
+	// The answer depends on Prefer either way (RFC 7240, section 2).
+	w.Header().Add("Vary", "Prefer")
 	if !prefersMinimal(r) {
 		writeDocument(w, status, partition, d)
 		return
@@ -179,22 +181,6 @@ func writeWritten(w http.ResponseWriter, r *http.Request, status, partition int,
 	h.Set("Preference-Applied", "return=minimal")
 	h.Set("Content-Length", "0")
 	w.WriteHeader(status)
-}
-
-// prefersMinimal reports whether r's Prefer headers (RFC 7240: preferences
-// separated by commas, each maybe with parameters after a semicolon,
-// names case-insensitive, values maybe quoted) ask for return=minimal.
-func prefersMinimal(r *http.Request) bool {
-	for _, v := range r.Header.Values("Prefer") {
-		for pref := range strings.SplitSeq(v, ",") {
-			pref, _, _ = strings.Cut(pref, ";")
-			name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
-			if strings.EqualFold(strings.TrimSpace(name), "return") && strings.Trim(strings.TrimSpace(value), `"`) == "minimal" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func (s *Server) createDocument(w http.ResponseWriter, r *http.Request) {

@@ -2,7 +2,6 @@ package client
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -98,8 +97,9 @@ var (
 
 // Create stores a new document (POST): with the id the body's _id gives,
 // or one the node generates. ErrConflict when that _id exists. The
-// document is sent as encoding/json encodes doc; a json.RawMessage as it
-// is (the node checks it).
+// document is sent as encoding/json encodes doc, but a valid
+// json.RawMessage as it is (its spaces count towards the node's
+// MAX_BODY_BYTES); so for Put and Patch.
 func (c *Client) Create(ctx context.Context, user, coll string, doc any, o WriteOptions) (Document, error) {
 	return c.document(ctx, o.call(http.MethodPost, user, collectionPath(user, coll)+"/documents", http.StatusCreated), doc)
 }
@@ -202,11 +202,9 @@ func (c *Client) Collections(ctx context.Context, user string) ([]Collection, er
 // document sends k (with body, if any, as its JSON) and decodes its
 // answer, a document.
 func (c *Client) document(ctx context.Context, k call, body any) (Document, error) {
-	switch b := body.(type) {
-	case nil:
-	case json.RawMessage:
-		k.body = b // sent as it is: the node checks it
-	default:
+	if raw, ok := body.(json.RawMessage); ok && len(raw) > 0 && json.Valid(raw) {
+		k.body = raw // sent as it is, without the copy json.Marshal compacts it into
+	} else if body != nil {
 		var err error
 		if k.body, err = json.Marshal(body); err != nil {
 			return Document{}, err
@@ -238,7 +236,14 @@ func minimalDocument(k call, resp sent) (Document, error) {
 	if len(resp.body) != 0 {
 		return bad("an empty body", nil)
 	}
-	where := cmp.Or(resp.header.Get("Location"), k.path)
+	where := k.path
+	if loc := resp.header.Get("Location"); loc != "" {
+		u, err := url.Parse(loc)
+		if err != nil {
+			return bad("a document path in Location", err)
+		}
+		where = u.EscapedPath()
+	}
 	id, err := url.PathUnescape(where[strings.LastIndexByte(where, '/')+1:])
 	if err != nil || id == "" {
 		return bad("a document path in Location", err)

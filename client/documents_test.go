@@ -70,6 +70,12 @@ func TestDocumentCallsOnARealNode(t *testing.T) {
 	if err != nil || m.ID == "" || m.Version != 1 || m.Token == "" || m.Fields != nil {
 		t.Fatalf("Create answered minimally: %+v, %v", m, err)
 	}
+	// One that is not valid JSON fails here, as json.Marshal fails it,
+	// without a request.
+	var he *client.HTTPError
+	if _, err := c.Create(ctx, "alice", "notes", json.RawMessage(`{"a":1} {"b":2}`), minimal); err == nil || errors.As(err, &he) {
+		t.Errorf("Create of invalid raw JSON: %v, want a local error", err)
+	}
 	mput, created, err := c.Put(ctx, "alice", "notes", m.ID, map[string]any{"title": "minimal, edited"}, client.WriteOptions{Minimal: true, IfMatch: "1"})
 	if err != nil || created || mput.ID != m.ID || mput.Version != 2 || mput.Token == "" || mput.Fields != nil {
 		t.Errorf("Put answered minimally: %+v created %v, %v", mput, created, err)
