@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/shoal-db/shoal/api/doc"
 	"github.com/shoal-db/shoal/api/query"
 	"github.com/shoal-db/shoal/internal/logsafe"
+	"github.com/shoal-db/shoal/internal/readall"
 	"github.com/shoal-db/shoal/store"
 )
 
@@ -33,7 +33,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Prob
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		return nil, tooLarge
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	data, err := readall.Sized(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return nil, tooLarge

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/logsafe"
+	"github.com/shoal-db/shoal/internal/readall"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -349,7 +350,7 @@ func (s *Server) forwardedOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(headerHop) != "" && r.Header.Get(cluster.HeaderSignature) != "" && s.cfg.Cluster != nil &&
 			s.cfg.Cluster.Signer() != nil && r.ContentLength >= 0 && r.ContentLength <= s.cfg.MaxBodyBytes {
-			body, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength))
+			body, err := readall.Sized(io.LimitReader(r.Body, r.ContentLength), r.ContentLength)
 			if err != nil {
 				writeProblem(w, badRequest(TypeInvalidDocument, "the body could not be read: "+err.Error()))
 				return

@@ -27,6 +27,7 @@ import (
 	"github.com/shoal-db/shoal/api/wire"
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/logsafe"
+	"github.com/shoal-db/shoal/internal/readall"
 	"github.com/shoal-db/shoal/internal/ui"
 	"github.com/shoal-db/shoal/lease"
 	"github.com/shoal-db/shoal/replicate"
@@ -504,7 +505,7 @@ func (s *Server) replicate(w http.ResponseWriter, r *http.Request) {
 // at a fraction of JSON's CPU.
 func (s *Server) replicateBinary(w http.ResponseWriter, r *http.Request) {
 	// The signature check read the body, bounded, into memory already.
-	data, err := io.ReadAll(r.Body)
+	data, err := readall.Sized(r.Body, r.ContentLength)
 	if err != nil {
 		writeProblem(w, badRequest(TypeInvalidInternal, "unreadable replication request: "+err.Error()))
 		return

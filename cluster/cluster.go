@@ -27,6 +27,7 @@ import (
 
 	"github.com/shoal-db/shoal/api/wire"
 	"github.com/shoal-db/shoal/internal/logsafe"
+	"github.com/shoal-db/shoal/internal/readall"
 )
 
 // Config is what the membership of one node needs.
@@ -405,7 +406,7 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 		}
 		var body []byte
 		if req.Body != nil {
-			if body, err = io.ReadAll(req.Body); err != nil {
+			if body, err = readall.Sized(req.Body, req.ContentLength); err != nil {
 				return nil, err
 			}
 			req.Body.Close()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/internal/logsafe"
+	"github.com/shoal-db/shoal/internal/readall"
 )
 
 // Headers of a signed node-to-node request. HeaderNode is the sending node,
@@ -335,7 +336,7 @@ func (s *Signer) Middleware(log *slog.Logger, next http.Handler) http.Handler {
 			return
 		}
 		// admit bounded the declared length; read that much and no more.
-		body, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength))
+		body, err := readall.Sized(io.LimitReader(r.Body, r.ContentLength), r.ContentLength)
 		if err == nil && int64(len(body)) < r.ContentLength {
 			err = io.ErrUnexpectedEOF
 		}
