@@ -100,8 +100,19 @@ func Open(o Options) (*Engine, error) {
 	return e, nil
 }
 
-// pebbleOptions are Pebble's defaults with a Bloom filter in every
-// table, which Pebble leaves out by default. Every write looks up the
+// memTableBytes is the size Pebble's memtables grow to (its default is 4
+// MiB). Under writes from many partitions the default flushed a table to
+// L0 every second or so, each one more table for every lookup to rule out
+// and more compaction; 32 MiB took 9% off the nodes' CPU per `majority`
+// write (docs/benchmarks.md, fourteenth session). Pebble grows each new
+// memtable from a small one up to this size, and keeps at most two full
+// ones before it stalls writes: up to 64 MiB of memory per node, and up to
+// as much log to replay after a crash.
+const memTableBytes = 32 << 20
+
+// pebbleOptions are Pebble's defaults with larger memtables
+// (memTableBytes) and a Bloom filter in every table, which Pebble leaves
+// out by default. Every write looks up the
 // document it replaces (or finds there is none: every insert of a new
 // document, on the master and on each replica), and without a filter
 // that lookup searches every table of L0 and one of each level below;
@@ -110,7 +121,7 @@ func Open(o Options) (*Engine, error) {
 // before a filter was configured are read as they are, without one,
 // until a compaction rewrites them.
 func pebbleOptions(cache *pebble.Cache, logger *slog.Logger) *pebble.Options {
-	o := &pebble.Options{Cache: cache, Logger: errorLogger{logger}}
+	o := &pebble.Options{Cache: cache, Logger: errorLogger{logger}, MemTableSize: memTableBytes}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
