@@ -246,7 +246,7 @@ func minimalDocument(k call, resp sent) (Document, error) {
 	}
 	id, err := url.PathUnescape(where[strings.LastIndexByte(where, '/')+1:])
 	if err != nil || id == "" {
-		return bad("a document path in Location", err)
+		return bad("a document id at the end of "+where, err)
 	}
 	tag, err := strconv.Unquote(resp.header.Get("ETag"))
 	if err != nil {

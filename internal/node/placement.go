@@ -164,9 +164,8 @@ func (t leaseTransport) Vote(ctx context.Context, voter string, b lease.Batch) (
 // replicaTransport carries replication requests over signed internal HTTP,
 // in the binary form (/internal/v2/replicate). A peer that answers 404
 // route-not-found to it runs an older version: it gets JSON on
-// /internal/v1/replicate until
-// v1Retry has passed, then the binary form is tried again (the peer may
-// have been upgraded meanwhile).
+// /internal/v1/replicate until v1Retry has passed, then the binary form
+// is tried again (the peer may have been upgraded meanwhile).
 type replicaTransport struct {
 	c   peerSender
 	now func() time.Time
@@ -208,7 +207,7 @@ func (t *replicaTransport) Send(ctx context.Context, replica string, r replicate
 		if !bytes.Contains(head, []byte(api.TypeRouteNotFound)) {
 			return replicate.Response{}, fmt.Errorf("replica %s answered %s", replica, resp.Status)
 		}
-		resp.Body.Close()
+		resp.Body.Close() // now, not after the JSON call below
 		t.mu.Lock()
 		t.v1Only[replica] = t.now().Add(v1Retry)
 		t.mu.Unlock()
