@@ -28,9 +28,9 @@ type WantInput struct {
 	Stopping bool
 	// NewestEpoch is the newest epoch of the partition in this node's own
 	// history (its store, a master's batches, its tenures): one later than
-	// the table's own tenure of this node means another master came after
-	// it, even when nobody has told the lease holder so yet (a full
-	// restart).
+	// the tenure the table names (this node's own or another's) means
+	// another master came after it, even when nobody has told the lease
+	// holder so yet (a full restart).
 	NewestEpoch uint64
 	// LearnedHolder is the holder of the newest grant of the partition
 	// the voters told this node of (its own records, if a voter; answers
@@ -61,13 +61,16 @@ const (
 	// has reached (Answers.TakeOver); otherwise Want.Campaign is the
 	// answer.
 	AskTakeOver
-	// AskRetake: the voters name this node the holder, its table names no
-	// master and its history holds the partition: it takes the grant back
-	// only with its tenure to be confirmed (Answers.Retake). After a
-	// restart the node cannot tell a grant it won by the promotion rule and
-	// never confirmed (its copy may be behind the copies that hold the
-	// majority writes), or a vote its own voter recorded for a campaign
-	// that failed, from a tenure that merely took no write.
+	// AskRetake: this node's own tenure lapsed (or it names itself master
+	// from its tenure record after a restart), or the voters name it the
+	// holder while its table names no master and its history holds the
+	// partition: it takes the lease back only with its tenure to be
+	// confirmed (Answers.Retake). After a restart the node cannot tell a
+	// grant it won by the promotion rule and never confirmed (its copy may
+	// be behind the copies that hold the majority writes), or a vote its
+	// own voter recorded for a campaign that failed, from a tenure that
+	// merely took no write; nor, from a grant, whether a later master came
+	// between its tenure and the new one.
 	AskRetake
 )
 
@@ -103,7 +106,9 @@ type Answers struct {
 	// ties.
 	Promote  func(regular []string, up func(string) bool, named string) bool
 	TakeOver func(master string) bool
-	Retake   func() bool
+	// Retake answers AskRetake: regular and up as for Promote (a copy up
+	// and ahead is not contested: it campaigns by the promotion rule).
+	Retake func(regular []string, up func(string) bool) bool
 }
 
 // Settle answers w's question, if any, and says whether the node
@@ -122,7 +127,7 @@ func (w Want) Settle(in WantInput, ans Answers) bool {
 	case AskTakeOver:
 		return ans.TakeOver != nil && ans.TakeOver(in.Assignment.Master) || w.Campaign
 	case AskRetake:
-		return ans.Retake == nil || ans.Retake()
+		return ans.Retake == nil || ans.Retake(in.Regular, in.Up)
 	}
 	return w.Campaign
 }
@@ -137,14 +142,18 @@ func WantsLease(in WantInput, ans Answers) bool { return Decide(in).Settle(in, a
 //   - a node shutting down takes no lease (it keeps those it holds until
 //     it stops);
 //   - a master keeps what it holds, and takes back a lease of its own that
-//     lapsed, unless the voters told it of a later holder or its own
-//     history holds a later epoch than that tenure (a later master's
-//     batches reached it: after a full restart nobody has told it yet, and
-//     its copy may lack that master's writes);
+//     lapsed, with the new tenure confirmed (AskRetake), unless the voters
+//     told it of a later holder or its own history holds a later epoch
+//     than that tenure (a later master's batches reached it: after a full
+//     restart nobody has told it yet, and its copy may lack that master's
+//     writes);
 //   - a partition nobody ever mastered goes to the first available node of
 //     its succession (the preferred master first);
 //   - when the master is gone, or superseded (the voters told it of a
-//     later grant), the regular copies (those write concerns count) decide
+//     later grant, or this node's history holds a later master's writes:
+//     after a full restart the table may name a master from its tenure
+//     record that a stand-in followed), the regular copies (those write
+//     concerns count) decide
 //     by the promotion rule: the most current one campaigns, ties going to
 //     the master the table names while it is up (the others wait for it:
 //     after a full restart nothing says its lease ended);
@@ -165,7 +174,14 @@ func Decide(in WantInput) Want {
 	case in.Receiving:
 		return yes
 	case a.Master == in.Self && !in.Superseded && in.NewestEpoch <= a.Epoch:
-		return yes
+		// Its own tenure, lapsed (or named from its tenure record after a
+		// restart): taken back only with the new tenure confirmed. Nothing
+		// here says no later master came between: a voter whose record
+		// names that master, loaded at start, grants a later epoch over it
+		// and its grant does not say whom it replaced (a full restart
+		// after a failover, node1 restarted first, lost 30 majority
+		// writes in CI so). A renewal of the same epoch needs no check.
+		return Want{Ask: AskRetake}
 	case a.Master == "":
 		// No master known. A partition that was mastered may look so
 		// after a full restart, until the former master, which names
@@ -199,7 +215,11 @@ func Decide(in WantInput) Want {
 		}
 		// Never mastered, as far as this node knows.
 		return Want{Campaign: shard.FirstAvailable(in.Succession, in.Self, in.Up)}
-	case a.Master != in.Self && in.Up(a.Master):
+	case a.Master != in.Self && in.Up(a.Master) && in.NewestEpoch <= a.Epoch:
+		// A live master is waited for, unless this node holds a later
+		// master's writes: the table names a master from its tenure record
+		// after a full restart, and that master, behind, defers to the
+		// copies ahead (a restart without the stand-in had no master).
 		return Want{Campaign: in.Receiving}
 	case slices.Contains(in.Regular, in.Self):
 		return Want{Ask: AskPromote}

@@ -26,7 +26,7 @@ func TestAGrantTakenBackAfterARestartIsConfirmed(t *testing.T) {
 		asked := false
 		in := WantInput{Self: "x", LearnedHolder: "x", NewestEpoch: c.newest, Succession: []string{"o", "x"},
 			Up: func(string) bool { return true }, Lost: func(string) bool { return false }}
-		if got := WantsLease(in, Answers{Retake: func() bool { asked = true; return c.retake }}); got != c.want || asked != c.asked {
+		if got := WantsLease(in, Answers{Retake: func([]string, func(string) bool) bool { asked = true; return c.retake }}); got != c.want || asked != c.asked {
 			t.Errorf("%s: campaigns %v (Retake asked %v), want %v (asked %v)", c.name, got, asked, c.want, c.asked)
 		}
 	}
@@ -47,6 +47,8 @@ func TestDecideNamesTheQuestionItLeavesToTheNode(t *testing.T) {
 		{"the only copy gone, its replica waits for it unless it answers", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "o"}}, Regular: []string{"m"}, Up: func(id string) bool { return id != "m" }, Lost: none}, Want{Ask: AskTakeOver}},
 		{"the only copy lost: taken over if it answers, else anyway", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Regular: []string{"m"}, Succession: []string{"o"}, Up: func(id string) bool { return id != "m" }, Lost: func(id string) bool { return id == "m" }}, Want{Ask: AskTakeOver, Campaign: true}},
 		{"named holder with history: retaken with a check", WantInput{Self: "x", LearnedHolder: "x", NewestEpoch: 3, Up: up, Lost: none}, Want{Ask: AskRetake}},
+		{"own tenure lapsed: retaken with a check", WantInput{Self: "x", Assignment: shard.Assignment{Master: "x", Epoch: 3, Responsible: []string{"x", "r"}}, Regular: []string{"x", "r"}, NewestEpoch: 3, Up: up, Lost: none}, Want{Ask: AskRetake}},
+		{"master up, a later master's writes here: the promotion rule", WantInput{Self: "r", Assignment: shard.Assignment{Master: "m", Epoch: 2, Responsible: []string{"m", "r"}}, Regular: []string{"m", "r"}, NewestEpoch: 7, Up: up, Lost: none}, Want{Ask: AskPromote}},
 	} {
 		if got := Decide(c.in); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
@@ -117,6 +119,9 @@ func TestWantsLeaseMovesALiveMasterOnlyByHandoff(t *testing.T) {
 		{"preferred master, live stand-in, no handoff", WantInput{Self: "o", Assignment: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, Up: up("o", "s")}, Answers{}, false},
 		{"preferred master receiving a handoff", WantInput{Self: "o", Receiving: true, Assignment: shard.Assignment{Master: "s", Responsible: []string{"s", "o"}}, Up: up("o", "s")}, Answers{}, true},
 		{"master up, the voters told of a later grant to another: still waited for (it campaigns itself if superseded; a failed campaign must not leave a live master contested)", WantInput{Self: "r", LearnedHolder: "o", Assignment: shard.Assignment{Master: "m", Epoch: 3, Responsible: []string{"m", "r"}}, Up: up("o", "m", "r")}, Answers{}, false},
+		{"master up, a later master's writes in this node's history: the copies decide", WantInput{Self: "r", NewestEpoch: 7, Assignment: shard.Assignment{Master: "m", Epoch: 3, Responsible: []string{"m", "r"}}, Up: up("o", "m", "r")}, Answers{Promote: promoted}, true},
+		{"master up, a later master's writes here, not the most current", WantInput{Self: "r", NewestEpoch: 7, Assignment: shard.Assignment{Master: "m", Epoch: 3, Responsible: []string{"m", "r"}}, Up: up("o", "m", "r")}, Answers{Promote: notPromoted}, false},
+		{"own lease lapsed, Retake declines", WantInput{Self: "x", Assignment: shard.Assignment{Master: "x"}, Up: up("o", "x")}, Answers{Retake: func([]string, func(string) bool) bool { return false }}, false},
 		{"just added, master alive", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "m", "r")}, Answers{}, false},
 		{"master gone, a copy promoted", WantInput{Self: "r", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, Answers{Promote: promoted}, true},
 		{"master gone, a copy not promoted", WantInput{Self: "r", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "r"}}, Up: up("o", "r")}, Answers{Promote: notPromoted}, false},

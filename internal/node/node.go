@@ -489,9 +489,8 @@ func (n *Node) leasePlan() lease.Plan {
 				TakeOver: func(master string) bool {
 					return states[master] == cluster.Up && n.promote.mayTakeOver(p, master)
 				},
-				Retake: func() bool {
-					n.promote.mustConfirm(p)
-					return true
+				Retake: func(regular []string, up func(string) bool) bool {
+					return n.promote.mayRetake(p, regular, up)
 				},
 			})
 			n.verdicts.note(n.log, p, fmt.Sprintf("ask %s, campaign %v", verdict.Ask, want), in, l)
@@ -547,7 +546,7 @@ func (n *Node) masterChanged(partition int, holder string, epoch uint64) {
 		}
 	}
 	if holder == n.cfg.NodeID {
-		n.promote.won(partition, epoch, n.table.Get(partition).Master)
+		n.promote.won(partition, epoch, n.table.Get(partition))
 	}
 	if n.table.Merge(a) && holder == n.cfg.NodeID {
 		n.log.Debug("master of partition", "partition", partition, "epoch", epoch)

@@ -305,13 +305,40 @@ func (pr *promotion) heardOf(p int) map[string]store.Position {
 	return out
 }
 
-// mustConfirm has the tenure this node is about to take of p confirmed
-// before it writes, as one won by the promotion rule: a grant taken back
-// after a restart (placement.AskRetake, answered through placement.Answers.Retake).
-func (pr *promotion) mustConfirm(p int) {
+// mayRetake says whether this node takes back its own tenure of p, lapsed
+// or named from its tenure record after a restart, or a grant the voters
+// name it the holder of (placement.AskRetake): the tenure it wins is
+// confirmed before it writes, as one won by the promotion rule. Meanwhile
+// it does not contest a copy of regular, up, that has answered with a
+// position ahead of its own: that copy campaigns by the promotion rule,
+// and two candidates, each granted by its own voter first, would split
+// the votes for as long as both went on.
+func (pr *promotion) mayRetake(p int, regular []string, up func(string) bool) bool {
+	var others []string
+	for _, id := range regular {
+		if id != pr.self && up(id) {
+			others = append(others, id)
+		}
+	}
+	own := pr.writer.Applied(p)
+	now := time.Now()
 	pr.mu.Lock()
-	pr.campaigned[p] = time.Now()
-	pr.mu.Unlock()
+	defer pr.mu.Unlock()
+	if len(others) > 0 {
+		a := pr.askLocked(p, others, now)
+		select {
+		case pr.wake <- struct{}{}:
+		default:
+		}
+		for _, id := range others {
+			if h, ok := a.heard[id]; ok && h.at.After(a.since) && h.pos.Compare(own) > 0 {
+				pr.log.Debug("not taking a partition back: a copy is ahead", "partition", p, "copy", id, "at", h.pos, "own", own)
+				return false
+			}
+		}
+	}
+	pr.campaigned[p] = now
+	return true
 }
 
 // confirmation is whom a tenure's check asks: the regular copies of its
@@ -345,10 +372,13 @@ func confirmAsks(self string, regular []string, states map[string]cluster.State)
 	return c
 }
 
-// won is told of every tenure this node starts: one won by the promotion
-// rule (it campaigned by it within the last two LEASE_TTL) must be
-// confirmed before it takes writes.
-func (pr *promotion) won(p int, epoch uint64, previous string) {
+// won is told of every tenure this node starts, with the table's entry
+// before it: one won by the promotion rule, or taken back (it campaigned
+// so within the last two LEASE_TTL), must be confirmed before it takes
+// writes. A lapsed lease renewed at the same epoch continues the tenure
+// the table names: nobody was granted a later one (a voter of every
+// majority would have refused the renewal), so it needs no check.
+func (pr *promotion) won(p int, epoch uint64, before shard.Assignment) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	at, ok := pr.campaigned[p]
@@ -356,6 +386,10 @@ func (pr *promotion) won(p int, epoch uint64, previous string) {
 		return
 	}
 	delete(pr.campaigned, p)
+	previous := before.Master
+	if previous == pr.self && before.Epoch == epoch {
+		return
+	}
 	pr.unconfirmed[p] = tenureCheck{epoch: epoch, won: time.Now(), previous: previous, lists: pr.leases.NewestLists(p, epoch)}
 	select {
 	case pr.wake <- struct{}{}:
@@ -364,13 +398,20 @@ func (pr *promotion) won(p int, epoch uint64, previous string) {
 }
 
 // confirmed reports whether this node's tenure of p at epoch may take
-// writes: false from a campaign by the promotion rule until the tenure it
-// won is confirmed (or for two LEASE_TTL, if it won nothing).
+// writes: false from a campaign by the promotion rule (or a retake) until
+// the tenure it won is confirmed (or for two LEASE_TTL, if it won
+// nothing). The tenure the table names continues: a lapsed lease renewed
+// at its epoch within one round is not even reported as won.
 func (pr *promotion) confirmed(p int, epoch uint64) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if c, ok := pr.unconfirmed[p]; ok && c.epoch == epoch {
 		return false
+	}
+	if a := pr.table.Get(p); a.Master == pr.self && a.Epoch == epoch {
+		// Won and told (won registers any check before the table names
+		// it), or continued.
+		return true
 	}
 	// Won by the promotion rule but not yet told (won runs after the
 	// round that won it): not before the check is registered.

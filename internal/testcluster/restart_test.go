@@ -75,6 +75,79 @@ func TestAFullRestartAfterAFailoverLosesNoMajorityWrite(t *testing.T) {
 	t.Logf("stand-in %s acknowledged %d majority writes; after the restart %s masters the partition; %d lost", standIn, len(acked), master, lost)
 }
 
+// A restarted master does not take its own partition back over a later
+// tenure it never heard of, and the copy that holds that tenure's writes
+// takes it over. As in the test above, node1 is stopped and the stand-in
+// acknowledges majority writes (on itself and the third node); then every
+// node stops and only node1 and the third node restart, the stand-in
+// staying down. node1's table names it master from its own tenure record,
+// its history ends before the stand-in's, and its campaigns, granted by
+// its own voter alone, raise its epoch every round.
+//
+//   - When the third node restarts once node1 proposes a later epoch than
+//     the stand-in's: the third node's voter record names the stand-in,
+//     a voter whose record is loaded at start grants a later epoch over
+//     it, and a grant says nothing of the record it replaced. Before,
+//     node1 took writes at once and the third node rolled the stand-in's
+//     majority writes back (the full-restart test above failed so in CI
+//     once).
+//   - When it restarts before: node1 learns of the stand-in's tenure from
+//     the third node's refusal and defers to the third node, which is
+//     ahead. Before, the third node waited for node1, up and named master
+//     in its table, and the partition had no master until the stand-in
+//     came back.
+func TestARestartedMasterDoesNotRetakeItsPartitionOverALaterTenure(t *testing.T) {
+	for _, ahead := range []bool{true, false} {
+		name := "node1's campaigns behind the stand-in's epoch"
+		if ahead {
+			name = "node1's campaigns past the stand-in's epoch"
+		}
+		t.Run(name, func(t *testing.T) { restartWithoutTheStandIn(t, ahead) })
+	}
+}
+
+func restartWithoutTheStandIn(t *testing.T, campaignsAhead bool) {
+	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(3))
+	token := testnode.AdminToken(t)
+	user, p := userMasteredBy(t, c, "node1")
+	base := "/v1/users/" + user + "/collections/c/documents/"
+	if r := c.Node("node2").Client(token).Do("PUT", base+"before", `{"n":0}`, "X-Write-Concern", "all"); r.Status != 201 {
+		t.Fatalf("first write: %d %s", r.Status, r.Body)
+	}
+	c.Node("node1").Stop()
+	var standIn string
+	testnode.Eventually(t, 20*time.Second, "a stand-in master", func() (bool, string) {
+		standIn = c.MasterOf(p)
+		return standIn != "", "none yet"
+	})
+	third := "node2"
+	if standIn == "node2" {
+		third = "node3"
+	}
+	acked := writeMajority(t, c.Node(standIn).Client(token), base, 20)
+	standInEpoch, _ := c.Node(standIn).Leases().Holds(p)
+	c.StopAll()
+	c.Restart("node1")
+	if campaignsAhead {
+		testnode.Eventually(t, 20*time.Second, "node1 campaigning past the stand-in's epoch", func() (bool, string) {
+			e, _ := c.Node("node1").Leases().Learned(p)
+			return e > standInEpoch, fmt.Sprintf("node1 at epoch %d, the stand-in's %d", e, standInEpoch)
+		})
+	}
+	c.Restart(third)
+	master := awaitMasterTakingWrites(t, c, token, p, base+"after-restart", 30*time.Second)
+	cl := c.Node(master).Client(token)
+	lost := 0
+	for _, id := range append([]string{"before"}, acked...) {
+		if r := cl.Do("GET", base+id, nil, "X-Read-Concern", "linearizable"); r.Status != 200 {
+			lost++
+			t.Errorf("majority write %s reads %d %s on %s, the master after the restart", id, r.Status, r.Body, master)
+		}
+	}
+	t.Logf("stand-in %s (epoch %d) acknowledged %d majority writes and stayed down; node1 and %s restarted; %s masters the partition; %d lost",
+		standIn, standInEpoch, len(acked), third, master, lost)
+}
+
 // awaitMasterTakingWrites waits until the master of partition p
 // acknowledges a majority write to path, and returns the node that served
 // it.
