@@ -240,6 +240,15 @@ func (m *Manager) Holds(partition int) (uint64, bool) {
 	return m.holder.Epoch(partition), true
 }
 
+// LastEpoch is the epoch of the lease of partition this node obtained
+// last, held or lapsed (0 if none, or after it stepped down): a lapsed
+// lease may still be renewed at it.
+func (m *Manager) LastEpoch(partition int) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.holder.Epoch(partition)
+}
+
 // Learned is the highest epoch of partition this node has heard of (from
 // the voters, its own store, or the partition table; 0 if none) and its
 // holder as the voters named it ("" if they did not): another node's id

@@ -490,7 +490,7 @@ func (n *Node) leasePlan() lease.Plan {
 					return states[master] == cluster.Up && n.promote.mayTakeOver(p, master)
 				},
 				Retake: func(regular []string, up func(string) bool) bool {
-					return n.promote.mayRetake(p, regular, up)
+					return n.promote.mayRetake(p, n.writer.Applied(p), regular, up)
 				},
 			})
 			n.verdicts.note(n.log, p, fmt.Sprintf("ask %s, campaign %v", verdict.Ask, want), in, l)

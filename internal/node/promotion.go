@@ -27,13 +27,8 @@ type promotion struct {
 
 	mu   sync.Mutex
 	asks map[int]*positionAsk
-	// campaigned: when the promotion rule last let this node campaign for
-	// a partition; a lease won soon after was won by the rule.
-	campaigned map[int]time.Time
-	// unconfirmed: tenures won by the promotion rule that take no writes
-	// (and ship nothing) until the copies, asked again since the win, show
-	// none is ahead (lease.ConfirmTenure).
-	unconfirmed map[int]tenureCheck
+	// checks: which tenures must be confirmed before they take writes.
+	checks tenureChecks
 	// votersSaid: for a node that is not a voter (or a voter whose record
 	// is older than the table's tenure), what a majority of the
 	// voters last said of each partition's lease it holds a regular copy
@@ -49,18 +44,6 @@ type promotion struct {
 type heardLapse struct {
 	l  placement.Lapse
 	at time.Time
-}
-
-// tenureCheck is a tenure won by the promotion rule, waiting to be
-// confirmed.
-type tenureCheck struct {
-	epoch    uint64
-	won      time.Time
-	previous string // the master the table named before: its lease is over
-	// lists: the latest lists of copies of the previous tenure that the
-	// voters which granted this one keep, read at the win (before this
-	// tenure's own list can replace them on the voters).
-	lists []*record.CopyList
 }
 
 // positionAsk is one spell of a partition without a master: the positions
@@ -104,6 +87,7 @@ type promotionDeps struct {
 // (lease.Manager).
 type promotionLeases interface {
 	Holds(p int) (uint64, bool)
+	LastEpoch(p int) uint64
 	RecordEpoch(p int) uint64
 	RecordStale(p int) bool
 	Ended(ctx context.Context, ps []int) []lease.EndedLease
@@ -121,7 +105,7 @@ type promotionWriter interface {
 
 func newPromotion(deps *promotionDeps) *promotion {
 	return &promotion{promotionDeps: deps, wake: make(chan struct{}, 1), asks: map[int]*positionAsk{},
-		campaigned: map[int]time.Time{}, unconfirmed: map[int]tenureCheck{}, votersSaid: map[int]heardLapse{}, yielded: map[int]uint64{}}
+		checks: newTenureChecks(deps.leaseTTL), votersSaid: map[int]heardLapse{}, yielded: map[int]uint64{}}
 }
 
 // mayCampaign says whether this node should campaign for partition p,
@@ -175,7 +159,7 @@ func (pr *promotion) mayCampaign(p int, regular []string, up, reachable func(str
 		return false
 	}
 	pr.mu.Lock()
-	pr.campaigned[p] = time.Now()
+	pr.checks.campaign(p, time.Now())
 	pr.mu.Unlock()
 	return true
 }
@@ -219,7 +203,7 @@ func (pr *promotion) mayTakeOver(p int, master string) bool {
 		return false
 	}
 	pr.mu.Lock()
-	pr.campaigned[p] = now
+	pr.checks.campaign(p, now)
 	pr.mu.Unlock()
 	return true
 }
@@ -305,22 +289,25 @@ func (pr *promotion) heardOf(p int) map[string]store.Position {
 	return out
 }
 
-// mayRetake says whether this node takes back its own tenure of p, lapsed
-// or named from its tenure record after a restart, or a grant the voters
-// name it the holder of (placement.AskRetake): the tenure it wins is
-// confirmed before it writes, as one won by the promotion rule. Meanwhile
-// it does not contest a copy of regular, up, that has answered with a
-// position ahead of its own: that copy campaigns by the promotion rule,
-// and two candidates, each granted by its own voter first, would split
-// the votes for as long as both went on.
-func (pr *promotion) mayRetake(p int, regular []string, up func(string) bool) bool {
+// mayRetake says whether this node, its copy at own, takes back its own
+// tenure of p, lapsed or named from its tenure record after a restart, or
+// a grant the voters name it the holder of (placement.AskRetake): the
+// tenure it wins is confirmed before it writes, as one won by the
+// promotion rule. Meanwhile it does not contest a copy of regular, up,
+// that has answered with a position of a later epoch than the tenure the
+// table names: that copy campaigns by the promotion rule
+// (placement.Decide), and two candidates, each granted by its own voter
+// first, would split the votes for as long as both went on. A copy ahead
+// within that tenure (this node lost part of its own history) waits for
+// this node, which steps down for it once it wins and hears it.
+func (pr *promotion) mayRetake(p int, own store.Position, regular []string, up func(string) bool) bool {
+	tenure := pr.table.Get(p).Epoch
 	var others []string
 	for _, id := range regular {
 		if id != pr.self && up(id) {
 			others = append(others, id)
 		}
 	}
-	own := pr.writer.Applied(p)
 	now := time.Now()
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -331,13 +318,13 @@ func (pr *promotion) mayRetake(p int, regular []string, up func(string) bool) bo
 		default:
 		}
 		for _, id := range others {
-			if h, ok := a.heard[id]; ok && h.at.After(a.since) && h.pos.Compare(own) > 0 {
+			if h, ok := a.heard[id]; ok && h.at.After(a.since) && h.pos.Compare(own) > 0 && h.pos.Epoch > tenure {
 				pr.log.Debug("not taking a partition back: a copy is ahead", "partition", p, "copy", id, "at", h.pos, "own", own)
 				return false
 			}
 		}
 	}
-	pr.campaigned[p] = now
+	pr.checks.campaign(p, now)
 	return true
 }
 
@@ -373,60 +360,33 @@ func confirmAsks(self string, regular []string, states map[string]cluster.State)
 }
 
 // won is told of every tenure this node starts, with the table's entry
-// before it: one won by the promotion rule, or taken back (it campaigned
-// so within the last two LEASE_TTL), must be confirmed before it takes
-// writes. A lapsed lease renewed at the same epoch continues the tenure
-// the table names: nobody was granted a later one (a voter of every
-// majority would have refused the renewal), so it needs no check.
+// before it (see tenureChecks.won).
 func (pr *promotion) won(p int, epoch uint64, before shard.Assignment) {
+	lists := pr.leases.NewestLists(p, epoch)
 	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	at, ok := pr.campaigned[p]
-	if !ok || time.Since(at) > 2*pr.leaseTTL {
-		return
-	}
-	delete(pr.campaigned, p)
-	previous := before.Master
-	if previous == pr.self && before.Epoch == epoch {
-		return
-	}
-	pr.unconfirmed[p] = tenureCheck{epoch: epoch, won: time.Now(), previous: previous, lists: pr.leases.NewestLists(p, epoch)}
-	select {
-	case pr.wake <- struct{}{}:
-	default:
+	registered := pr.checks.won(p, tenureCheck{epoch: epoch, won: time.Now(), previous: before.Master, lists: lists})
+	pr.mu.Unlock()
+	if registered {
+		select {
+		case pr.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
 // confirmed reports whether this node's tenure of p at epoch may take
-// writes: false from a campaign by the promotion rule (or a retake) until
-// the tenure it won is confirmed (or for two LEASE_TTL, if it won
-// nothing). The tenure the table names continues: a lapsed lease renewed
-// at its epoch within one round is not even reported as won.
+// writes (see tenureChecks.confirmed).
 func (pr *promotion) confirmed(p int, epoch uint64) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if c, ok := pr.unconfirmed[p]; ok && c.epoch == epoch {
-		return false
-	}
-	if a := pr.table.Get(p); a.Master == pr.self && a.Epoch == epoch {
-		// Won and told (won registers any check before the table names
-		// it), or continued.
-		return true
-	}
-	// Won by the promotion rule but not yet told (won runs after the
-	// round that won it): not before the check is registered.
-	at, ok := pr.campaigned[p]
-	return !ok || time.Since(at) > 2*pr.leaseTTL
+	return pr.checks.confirmed(p, epoch, time.Now())
 }
 
 // confirm asks the regular copies of each unconfirmed tenure again and
 // confirms it, or steps down when a copy is ahead.
 func (pr *promotion) confirm(ctx context.Context) {
 	pr.mu.Lock()
-	checks := make(map[int]tenureCheck, len(pr.unconfirmed))
-	for p, c := range pr.unconfirmed {
-		checks[p] = c
-	}
+	checks := pr.checks.due()
 	pr.mu.Unlock()
 	if len(checks) == 0 {
 		return
@@ -436,10 +396,17 @@ func (pr *promotion) confirm(ctx context.Context) {
 	everyone := map[int]bool{}      // partitions whose check asks every member
 	tableList := map[int][]string{} // the regular copies the table names
 	for p, c := range checks {
-		if e, ok := pr.leases.Holds(p); !ok || e != c.epoch {
+		if pr.leases.LastEpoch(p) != c.epoch {
 			pr.mu.Lock()
-			delete(pr.unconfirmed, p) // the tenure is over anyway
+			pr.checks.drop(p) // the tenure is over anyway
 			pr.mu.Unlock()
+			delete(checks, p)
+			continue
+		}
+		if e, ok := pr.leases.Holds(p); !ok || e != c.epoch {
+			// Lapsed, but it may be renewed at its epoch: the check
+			// stays until then (a renewal does not confirm it).
+			delete(checks, p)
 			continue
 		}
 		regular := shard.WriteQuorum(pr.copies()).Regular(pr.table.Get(p).Responsible)
@@ -513,7 +480,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 		switch {
 		case ok:
 			pr.mu.Lock()
-			delete(pr.unconfirmed, p)
+			pr.checks.confirm(p, c.epoch)
 			pr.mu.Unlock()
 			pr.wakeReplicas() // its list is recorded now
 			pr.wakeTenures()
@@ -527,7 +494,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 			pr.listAhead(p, c.epoch, up, own)
 			pr.leases.Release(ctx, p)
 			pr.mu.Lock()
-			delete(pr.unconfirmed, p)
+			pr.checks.drop(p)
 			delete(pr.asks, p) // answers heard before are stale: ask again
 			pr.yielded[p] = c.epoch
 			pr.mu.Unlock()

@@ -1,15 +1,12 @@
 package node
 
 import (
-	"context"
 	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/shoal-db/shoal/cluster"
-	"github.com/shoal-db/shoal/lease"
-	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -38,71 +35,95 @@ func TestATenuresCheckAsksEveryMemberWhenItsListNamesNoOther(t *testing.T) {
 	}
 }
 
-// A tenure taken back (a master's own lapsed lease, or one named from its
-// tenure record after a restart) takes no write until it is confirmed,
-// unless it continues the tenure the table names at the same epoch; and a
-// copy up that answered ahead is not contested (it campaigns by the
-// promotion rule: two candidates would split the votes).
+// A tenure won soon after a campaign by a checked rule (the promotion
+// rule, a take-over, a retake) takes no write until it is confirmed; a
+// lapsed lease renewed at its epoch continues a tenure that could already
+// write in this run, and leaves one still to be confirmed so. A restarted
+// node's tenure is checked even at the epoch its table names (the table
+// learned it from the others; its voters grant that epoch as a renewal).
 func TestATenureTakenBackTakesNoWriteUntilConfirmed(t *testing.T) {
-	own := store.Position{Epoch: 2, Seq: 1}
-	table := shard.NewTable(16)
-	pr := newPromotion(&promotionDeps{self: "x", leaseTTL: time.Minute, log: slog.New(slog.DiscardHandler),
-		leases: noLists{}, writer: appliedAt{own}, table: table})
-	up := func(string) bool { return true }
-	for _, p := range []int{6, 7, 8} {
-		table.Merge(shard.Assignment{Partition: p, Master: "x", Epoch: 2, Responsible: []string{"x", "a"}, Revision: 1})
+	ttl := time.Second
+	t0 := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	b := newTenureChecks(ttl)
+
+	// Won by a retake: checked until confirmed.
+	b.campaign(6, at(0))
+	if b.confirmed(6, 9, at(100*time.Millisecond)) {
+		t.Error("a tenure won by a retake takes writes before its check is registered")
+	}
+	if !b.won(6, tenureCheck{epoch: 9, won: at(100 * time.Millisecond)}) || b.confirmed(6, 9, at(200*time.Millisecond)) {
+		t.Error("a tenure won by a retake takes writes before it is confirmed")
+	}
+	// Its lease lapses and is renewed at its epoch: still to be confirmed.
+	b.campaign(6, at(3*time.Second))
+	if b.won(6, tenureCheck{epoch: 9, won: at(3 * time.Second)}) || b.confirmed(6, 9, at(10*time.Second)) {
+		t.Error("an unconfirmed tenure renewed after a lapse takes writes unconfirmed")
+	}
+	b.confirm(6, 9)
+	if !b.confirmed(6, 9, at(10*time.Second)) {
+		t.Error("a confirmed tenure takes no writes")
+	}
+	// Confirmed, then lapsed and renewed at its epoch: continues, told of
+	// the win or not (renewed within one round).
+	b.campaign(6, at(20*time.Second))
+	if !b.confirmed(6, 9, at(20*time.Second)) {
+		t.Error("a confirmed tenure renewed within one round after a lapse waits for a check it needs not")
+	}
+	if b.won(6, tenureCheck{epoch: 9, won: at(20 * time.Second)}) || !b.confirmed(6, 9, at(20*time.Second)) {
+		t.Error("a confirmed tenure renewed after a lapse waits for a check it needs not")
 	}
 
-	if !pr.mayRetake(6, []string{"x", "a"}, up) {
-		t.Fatal("a tenure taken back with no copy heard ahead: not campaigned for")
+	// A tenure won with no checked campaign (a new partition, a handoff
+	// received) writes at once, and so after a lapse.
+	if b.won(7, tenureCheck{epoch: 1, won: at(0)}) || !b.confirmed(7, 1, at(0)) {
+		t.Error("a tenure won without a checked campaign waits for a check")
 	}
-	if pr.confirmed(6, 9) {
-		t.Error("a new tenure taken back takes writes before its check is registered")
-	}
-	pr.won(6, 9, table.Get(6))
-	table.Merge(shard.Assignment{Partition: 6, Master: "x", Epoch: 9, Responsible: []string{"x", "a"}, Revision: 2})
-	if pr.confirmed(6, 9) {
-		t.Error("a new tenure taken back after a restart takes writes before it is confirmed")
-	}
-
-	// A lapsed lease renewed at its epoch: told, or renewed within one
-	// round and not reported at all.
-	for _, told := range []bool{true, false} {
-		p := 7
-		if !told {
-			p = 8
-		}
-		if !pr.mayRetake(p, []string{"x", "a"}, up) {
-			t.Fatal("a lapsed lease: not campaigned for")
-		}
-		if told {
-			pr.won(p, 2, table.Get(p))
-		}
-		if !pr.confirmed(p, 2) {
-			t.Errorf("a lapsed lease renewed at the same epoch (won told: %v) waits for a check it needs not", told)
-		}
+	// A campaign long before the win does not make it checked.
+	b.campaign(8, at(0))
+	if b.won(8, tenureCheck{epoch: 4, won: at(3 * time.Second)}) || !b.confirmed(8, 4, at(3*time.Second)) {
+		t.Error("a campaign two LEASE_TTL before the win made it checked")
 	}
 
-	pr.mu.Lock()
-	a := pr.asks[6]
-	a.heard["a"] = heardPosition{pos: store.Position{Epoch: 7, Seq: 21}, at: a.since.Add(time.Millisecond)}
-	pr.mu.Unlock()
-	if pr.mayRetake(6, []string{"x", "a"}, up) {
-		t.Error("a tenure taken back over a copy that answered ahead")
+	// After a restart (a new book), the epoch the table names is checked.
+	restarted := newTenureChecks(ttl)
+	restarted.campaign(6, at(0))
+	if !restarted.won(6, tenureCheck{epoch: 9, won: at(50 * time.Millisecond)}) || restarted.confirmed(6, 9, at(time.Second)) {
+		t.Error("a restarted node takes writes at the epoch its table names without a check")
+	}
+	restarted.drop(6)
+	if _, ok := restarted.due()[6]; ok {
+		t.Error("a dropped check is still due")
 	}
 }
 
-// noLists is lease.Manager as promotion uses it, keeping no list.
-type noLists struct{}
-
-func (noLists) Holds(int) (uint64, bool)                        { return 0, false }
-func (noLists) RecordEpoch(int) uint64                          { return 0 }
-func (noLists) RecordStale(int) bool                            { return false }
-func (noLists) Ended(context.Context, []int) []lease.EndedLease { return nil }
-func (noLists) Release(context.Context, int) bool               { return false }
-func (noLists) NewestLists(int, uint64) []*record.CopyList      { return nil }
-
-// appliedAt is a partition writer whose every partition is at one position.
-type appliedAt struct{ pos store.Position }
-
-func (w appliedAt) Applied(int) store.Position { return w.pos }
+// A retake does not contest a copy up that answered with a later master's
+// writes (it campaigns by the promotion rule; two candidates each granted
+// by its own voter first split the votes); a copy ahead within the tenure
+// the table names waits for this node instead, so this node campaigns.
+func TestARetakeDefersToACopyHoldingALaterMastersWrites(t *testing.T) {
+	table := shard.NewTable(16)
+	table.Merge(shard.Assignment{Partition: 6, Master: "x", Epoch: 2, Responsible: []string{"x", "a"}, Revision: 1})
+	pr := newPromotion(&promotionDeps{self: "x", leaseTTL: time.Minute, log: slog.New(slog.DiscardHandler), table: table})
+	own := store.Position{Epoch: 2, Seq: 1}
+	up := func(string) bool { return true }
+	if !pr.mayRetake(6, own, []string{"x", "a"}, up) {
+		t.Fatal("a retake with no copy heard: not campaigned for")
+	}
+	for _, c := range []struct {
+		heard store.Position
+		want  bool
+	}{
+		{store.Position{Epoch: 2, Seq: 1}, true},
+		{store.Position{Epoch: 2, Seq: 5}, true},
+		{store.Position{Epoch: 7, Seq: 21}, false},
+	} {
+		pr.mu.Lock()
+		a := pr.asks[6]
+		a.heard["a"] = heardPosition{pos: c.heard, at: a.since.Add(time.Millisecond)}
+		pr.mu.Unlock()
+		if got := pr.mayRetake(6, own, []string{"x", "a"}, up); got != c.want {
+			t.Errorf("at %s, a copy heard at %s: campaigns %v, want %v", own, c.heard, got, c.want)
+		}
+	}
+}
