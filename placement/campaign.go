@@ -63,8 +63,8 @@ const (
 	AskTakeOver
 	// AskRetake: this node's own tenure lapsed (or it names itself master
 	// from its tenure record after a restart), or the voters name it the
-	// holder while its table names no master and its history holds the
-	// partition: it takes the lease back only with its tenure to be
+	// holder while its table names no master, or it takes a partition it
+	// knows nothing of: it campaigns only with its tenure to be
 	// confirmed (Answers.Retake). After a restart the node cannot tell a
 	// grant it won by the promotion rule and never confirmed (its copy may
 	// be behind the copies that hold the majority writes), or a vote its
@@ -192,14 +192,13 @@ func Decide(in WantInput) Want {
 		switch {
 		case in.LearnedHolder == in.Self:
 			// The voters named this node: its own campaign, or its own
-			// tenure before a restart that took no write. With history
-			// here, only with the tenure confirmed: the fault suite's seed
-			// 11110 lost 523 majority writes when a copy 780 changes
-			// behind took a grant back after a kill-all and wrote at once.
-			if in.NewestEpoch > 0 {
-				return Want{Ask: AskRetake}
-			}
-			return yes
+			// tenure before a restart that took no write. Only with the
+			// tenure confirmed: the fault suite's seed 11110 lost 523
+			// majority writes when a copy 780 changes behind took a grant
+			// back after a kill-all and wrote at once; and a node holding
+			// nothing of the partition may be named for its own campaigns
+			// alone, granted by its own voter.
+			return Want{Ask: AskRetake}
 		case in.LearnedHolder != "":
 			// Another node held it: wait for it to name itself, even if
 			// it is down for long. Without the table this node does not
@@ -213,8 +212,19 @@ func Decide(in WantInput) Want {
 			// the voters who held it: AsksVoters).
 			return no
 		}
-		// Never mastered, as far as this node knows.
-		return Want{Campaign: shard.FirstAvailable(in.Succession, in.Self, in.Up)}
+		// Never mastered, as far as this node knows: the first available
+		// node of the succession campaigns, with its tenure confirmed
+		// against the lists of copies the voters keep. A node that knows
+		// nothing of a partition may merely have lost it: its data
+		// directory emptied, restarted first after a full restart, its
+		// own voter granting it a new epoch every round until one passes
+		// the partition's and a voter whose record was loaded at start
+		// grants it over that record (the voters keep the list of the
+		// copies that hold the writes, and the check hears them).
+		if !shard.FirstAvailable(in.Succession, in.Self, in.Up) {
+			return no
+		}
+		return Want{Ask: AskRetake}
 	case a.Master != in.Self && in.Up(a.Master) && in.NewestEpoch <= a.Epoch:
 		// A live master is waited for, unless this node holds a later
 		// master's writes: the table names a master from its tenure record

@@ -460,10 +460,19 @@ func (pr *promotion) confirm(ctx context.Context) {
 		// node's voter record or the voters' answers) may be unable to
 		// campaign (cut off from the voters): they never make this node
 		// step down.
+		// A node that holds nothing of p (a partition it never held, or
+		// lost with its data directory) is checked against the voters'
+		// lists alone: a write acknowledged by a majority was counted on
+		// a list a majority of the voters kept before it (a tenure takes
+		// no write until then), and the majority that granted this tenure
+		// shares a voter with that one. With no list kept, the partition
+		// never took a write.
+		own := pr.writer.Applied(p)
+		listsOnly := own == (store.Position{})
 		l, a := pr.lapseOf(p), pr.table.Get(p)
 		up, over := map[string]store.Position{}, map[string]store.Position{}
 		for id, pos := range heard[p] {
-			if everyone[p] && pos == (store.Position{}) {
+			if everyone[p] && !listsOnly && pos == (store.Position{}) {
 				continue // asked as any member: it holds nothing of p
 			}
 			if id == c.previous || l.Over(id, a) {
@@ -475,8 +484,11 @@ func (pr *promotion) confirm(ctx context.Context) {
 		// Confirmed on the table's list (as before the voters kept
 		// lists: a write counted on it while the voters' list was not yet
 		// taken is on a majority of it) and on the voters' list.
-		own := pr.writer.Applied(p)
-		ok, stepDown, why := lease.ConfirmOnLists(pr.self, own, up, over, tableList[p], everyone[p], c.lists, pr.copies())
+		table, every := tableList[p], everyone[p]
+		if listsOnly {
+			table, every = nil, false
+		}
+		ok, stepDown, why := lease.ConfirmOnLists(pr.self, own, up, over, table, every, c.lists, pr.copies())
 		switch {
 		case ok:
 			pr.mu.Lock()
@@ -489,7 +501,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 			// so releasing the lease at once is safe; the release keeps
 			// this node out of the next campaign rounds for a TTL, so the
 			// copy ahead campaigns.
-			pr.log.Warn("won a partition by the promotion rule, but a copy is ahead; stepping down so that it campaigns",
+			pr.log.Warn("won a partition whose tenure is checked (by the promotion rule, a take-over or a retake), but a copy is ahead; stepping down so that it campaigns",
 				"partition", p, "epoch", c.epoch, "why", why)
 			pr.listAhead(p, c.epoch, up, own)
 			pr.leases.Release(ctx, p)

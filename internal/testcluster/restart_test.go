@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -146,6 +147,60 @@ func restartWithoutTheStandIn(t *testing.T, campaignsAhead bool) {
 	}
 	t.Logf("stand-in %s (epoch %d) acknowledged %d majority writes and stayed down; node1 and %s restarted; %s masters the partition; %d lost",
 		standIn, standInEpoch, len(acked), third, master, lost)
+}
+
+// A node that comes back with an empty data directory (its disk
+// replaced) does not master a partition it holds no copy of over the
+// copy that holds its writes, even when it restarts first after a full
+// restart: RF 2, node1 holds no copy of the partition; every node stops,
+// node1's directory is emptied and it restarts alone. Its table is empty
+// and no voter record names a holder, so the partition looks never
+// mastered and node1 is the first node of its succession that is up; its
+// own voter grants it a new epoch every round. Once that passes the
+// partition's epoch, the replica restarts (the master stays down), and
+// its voter, whose record of the master was loaded at start, grants node1
+// the lease over it. Before, node1 took writes at once with an empty copy
+// and the replica rolled every majority write back.
+func TestAnEmptiedNodeDoesNotMasterAPartitionOverItsCopies(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(2))
+	token := testnode.AdminToken(t)
+	var user, master, replica string
+	var p int
+	for i := 0; i < 10000 && user == ""; i++ {
+		u := fmt.Sprintf("user%d", i)
+		q := shard.PartitionOf(u, testcluster.Partitions)
+		m := c.MasterOf(q)
+		if r := c.Node("node2").Placement(q).Responsible; m != "" && m != "node1" && len(r) == 2 && !slices.Contains(r, "node1") {
+			user, p, master, replica = u, q, m, r[1]
+		}
+	}
+	if user == "" {
+		t.Fatal("no partition without a copy on node1; the test proves nothing")
+	}
+	base := "/v1/users/" + user + "/collections/c/documents/"
+	acked := writeMajority(t, c.Node(master).Client(token), base, 20)
+	epoch, _ := c.Node(master).Leases().Holds(p)
+	c.StopAll()
+	if err := os.RemoveAll(c.Node("node1").Config.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart("node1")
+	testnode.Eventually(t, 30*time.Second, "node1 campaigning past the partition's epoch", func() (bool, string) {
+		e, _ := c.Node("node1").Leases().Learned(p)
+		return e > epoch, fmt.Sprintf("node1 at epoch %d, the partition's %d", e, epoch)
+	})
+	c.Restart(replica)
+	now := awaitMasterTakingWrites(t, c, token, p, base+"after-restart", 30*time.Second)
+	cl := c.Node(now).Client(token)
+	lost := 0
+	for _, id := range acked {
+		if r := cl.Do("GET", base+id, nil, "X-Read-Concern", "linearizable"); r.Status != 200 {
+			lost++
+			t.Errorf("majority write %s reads %d %s on %s, the master after the restart", id, r.Status, r.Body, now)
+		}
+	}
+	t.Logf("%s mastered the partition at epoch %d with %d majority writes, replica %s; node1 emptied and restarted first, then %s; %s masters it now; %d lost",
+		master, epoch, len(acked), replica, replica, now, lost)
 }
 
 // awaitMasterTakingWrites waits until the master of partition p
