@@ -117,6 +117,8 @@ type Manager struct {
 	voterMuState sync.Mutex
 	voter        VoterState
 	wasVoter     bool
+	// startedEmpty: the store held no lease record at start (set once).
+	startedEmpty bool
 
 	persistMu sync.Mutex // guards durable, queued and saving
 	durable   map[int]record.LeaseVote
@@ -186,6 +188,7 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 		m.seen[p].Partition = p
 	}
 	m.durable = votes
+	m.startedEmpty = len(votes) == 0
 	for p, v := range votes {
 		if p < 0 || p >= cfg.Partitions {
 			continue
@@ -239,6 +242,10 @@ func (m *Manager) Holds(partition int) (uint64, bool) {
 	}
 	return m.holder.Epoch(partition), true
 }
+
+// StartedEmpty reports whether this node's store held no lease record
+// when the manager started (a new node, or one whose store was emptied).
+func (m *Manager) StartedEmpty() bool { return m.startedEmpty }
 
 // LastEpoch is the epoch of the lease of partition this node obtained
 // last, held or lapsed (0 if none, or after it stepped down): a lapsed

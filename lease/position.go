@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/shoal-db/shoal/record"
@@ -134,6 +135,61 @@ func ConfirmOnLists(self string, own Position, up, over map[string]Position, tab
 		}
 	}
 	return confirmed, stepDown, why
+}
+
+// ConfirmHoldingNothing decides whether a node that holds nothing of a
+// partition (its copy is empty: a partition it never held, or lost with
+// its data directory) may take writes in a tenure it won. It counts as no
+// copy of any list, even one that names it. With lists (the voters'
+// lists of the previous tenures, as for ConfirmOnLists), each decides as
+// for ConfirmOnList: a copy up that holds anything steps it down, and it
+// waits until enough copies of the list have answered. With none kept
+// anywhere it heard of (a voter whose store was emptied keeps none), it
+// is confirmed once every member of asked (every member not lost for
+// good) has answered and none holds anything of the partition; a member
+// up that does steps it down.
+func ConfirmHoldingNothing(up, over map[string]Position, asked []string, lists []*record.CopyList, rf int) (confirmed, stepDown bool, why string) {
+	var zero Position
+	if len(lists) == 0 {
+		for _, id := range slices.Sorted(maps.Keys(up)) {
+			if up[id] != zero {
+				return false, true, fmt.Sprintf("%s holds the partition at %s, this node holds nothing of it", id, up[id])
+			}
+		}
+		for _, id := range asked {
+			_, u := up[id]
+			_, o := over[id]
+			if !u && !o {
+				return false, false, fmt.Sprintf("no list of copies kept, and %s has not answered yet", id)
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(over)) {
+			if over[id] != zero {
+				return false, false, fmt.Sprintf("%s, whose lease is over, holds the partition at %s", id, over[id])
+			}
+		}
+		return true, false, ""
+	}
+	confirmed = true
+	for _, l := range lists {
+		in := func(m map[string]Position) map[string]Position {
+			out := map[string]Position{}
+			for id, pos := range m {
+				if slices.Contains(l.Copies, id) {
+					out[id] = pos
+				}
+			}
+			return out
+		}
+		ok, step, whyNot := confirmTenure("", zero, in(up), in(over), len(l.Copies)-rf/2, false)
+		if step {
+			return false, true, whyNot
+		}
+		if !ok && confirmed {
+			confirmed, why = false, fmt.Sprintf("the copies the voters keep for epoch %d (%v): %s", l.Epoch, l.Copies, whyNot)
+		}
+	}
+	return confirmed, false, why
 }
 
 // confirmTenure is the rule of ConfirmTenure with need answers, this node

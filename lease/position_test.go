@@ -171,3 +171,40 @@ func TestConfirmOnLists(t *testing.T) {
 		}
 	}
 }
+
+// A node that holds nothing of a partition counts as no copy of any list,
+// even one that names it (its copy was emptied): the other copies of each
+// list decide. With no list kept, every member asked must answer holding
+// nothing.
+func TestConfirmHoldingNothing(t *testing.T) {
+	p := func(e, s uint64) Position { return Position{Epoch: e, Seq: s} }
+	var zero Position
+	kept := func(copies ...string) []*record.CopyList {
+		return []*record.CopyList{{Epoch: 2, Seq: 1, Copies: copies}}
+	}
+	cases := []struct {
+		name              string
+		rf                int
+		up, over          map[string]Position
+		asked             []string
+		lists             []*record.CopyList
+		confirmed, stepDn bool
+	}{
+		{"a list naming this node, its other copy not heard: wait", 2, nil, nil, nil, kept("m", "x"), false, false},
+		{"a list naming this node, its other copy holding the writes: step down", 2, map[string]Position{"m": p(2, 20)}, nil, nil, kept("m", "x"), false, true},
+		{"a list of three, one other copy heard holding nothing: wait for a second", 3, map[string]Position{"a": zero}, nil, nil, kept("x", "a", "b"), false, false},
+		{"a list of three, both other copies holding nothing", 3, map[string]Position{"a": zero, "b": zero}, nil, nil, kept("x", "a", "b"), true, false},
+		{"a list without this node, a copy ahead: step down", 2, map[string]Position{"m": p(2, 20)}, nil, nil, kept("m", "r"), false, true},
+		{"no list, every member asked holding nothing", 2, map[string]Position{"a": zero, "b": zero}, nil, []string{"a", "b"}, nil, true, false},
+		{"no list, a member not answered (down): wait", 2, map[string]Position{"a": zero}, nil, []string{"a", "b"}, nil, false, false},
+		{"no list, a member holding the partition: step down", 2, map[string]Position{"a": zero, "b": p(1, 20)}, nil, []string{"a", "b"}, nil, false, true},
+		{"no list, a member whose lease is over holding it: wait", 2, map[string]Position{"a": zero}, map[string]Position{"b": p(1, 20)}, []string{"a", "b"}, nil, false, false},
+		{"no list, no other member (one node)", 2, nil, nil, nil, nil, true, false},
+	}
+	for _, c := range cases {
+		confirmed, stepDown, why := ConfirmHoldingNothing(c.up, c.over, c.asked, c.lists, c.rf)
+		if confirmed != c.confirmed || stepDown != c.stepDn {
+			t.Errorf("%s: confirmed %v step down %v (%s), want %v %v", c.name, confirmed, stepDown, why, c.confirmed, c.stepDn)
+		}
+	}
+}

@@ -32,6 +32,11 @@ type WantInput struct {
 	// another master came after it, even when nobody has told the lease
 	// holder so yet (a full restart).
 	NewestEpoch uint64
+	// EmptyStore: this node's store held nothing at start (no lease
+	// record, no tenure, no history): a new node, or one whose data
+	// directory was emptied. Its knowing nothing of a partition says
+	// nothing of whether the partition has history.
+	EmptyStore bool
 	// LearnedHolder is the holder of the newest grant of the partition
 	// the voters told this node of (its own records, if a voter; answers
 	// to its requests and queries), "" if none.
@@ -192,13 +197,17 @@ func Decide(in WantInput) Want {
 		switch {
 		case in.LearnedHolder == in.Self:
 			// The voters named this node: its own campaign, or its own
-			// tenure before a restart that took no write. Only with the
-			// tenure confirmed: the fault suite's seed 11110 lost 523
-			// majority writes when a copy 780 changes behind took a grant
-			// back after a kill-all and wrote at once; and a node holding
-			// nothing of the partition may be named for its own campaigns
-			// alone, granted by its own voter.
-			return Want{Ask: AskRetake}
+			// tenure before a restart that took no write. With history
+			// here, only with the tenure confirmed: the fault suite's seed
+			// 11110 lost 523 majority writes when a copy 780 changes
+			// behind took a grant back after a kill-all and wrote at once.
+			// So too for a node whose store held nothing at start: it may
+			// be named for its own campaigns alone, granted by its own
+			// voter.
+			if in.NewestEpoch > 0 || in.EmptyStore {
+				return Want{Ask: AskRetake}
+			}
+			return yes
 		case in.LearnedHolder != "":
 			// Another node held it: wait for it to name itself, even if
 			// it is down for long. Without the table this node does not
@@ -213,18 +222,21 @@ func Decide(in WantInput) Want {
 			return no
 		}
 		// Never mastered, as far as this node knows: the first available
-		// node of the succession campaigns, with its tenure confirmed
-		// against the lists of copies the voters keep. A node that knows
-		// nothing of a partition may merely have lost it: its data
-		// directory emptied, restarted first after a full restart, its
-		// own voter granting it a new epoch every round until one passes
-		// the partition's and a voter whose record was loaded at start
-		// grants it over that record (the voters keep the list of the
-		// copies that hold the writes, and the check hears them).
+		// node of the succession campaigns. A node whose store held
+		// nothing at start only with its tenure confirmed: it may merely
+		// have lost the partition with its data directory, restarted
+		// first after a full restart, its own voter granting it a new
+		// epoch every round until one passes the partition's, and a
+		// voter whose record was loaded at start granting it over that
+		// record (the voters keep the list of the copies that hold the
+		// writes, and the check hears them).
 		if !shard.FirstAvailable(in.Succession, in.Self, in.Up) {
 			return no
 		}
-		return Want{Ask: AskRetake}
+		if in.EmptyStore {
+			return Want{Ask: AskRetake}
+		}
+		return yes
 	case a.Master != in.Self && in.Up(a.Master) && in.NewestEpoch <= a.Epoch:
 		// A live master is waited for, unless this node holds a later
 		// master's writes: the table names a master from its tenure record

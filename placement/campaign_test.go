@@ -7,11 +7,12 @@ import (
 	"github.com/shoal-db/shoal/shard"
 )
 
-// A grant the voters name this node the holder of is taken back only
-// through Retake, which has the tenure confirmed before it writes (seed
-// 11110: a copy 780 changes behind took one back after a kill-all and
-// rolled the others' majority writes back), for a partition it holds
-// nothing of too (it may be named for its own campaigns alone).
+// A grant the voters name this node the holder of, for a partition its
+// history holds, is taken back only through Retake, which has the tenure
+// confirmed before it writes (seed 11110: a copy 780 changes behind took
+// one back after a kill-all and rolled the others' majority writes back);
+// for a partition it never held, it goes on as before, unless its store
+// held nothing at start (see TestDecideNamesTheQuestionItLeavesToTheNode).
 func TestAGrantTakenBackAfterARestartIsConfirmed(t *testing.T) {
 	for _, c := range []struct {
 		name        string
@@ -21,7 +22,7 @@ func TestAGrantTakenBackAfterARestartIsConfirmed(t *testing.T) {
 	}{
 		{"history here, confirmed later: campaigns through Retake", 5, true, true, true},
 		{"history here, Retake declines", 5, false, false, true},
-		{"nothing of it here: through Retake too", 0, true, true, true},
+		{"nothing of it here: goes on", 0, false, true, false},
 	} {
 		asked := false
 		in := WantInput{Self: "x", LearnedHolder: "x", NewestEpoch: c.newest, Succession: []string{"o", "x"},
@@ -47,8 +48,10 @@ func TestDecideNamesTheQuestionItLeavesToTheNode(t *testing.T) {
 		{"the only copy gone, its replica waits for it unless it answers", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m", "o"}}, Regular: []string{"m"}, Up: func(id string) bool { return id != "m" }, Lost: none}, Want{Ask: AskTakeOver}},
 		{"the only copy lost: taken over if it answers, else anyway", WantInput{Self: "o", Assignment: shard.Assignment{Master: "m", Responsible: []string{"m"}}, Regular: []string{"m"}, Succession: []string{"o"}, Up: func(id string) bool { return id != "m" }, Lost: func(id string) bool { return id == "m" }}, Want{Ask: AskTakeOver, Campaign: true}},
 		{"named holder with history: retaken with a check", WantInput{Self: "x", LearnedHolder: "x", NewestEpoch: 3, Up: up, Lost: none}, Want{Ask: AskRetake}},
-		{"never mastered, the first available: campaigns with a check", WantInput{Self: "x", Succession: []string{"x", "o"}, Up: up, Lost: none}, Want{Ask: AskRetake}},
-		{"never mastered, not the first available", WantInput{Self: "x", Succession: []string{"o", "x"}, Up: up, Lost: none}, Want{}},
+		{"never mastered, the first available", WantInput{Self: "x", Succession: []string{"x", "o"}, Up: up, Lost: none}, Want{Campaign: true}},
+		{"never mastered, the first available, its store empty at start: with a check", WantInput{Self: "x", EmptyStore: true, Succession: []string{"x", "o"}, Up: up, Lost: none}, Want{Ask: AskRetake}},
+		{"never mastered, not the first available", WantInput{Self: "x", EmptyStore: true, Succession: []string{"o", "x"}, Up: up, Lost: none}, Want{}},
+		{"named by the voters, no history, its store empty at start: with a check", WantInput{Self: "x", EmptyStore: true, LearnedHolder: "x", Up: up, Lost: none}, Want{Ask: AskRetake}},
 		{"own tenure lapsed: retaken with a check", WantInput{Self: "x", Assignment: shard.Assignment{Master: "x", Epoch: 3, Responsible: []string{"x", "r"}}, Regular: []string{"x", "r"}, NewestEpoch: 3, Up: up, Lost: none}, Want{Ask: AskRetake}},
 		{"master up, a later master's writes here: the promotion rule", WantInput{Self: "r", Assignment: shard.Assignment{Master: "m", Epoch: 2, Responsible: []string{"m", "r"}}, Regular: []string{"m", "r"}, NewestEpoch: 7, Up: up, Lost: none}, Want{Ask: AskPromote}},
 	} {

@@ -43,6 +43,9 @@ type Node struct {
 	promote *promotion
 	started time.Time
 	commits *commitRecorder // COMMIT_LOG (nil: off)
+	// emptyAtStart: the store held nothing at start (a new node, or one
+	// whose data directory was emptied).
+	emptyAtStart bool
 
 	table    *shard.Table
 	place    *peerRing
@@ -243,7 +246,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		writable: n.writable, caughtUp: n.caughtUp, masterChanged: n.masterChanged, stopping: n.stopping.Load})
 	n.promote = newPromotion(&promotionDeps{self: cfg.NodeID, partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
 		log: log, leases: n.leases, writer: n.writer, table: table, peers: cl, voters: place.Voters,
-		copies: n.copies, lapseOf: n.lapseOf, wakeTenures: n.wakeTenures, wakeReplicas: n.wakeReplicas,
+		copies: n.copies, lapseOf: n.lapseOf, lost: n.memberLost, wakeTenures: n.wakeTenures, wakeReplicas: n.wakeReplicas,
 		broadcast: func(as []shard.Assignment) { n.cluster.Broadcast(shard.EncodeAssignments(as)) }})
 	if err := n.writer.LoadAll(ctx); err != nil {
 		return fail(fmt.Errorf("reading partition positions: %w", err))
@@ -263,6 +266,14 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	}
 	loaded := n.tenureLists
 	n.recordedLists.Store(&loaded)
+	// A store that held nothing at start (no lease record, no tenure, no
+	// history of any partition) is a new node's, or one whose data
+	// directory was emptied: its copy of a partition counts for nothing
+	// until it is sent one (see placement.WantInput.EmptyStore).
+	n.emptyAtStart = n.leases.StartedEmpty() && len(n.tenureLists) == 0
+	for p := 0; p < cfg.PartitionCount && n.emptyAtStart; p++ {
+		n.emptyAtStart = n.writer.NewestEpoch(p) == 0
+	}
 	for p := 0; p < cfg.PartitionCount; p++ {
 		// Epochs this node's store has seen are never proposed again, even
 		// if the voters' records were lost.
@@ -474,7 +485,7 @@ func (n *Node) leasePlan() lease.Plan {
 			in := placement.WantInput{
 				Self: n.cfg.NodeID, Assignment: a, Regular: shard.WriteQuorum(copies).Regular(a.Responsible), Succession: shard.Succession(ring, p),
 				Holding: holding, Stopping: n.stopping.Load(), HandingOff: n.handoff.inProgress(p), Receiving: n.handoff.receiving(p),
-				NewestEpoch: n.writer.NewestEpoch(p), LearnedHolder: learned,
+				NewestEpoch: n.writer.NewestEpoch(p), LearnedHolder: learned, EmptyStore: n.emptyAtStart,
 				// Superseded also when this node gave its tenure up
 				// because a copy was ahead (ConfirmTenure).
 				Superseded: learned != "" && learned != n.cfg.NodeID || a.Master == n.cfg.NodeID && n.promote.yieldedAt(p, a.Epoch),
@@ -943,9 +954,10 @@ func (n *Node) listKept(p int, l store.TenureList) bool {
 }
 
 // copyList is this node's recorded list of regular copies of partition
-// p, master first, as its lease renewals carry it (nil: none recorded).
-// It reads only the published record: the lease manager asks it holding
-// its own lock.
+// p, master first, as its lease renewals carry it (nil: none recorded,
+// or its tenure not confirmed yet). It reads only the published record
+// and promotion's state (whose lock is never held while calling the
+// lease manager): the lease manager asks it holding its own lock.
 func (n *Node) copyList(p int) *record.CopyList {
 	lists := n.recordedLists.Load()
 	if lists == nil {
@@ -953,6 +965,14 @@ func (n *Node) copyList(p int) *record.CopyList {
 	}
 	l, ok := (*lists)[p]
 	if !ok || l.Epoch == 0 {
+		return nil
+	}
+	if !n.promote.confirmed(p, l.Epoch) {
+		// Not before its tenure is confirmed: the voters keep one list
+		// and the newest hides the older ones from a later winner's
+		// check, and an unconfirmed tenure's replicas (chosen afresh
+		// after a restart) may hold none of the writes the list before
+		// counted.
 		return nil
 	}
 	return &record.CopyList{Epoch: l.Epoch, Seq: max(l.Seq, 1), Copies: append([]string{n.cfg.NodeID}, l.Replicas...)}
@@ -984,6 +1004,17 @@ func (n *Node) replacement(p int, epoch uint64, newcomers, replaced []string) pl
 // downTooLong reports whether member m has been DOWN for longer than
 // REPLICA_REPLACE_AFTER, counted from when it was last heard, or from this
 // node's start: its copies count as lost.
+// memberLost says a member is gone for good: out of the peer list, or
+// DOWN past REPLICA_REPLACE_AFTER.
+func (n *Node) memberLost(id string) bool {
+	for _, m := range n.cluster.View().Members {
+		if m.ID == id {
+			return !m.InPeerList || n.downTooLong(m, time.Now())
+		}
+	}
+	return true
+}
+
 func (n *Node) downTooLong(m cluster.MemberStatus, now time.Time) bool {
 	heard := n.started
 	if m.LastHeard != nil && m.LastHeard.After(heard) {

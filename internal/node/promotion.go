@@ -74,8 +74,11 @@ type promotionDeps struct {
 	voters func() []string // the lease voters in force (peerRing.Voters)
 
 	// The node's own rules (Node.copies, Node.lapseOf, Node.wakeTenures).
-	copies      func() int
-	lapseOf     func(p int) placement.Lapse
+	copies  func() int
+	lapseOf func(p int) placement.Lapse
+	// lost says a member is gone for good (DOWN past
+	// REPLICA_REPLACE_AFTER, or out of the peer list).
+	lost        func(id string) bool
 	wakeTenures func()
 	// wakeReplicas has the replica loop record a confirmed tenure's list.
 	wakeReplicas func()
@@ -95,12 +98,15 @@ type promotionLeases interface {
 	// NewestLists is the latest lists of regular copies of an epoch
 	// before the given one that the voters keep (lease.Manager.NewestLists).
 	NewestLists(p int, before uint64) []*record.CopyList
+	// CarryList has the next lease round carry this node's list of p.
+	CarryList(p int)
 }
 
 // promotionWriter is the partition writer as promotion uses it
 // (store.Writer).
 type promotionWriter interface {
 	Applied(p int) store.Position
+	NewestEpoch(p int) uint64
 }
 
 func newPromotion(deps *promotionDeps) *promotion {
@@ -395,6 +401,8 @@ func (pr *promotion) confirm(ctx context.Context) {
 	byMember := map[string][]int{}
 	everyone := map[int]bool{}      // partitions whose check asks every member
 	tableList := map[int][]string{} // the regular copies the table names
+	listsOnly := map[int]bool{}     // partitions this node holds nothing of
+	asked := map[int][]string{}     // of those with no list kept: the members asked
 	for p, c := range checks {
 		if pr.leases.LastEpoch(p) != c.epoch {
 			pr.mu.Lock()
@@ -409,8 +417,24 @@ func (pr *promotion) confirm(ctx context.Context) {
 			delete(checks, p)
 			continue
 		}
-		regular := shard.WriteQuorum(pr.copies()).Regular(pr.table.Get(p).Responsible)
-		tableList[p] = regular
+		// A node that holds nothing of p and has seen nothing of it (no
+		// epoch in its history, a master's batches or its tenures: a
+		// partition it never held, or lost with its data directory; a
+		// copy sent an empty partition counts as that copy) counts as no
+		// copy, and the
+		// voters' lists decide (lease.ConfirmHoldingNothing): a write
+		// acknowledged by a majority was counted on a list a majority of
+		// the voters kept before it (a tenure takes no write until then,
+		// and carries its list only once confirmed), and the majority
+		// that granted this tenure shares a voter with that one. With no
+		// list kept, every member is asked whether it holds anything.
+		var regular []string
+		if pr.writer.NewestEpoch(p) == 0 && pr.writer.Applied(p) == (store.Position{}) {
+			listsOnly[p] = true
+		} else {
+			regular = shard.WriteQuorum(pr.copies()).Regular(pr.table.Get(p).Responsible)
+			tableList[p] = regular
+		}
 		// The list the previous master last counted writes on is one the
 		// voters keep (the majority that granted this tenure shares a
 		// voter with the one that kept it); this node's table may not
@@ -423,7 +447,31 @@ func (pr *promotion) confirm(ctx context.Context) {
 				}
 			}
 		}
-		ask := confirmAsks(pr.self, regular, states)
+		var ask confirmation
+		switch {
+		case listsOnly[p] && len(c.lists) == 0:
+			// Every member must answer, not only those up: a voter whose
+			// store was emptied too keeps no list, and the copies of the
+			// partition may be the ones down. Only a member lost for good
+			// is not waited for.
+			for _, id := range slices.Sorted(maps.Keys(states)) {
+				if id == pr.self || pr.lost(id) {
+					continue
+				}
+				asked[p] = append(asked[p], id)
+				if states[id] == cluster.Up {
+					ask.members = append(ask.members, id)
+				}
+			}
+		case listsOnly[p]:
+			for _, id := range regular { // the lists' copies alone
+				if id != pr.self && states[id] == cluster.Up {
+					ask.members = append(ask.members, id)
+				}
+			}
+		default:
+			ask = confirmAsks(pr.self, regular, states)
+		}
 		everyone[p] = ask.everyone
 		for _, id := range ask.members {
 			byMember[id] = append(byMember[id], p)
@@ -460,19 +508,11 @@ func (pr *promotion) confirm(ctx context.Context) {
 		// node's voter record or the voters' answers) may be unable to
 		// campaign (cut off from the voters): they never make this node
 		// step down.
-		// A node that holds nothing of p (a partition it never held, or
-		// lost with its data directory) is checked against the voters'
-		// lists alone: a write acknowledged by a majority was counted on
-		// a list a majority of the voters kept before it (a tenure takes
-		// no write until then), and the majority that granted this tenure
-		// shares a voter with that one. With no list kept, the partition
-		// never took a write.
 		own := pr.writer.Applied(p)
-		listsOnly := own == (store.Position{})
 		l, a := pr.lapseOf(p), pr.table.Get(p)
 		up, over := map[string]store.Position{}, map[string]store.Position{}
 		for id, pos := range heard[p] {
-			if everyone[p] && !listsOnly && pos == (store.Position{}) {
+			if everyone[p] && pos == (store.Position{}) {
 				continue // asked as any member: it holds nothing of p
 			}
 			if id == c.previous || l.Over(id, a) {
@@ -484,18 +524,16 @@ func (pr *promotion) confirm(ctx context.Context) {
 		// Confirmed on the table's list (as before the voters kept
 		// lists: a write counted on it while the voters' list was not yet
 		// taken is on a majority of it) and on the voters' list.
-		table, every := tableList[p], everyone[p]
-		if listsOnly {
-			table, every = nil, false
+		var ok, stepDown bool
+		var why string
+		if listsOnly[p] {
+			ok, stepDown, why = lease.ConfirmHoldingNothing(up, over, asked[p], c.lists, pr.copies())
+		} else {
+			ok, stepDown, why = lease.ConfirmOnLists(pr.self, own, up, over, tableList[p], everyone[p], c.lists, pr.copies())
 		}
-		ok, stepDown, why := lease.ConfirmOnLists(pr.self, own, up, over, table, every, c.lists, pr.copies())
 		switch {
 		case ok:
-			pr.mu.Lock()
-			pr.checks.confirm(p, c.epoch)
-			pr.mu.Unlock()
-			pr.wakeReplicas() // its list is recorded now
-			pr.wakeTenures()
+			pr.settle(p, c.epoch)
 		case stepDown:
 			// No write was taken in this tenure (it was not confirmed),
 			// so releasing the lease at once is safe; the release keeps
@@ -515,6 +553,18 @@ func (pr *promotion) confirm(ctx context.Context) {
 				"heard", heard[p], "table", tableList[p], "lists", c.lists, "own", own)
 		}
 	}
+}
+
+// settle confirms this node's tenure of p at epoch: it may take writes
+// once the voters keep its list, which it carries from now on (see
+// Node.copyList).
+func (pr *promotion) settle(p int, epoch uint64) {
+	pr.mu.Lock()
+	pr.checks.confirm(p, epoch)
+	pr.mu.Unlock()
+	pr.wakeReplicas() // its list is recorded now
+	pr.leases.CarryList(p)
+	pr.wakeTenures()
 }
 
 // listAhead gives the copy furthest ahead of own a regular slot in this

@@ -327,8 +327,10 @@ func TestRemovedNodeDrainsAndLosesNothing(t *testing.T) {
 // copy resumes after the node restarts, and ends complete: every document
 // is on the new master, and each partition has exactly one master.
 func TestInterruptedMoveResumesAfterARestart(t *testing.T) {
-	// Copy chunks of at most 20 documents: 300 documents take 15.
-	c := testcluster.Start(t, 3, testcluster.MaxConcurrentMoves(1), testcluster.ReplicationBatch(20), testcluster.Tolerant())
+	// Copy chunks of at most 5 documents: 300 documents take 60, long
+	// enough to be seen under way (polled every 20 ms; with chunks of 20
+	// a whole copy sometimes fell between two polls).
+	c := testcluster.Start(t, 3, testcluster.MaxConcurrentMoves(1), testcluster.ReplicationBatch(5), testcluster.Tolerant())
 	token := testnode.AdminToken(t)
 	// The partitions node4 will own: fill some of them, so their copy
 	// takes several chunks.

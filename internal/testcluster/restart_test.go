@@ -150,32 +150,57 @@ func restartWithoutTheStandIn(t *testing.T, campaignsAhead bool) {
 }
 
 // A node that comes back with an empty data directory (its disk
-// replaced) does not master a partition it holds no copy of over the
-// copy that holds its writes, even when it restarts first after a full
-// restart: RF 2, node1 holds no copy of the partition; every node stops,
-// node1's directory is emptied and it restarts alone. Its table is empty
-// and no voter record names a holder, so the partition looks never
-// mastered and node1 is the first node of its succession that is up; its
-// own voter grants it a new epoch every round. Once that passes the
-// partition's epoch, the replica restarts (the master stays down), and
-// its voter, whose record of the master was loaded at start, grants node1
-// the lease over it. Before, node1 took writes at once with an empty copy
-// and the replica rolled every majority write back.
+// replaced) does not master a partition over the copies that hold its
+// writes, even when it restarts first after a full restart. RF 2; every
+// node stops, node1's directory is emptied and it restarts alone. Its
+// table is empty and no voter record names a holder, so the partition
+// looks never mastered and node1 is the first node of its succession that
+// is up; its own voter grants it a new epoch every round. Once that passes
+// the partition's epoch, another node restarts, and its voter, whose
+// record of the master was loaded at start, grants node1 the lease over
+// it.
+//
+//   - node1 held no copy: the replica restarts (the master stays down).
+//     Before, node1 took writes at once with an empty copy and the
+//     replica rolled every majority write back.
+//   - node1 was the replica: the third node restarts, then the master.
+//     node1's check of its tenure counted its own (emptied) copy as one of
+//     the list the voters keep, and it wrote before the master returned.
 func TestAnEmptiedNodeDoesNotMasterAPartitionOverItsCopies(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(2))
+	for _, heldACopy := range []bool{false, true} {
+		name := "node1 held no copy"
+		if heldACopy {
+			name = "node1 held a copy"
+		}
+		t.Run(name, func(t *testing.T) { restartEmptied(t, heldACopy) })
+	}
+}
+
+func restartEmptied(t *testing.T, heldACopy bool) {
+	// The master is down for seconds, not lost for good: a partition
+	// whose every copy is DOWN past REPLICA_REPLACE_AFTER may start again
+	// without them.
+	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(2), testcluster.ReplicaReplaceAfter(time.Minute))
 	token := testnode.AdminToken(t)
-	var user, master, replica string
+	var user, master, other string
 	var p int
 	for i := 0; i < 10000 && user == ""; i++ {
 		u := fmt.Sprintf("user%d", i)
 		q := shard.PartitionOf(u, testcluster.Partitions)
 		m := c.MasterOf(q)
-		if r := c.Node("node2").Placement(q).Responsible; m != "" && m != "node1" && len(r) == 2 && !slices.Contains(r, "node1") {
-			user, p, master, replica = u, q, m, r[1]
+		r := c.Node("node2").Placement(q).Responsible
+		if m == "" || m == "node1" || len(r) != 2 || slices.Contains(r, "node1") != heldACopy {
+			continue
+		}
+		user, p, master = u, q, m
+		for _, id := range c.IDs() {
+			if id != "node1" && id != m {
+				other = id // the replica, or the node holding no copy
+			}
 		}
 	}
 	if user == "" {
-		t.Fatal("no partition without a copy on node1; the test proves nothing")
+		t.Fatal("no partition placed as the case needs; the test proves nothing")
 	}
 	base := "/v1/users/" + user + "/collections/c/documents/"
 	acked := writeMajority(t, c.Node(master).Client(token), base, 20)
@@ -189,7 +214,19 @@ func TestAnEmptiedNodeDoesNotMasterAPartitionOverItsCopies(t *testing.T) {
 		e, _ := c.Node("node1").Leases().Learned(p)
 		return e > epoch, fmt.Sprintf("node1 at epoch %d, the partition's %d", e, epoch)
 	})
-	c.Restart(replica)
+	c.Restart(other)
+	if heldACopy {
+		// node1 may win the lease with the third node's vote; it must not
+		// write before it hears the master, the list's other copy.
+		testnode.Eventually(t, 20*time.Second, "node1 winning the lease with the third node's vote", func() (bool, string) {
+			_, held := c.Node("node1").Leases().Holds(p)
+			return held, "not yet"
+		})
+		if r, err := c.Node("node1").Client(token).TryDo("PUT", base+"while-the-master-is-down", `{"n":3}`, "X-Write-Timeout", "2s"); err == nil && (r.Status == 200 || r.Status == 201) {
+			t.Errorf("node1, emptied, took a write while the copy that holds the partition was down: %d", r.Status)
+		}
+		c.Restart(master)
+	}
 	now := awaitMasterTakingWrites(t, c, token, p, base+"after-restart", 30*time.Second)
 	cl := c.Node(now).Client(token)
 	lost := 0
@@ -199,8 +236,8 @@ func TestAnEmptiedNodeDoesNotMasterAPartitionOverItsCopies(t *testing.T) {
 			t.Errorf("majority write %s reads %d %s on %s, the master after the restart", id, r.Status, r.Body, now)
 		}
 	}
-	t.Logf("%s mastered the partition at epoch %d with %d majority writes, replica %s; node1 emptied and restarted first, then %s; %s masters it now; %d lost",
-		master, epoch, len(acked), replica, replica, now, lost)
+	t.Logf("%s mastered the partition at epoch %d with %d majority writes; node1 emptied and restarted first, then %s; %s masters it now; %d lost",
+		master, epoch, len(acked), other, now, lost)
 }
 
 // awaitMasterTakingWrites waits until the master of partition p
@@ -235,8 +272,11 @@ func awaitMasterTakingWrites(t *testing.T, c *testcluster.Cluster, token string,
 // at once and, with RF 2 the promotion quorum being the candidate alone,
 // promoted itself and lost the writes it had not been copied yet.
 func TestAReplacementStillCopyingIsNotPromoted(t *testing.T) {
-	// Copy chunks of at most 20 documents: 400 documents take 20 of them.
-	c := testcluster.Start(t, 4, testcluster.Voters(3), testcluster.ReplicationBatch(20))
+	// Copy chunks of at most 5 documents: 400 documents take 80 of them,
+	// long enough to be seen under way (polled every 20 ms) on an idle
+	// machine too (with chunks of 20 the copy was sometimes done between
+	// two polls).
+	c := testcluster.Start(t, 4, testcluster.Voters(3), testcluster.ReplicationBatch(5))
 	token := testnode.AdminToken(t)
 	user, p := userPlacedOn(t, c, "node1", "node4")
 	// Enough documents that the new replica's copy takes many chunks.
