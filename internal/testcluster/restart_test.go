@@ -23,19 +23,7 @@ import (
 // preferred master campaigned by succession with its stale history and won,
 // and the others rolled the acknowledged writes back.
 func TestAFullRestartAfterAFailoverLosesNoMajorityWrite(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(3))
-	token := testnode.AdminToken(t)
-	user, p := userMasteredBy(t, c, "node1")
-	base := "/v1/users/" + user + "/collections/c/documents/"
-	if r := c.Node("node2").Client(token).Do("PUT", base+"before", `{"n":0}`, "X-Write-Concern", "all"); r.Status != 201 {
-		t.Fatalf("first write: %d %s", r.Status, r.Body)
-	}
-	c.Node("node1").Stop()
-	var standIn string
-	testnode.Eventually(t, 20*time.Second, "a stand-in master", func() (bool, string) {
-		standIn = c.MasterOf(p)
-		return standIn != "", "none yet"
-	})
+	c, token, base, p, standIn := failOverNode1(t)
 	var acked []string
 	for i := range 30 {
 		id := fmt.Sprintf("after-failover-%d", i)
@@ -108,19 +96,7 @@ func TestARestartedMasterDoesNotRetakeItsPartitionOverALaterTenure(t *testing.T)
 }
 
 func restartWithoutTheStandIn(t *testing.T, campaignsAhead bool) {
-	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(3))
-	token := testnode.AdminToken(t)
-	user, p := userMasteredBy(t, c, "node1")
-	base := "/v1/users/" + user + "/collections/c/documents/"
-	if r := c.Node("node2").Client(token).Do("PUT", base+"before", `{"n":0}`, "X-Write-Concern", "all"); r.Status != 201 {
-		t.Fatalf("first write: %d %s", r.Status, r.Body)
-	}
-	c.Node("node1").Stop()
-	var standIn string
-	testnode.Eventually(t, 20*time.Second, "a stand-in master", func() (bool, string) {
-		standIn = c.MasterOf(p)
-		return standIn != "", "none yet"
-	})
+	c, token, base, p, standIn := failOverNode1(t)
 	third := "node2"
 	if standIn == "node2" {
 		third = "node3"
@@ -238,6 +214,27 @@ func restartEmptied(t *testing.T, heldACopy bool) {
 	}
 	t.Logf("%s mastered the partition at epoch %d with %d majority writes; node1 emptied and restarted first, then %s; %s masters it now; %d lost",
 		master, epoch, len(acked), other, now, lost)
+}
+
+// failOverNode1 starts three nodes with RF 3, writes document "before"
+// (write concern all) to a partition node1 masters, stops node1 and waits
+// for a stand-in master of that partition. It returns the cluster, an
+// admin token, the documents' base path, the partition and the stand-in.
+func failOverNode1(t *testing.T) (c *testcluster.Cluster, token, base string, p int, standIn string) {
+	t.Helper()
+	c = testcluster.Start(t, 3, testcluster.ReplicationFactor(3))
+	token = testnode.AdminToken(t)
+	user, p := userMasteredBy(t, c, "node1")
+	base = "/v1/users/" + user + "/collections/c/documents/"
+	if r := c.Node("node2").Client(token).Do("PUT", base+"before", `{"n":0}`, "X-Write-Concern", "all"); r.Status != 201 {
+		t.Fatalf("first write: %d %s", r.Status, r.Body)
+	}
+	c.Node("node1").Stop()
+	testnode.Eventually(t, 20*time.Second, "a stand-in master", func() (bool, string) {
+		standIn = c.MasterOf(p)
+		return standIn != "", "none yet"
+	})
+	return c, token, base, p, standIn
 }
 
 // awaitMasterTakingWrites waits until the master of partition p
