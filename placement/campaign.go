@@ -68,9 +68,10 @@ const (
 	AskTakeOver
 	// AskRetake: this node's own tenure lapsed (or it names itself master
 	// from its tenure record after a restart), or the voters name it the
-	// holder while its table names no master, or it takes a partition it
-	// knows nothing of: it campaigns only with its tenure to be
-	// confirmed (Answers.Retake). After a restart the node cannot tell a
+	// holder while its table names no master (its history holds the
+	// partition, or its store held nothing at start), or, its store empty
+	// at start, it takes a partition for new: it campaigns only with its
+	// tenure to be confirmed (Answers.Retake). After a restart the node cannot tell a
 	// grant it won by the promotion rule and never confirmed (its copy may
 	// be behind the copies that hold the majority writes), or a vote its
 	// own voter recorded for a campaign that failed, from a tenure that
@@ -153,7 +154,9 @@ func WantsLease(in WantInput, ans Answers) bool { return Decide(in).Settle(in, a
 //     restart nobody has told it yet, and its copy may lack that master's
 //     writes);
 //   - a partition nobody ever mastered goes to the first available node of
-//     its succession (the preferred master first);
+//     its succession (the preferred master first), with its tenure
+//     confirmed when that node's store held nothing at start (it may have
+//     lost the partition with its data directory);
 //   - when the master is gone, or superseded (the voters told it of a
 //     later grant, or this node's history holds a later master's writes:
 //     after a full restart the table may name a master from its tenure
