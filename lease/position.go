@@ -96,6 +96,12 @@ func ConfirmTenure(self string, own Position, up, over map[string]Position, rf i
 // and one of fewer than rf/2+1 copies, which never held a majority
 // write, none: only a copy of it ahead still counts.
 func ConfirmOnList(self string, own Position, up, over map[string]Position, list []string, rf int) (confirmed, stepDown bool, why string) {
+	return confirmOnList(self, own, up, over, list, rf, slices.Contains(list, self))
+}
+
+// confirmOnList is ConfirmOnList with this node counted as a copy of list
+// only if selfCounts.
+func confirmOnList(self string, own Position, up, over map[string]Position, list []string, rf int, selfCounts bool) (confirmed, stepDown bool, why string) {
 	in := func(m map[string]Position) map[string]Position {
 		out := map[string]Position{}
 		for id, pos := range m {
@@ -105,7 +111,7 @@ func ConfirmOnList(self string, own Position, up, over map[string]Position, list
 		}
 		return out
 	}
-	return confirmTenure(self, own, in(up), in(over), len(list)-rf/2, slices.Contains(list, self))
+	return confirmTenure(self, own, in(up), in(over), len(list)-rf/2, selfCounts)
 }
 
 // ConfirmOnLists checks a tenure won by the promotion rule against every
@@ -122,11 +128,20 @@ func ConfirmOnLists(self string, own Position, up, over map[string]Position, tab
 	} else {
 		confirmed, stepDown, why = ConfirmOnList(self, own, up, over, table, rf)
 	}
+	return onEveryList(confirmed, stepDown, why, lists, func(copies []string) (bool, bool, string) {
+		return ConfirmOnList(self, own, up, over, copies, rf)
+	})
+}
+
+// onEveryList adds the decision of each of the voters' lists (decide) to
+// one already made: a list that steps down decides, one not confirmed
+// keeps the tenure unconfirmed (the first such says why).
+func onEveryList(confirmed, stepDown bool, why string, lists []*record.CopyList, decide func(copies []string) (bool, bool, string)) (bool, bool, string) {
 	for _, l := range lists {
 		if stepDown {
 			break
 		}
-		ok, step, whyNot := ConfirmOnList(self, own, up, over, l.Copies, rf)
+		ok, step, whyNot := decide(l.Copies)
 		switch {
 		case step:
 			confirmed, stepDown, why = false, true, whyNot
@@ -170,26 +185,9 @@ func ConfirmHoldingNothing(up, over map[string]Position, asked []string, lists [
 		}
 		return true, false, ""
 	}
-	confirmed = true
-	for _, l := range lists {
-		in := func(m map[string]Position) map[string]Position {
-			out := map[string]Position{}
-			for id, pos := range m {
-				if slices.Contains(l.Copies, id) {
-					out[id] = pos
-				}
-			}
-			return out
-		}
-		ok, step, whyNot := confirmTenure("", zero, in(up), in(over), len(l.Copies)-rf/2, false)
-		if step {
-			return false, true, whyNot
-		}
-		if !ok && confirmed {
-			confirmed, why = false, fmt.Sprintf("the copies the voters keep for epoch %d (%v): %s", l.Epoch, l.Copies, whyNot)
-		}
-	}
-	return confirmed, false, why
+	return onEveryList(true, false, "", lists, func(copies []string) (bool, bool, string) {
+		return confirmOnList("", zero, up, over, copies, rf, false)
+	})
 }
 
 // confirmTenure is the rule of ConfirmTenure with need answers, this node

@@ -268,8 +268,8 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	n.recordedLists.Store(&loaded)
 	// A store that held nothing at start (no lease record, no tenure, no
 	// history of any partition) is a new node's, or one whose data
-	// directory was emptied: its copy of a partition counts for nothing
-	// until it is sent one (see placement.WantInput.EmptyStore).
+	// directory was emptied: its knowing nothing of a partition does not
+	// mean the partition has no history (placement.WantInput.EmptyStore).
 	n.emptyAtStart = n.leases.StartedEmpty() && len(n.tenureLists) == 0
 	for p := 0; p < cfg.PartitionCount && n.emptyAtStart; p++ {
 		n.emptyAtStart = n.writer.NewestEpoch(p) == 0
@@ -464,12 +464,7 @@ func (n *Node) leasePlan() lease.Plan {
 		states[m.ID], members[m.ID] = m.State, m
 	}
 	now := time.Now()
-	// A copy is lost when its node is DOWN past REPLICA_REPLACE_AFTER, or
-	// is neither in the peer list nor gossiping.
-	lost := func(id string) bool {
-		m, ok := members[id]
-		return !ok || n.downTooLong(m, now)
-	}
+	lost := func(id string) bool { return n.lostIn(members, id, now) }
 	copies := n.copies()
 	return lease.Plan{Voters: voters, Settle: n.cfg.LeaseTTL + n.cfg.PeersRefresh, List: n.copyList,
 		Want: func(p int) bool {
@@ -1001,20 +996,27 @@ func (n *Node) replacement(p int, epoch uint64, newcomers, replaced []string) pl
 	return placement.DecideReplacement(epoch, n.writer.Position(p), acks(newcomers), acks(replaced))
 }
 
+// memberLost says a member is gone for good, by this node's view now
+// (see lostIn).
+func (n *Node) memberLost(id string) bool {
+	members := map[string]cluster.MemberStatus{}
+	for _, m := range n.cluster.View().Members {
+		members[m.ID] = m
+	}
+	return n.lostIn(members, id, time.Now())
+}
+
+// lostIn says member id is gone for good, its copies lost: DOWN past
+// REPLICA_REPLACE_AFTER, or neither in the peer list nor gossiping (not
+// among members, a view's).
+func (n *Node) lostIn(members map[string]cluster.MemberStatus, id string, now time.Time) bool {
+	m, ok := members[id]
+	return !ok || n.downTooLong(m, now)
+}
+
 // downTooLong reports whether member m has been DOWN for longer than
 // REPLICA_REPLACE_AFTER, counted from when it was last heard, or from this
 // node's start: its copies count as lost.
-// memberLost says a member is gone for good: out of the peer list, or
-// DOWN past REPLICA_REPLACE_AFTER.
-func (n *Node) memberLost(id string) bool {
-	for _, m := range n.cluster.View().Members {
-		if m.ID == id {
-			return !m.InPeerList || n.downTooLong(m, time.Now())
-		}
-	}
-	return true
-}
-
 func (n *Node) downTooLong(m cluster.MemberStatus, now time.Time) bool {
 	heard := n.started
 	if m.LastHeard != nil && m.LastHeard.After(heard) {

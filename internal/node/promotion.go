@@ -76,8 +76,8 @@ type promotionDeps struct {
 	// The node's own rules (Node.copies, Node.lapseOf, Node.wakeTenures).
 	copies  func() int
 	lapseOf func(p int) placement.Lapse
-	// lost says a member is gone for good (DOWN past
-	// REPLICA_REPLACE_AFTER, or out of the peer list).
+	// lost says a member is gone for good (Node.memberLost: DOWN past
+	// REPLICA_REPLACE_AFTER, or neither in the peer list nor gossiping).
 	lost        func(id string) bool
 	wakeTenures func()
 	// wakeReplicas has the replica loop record a confirmed tenure's list.
@@ -421,13 +421,13 @@ func (pr *promotion) confirm(ctx context.Context) {
 		// epoch in its history, a master's batches or its tenures: a
 		// partition it never held, or lost with its data directory; a
 		// copy sent an empty partition counts as that copy) counts as no
-		// copy, and the
-		// voters' lists decide (lease.ConfirmHoldingNothing): a write
-		// acknowledged by a majority was counted on a list a majority of
-		// the voters kept before it (a tenure takes no write until then,
-		// and carries its list only once confirmed), and the majority
-		// that granted this tenure shares a voter with that one. With no
-		// list kept, every member is asked whether it holds anything.
+		// copy, and the voters' lists decide
+		// (lease.ConfirmHoldingNothing): a write acknowledged by a
+		// majority was counted on a list a majority of the voters kept
+		// before it (a tenure takes no write until then, and carries its
+		// list only once confirmed), and the majority that granted this
+		// tenure shares a voter with that one. With no list kept, every
+		// member is asked whether it holds anything.
 		var regular []string
 		if pr.writer.NewestEpoch(p) == 0 && pr.writer.Applied(p) == (store.Position{}) {
 			listsOnly[p] = true

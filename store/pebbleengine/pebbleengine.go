@@ -112,10 +112,10 @@ const memTableBytes = 32 << 20
 
 // pebbleOptions are Pebble's defaults with larger memtables
 // (memTableBytes) and a Bloom filter in every table, which Pebble leaves
-// out by default. Every write looks up the
-// document it replaces (or finds there is none: every insert of a new
-// document, on the master and on each replica), and without a filter
-// that lookup searches every table of L0 and one of each level below;
+// out by default. Every write looks up the document it replaces (or
+// finds there is none: every insert of a new document, on the master and
+// on each replica), and without a filter that lookup searches every
+// table of L0 and one of each level below;
 // with one, a table whose filter rules the key out is not read. Ten bits
 // per key rule out about 99% of the tables that lack it. Tables written
 // before a filter was configured are read as they are, without one,
