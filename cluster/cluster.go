@@ -228,6 +228,10 @@ func (c *Cluster) selfMeta(self Peer) NodeMeta {
 		Flags: flags, Version: c.cfg.Version, Incarnation: c.start.UnixMilli()}
 }
 
+// Incarnation is this process's incarnation as the others see it in its
+// gossip metadata (NodeMeta.Incarnation): its start time in ms.
+func (c *Cluster) Incarnation() int64 { return c.start.UnixMilli() }
+
 // memberlistConfig maps Shoal's settings onto memberlist's. The README's
 // "Failure detection" section documents the mapping; keep the two in step.
 func memberlistConfig(cfg Config, advertise string) (*memberlist.Config, error) {
@@ -392,7 +396,7 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 	if !ok {
 		return nil, fmt.Errorf("%w: node %q is not in the peer list", ErrNotSent, peer)
 	}
-	if c.cfg.Faults.callsBlocked(c.cfg.NodeID, peer) {
+	if c.cfg.Faults.callsBlocked(c.cfg.NodeID, peer) || c.cfg.Faults.replicationBlocked(c.cfg.NodeID, peer, req.URL.Path) {
 		return nil, fmt.Errorf("%w: sending to %s: %w", ErrNotSent, peer, ErrLinkCut)
 	}
 	u, err := url.Parse(base)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +19,10 @@ type Faults struct {
 	mu       sync.RWMutex
 	cut      map[[2]string]bool
 	callsCut map[[2]string]bool // node-to-node HTTP only; gossip still flows
-	byAddr   map[string]string  // gossip address -> node id
+	// replicationCut: from -> to pairs whose replication calls (batches
+	// and copies) fail; every other call and gossip still flows.
+	replicationCut map[[2]string]bool
+	byAddr         map[string]string // gossip address -> node id
 	// stateMuted: nodes whose partition-table state (broadcasts and
 	// push-pull) is lost on its way out; membership gossip still flows.
 	stateMuted map[string]bool
@@ -26,7 +30,7 @@ type Faults struct {
 
 // NewFaults returns an empty fault table.
 func NewFaults() *Faults {
-	return &Faults{cut: map[[2]string]bool{}, callsCut: map[[2]string]bool{}, byAddr: map[string]string{}, stateMuted: map[string]bool{}}
+	return &Faults{cut: map[[2]string]bool{}, callsCut: map[[2]string]bool{}, replicationCut: map[[2]string]bool{}, byAddr: map[string]string{}, stateMuted: map[string]bool{}}
 }
 
 // MuteState loses every partition-table update node sends from now on,
@@ -69,6 +73,28 @@ func (f *Faults) callsBlocked(a, b string) bool {
 	return f.cut[pair(a, b)] || f.callsCut[pair(a, b)]
 }
 
+// CutReplication makes every replication call from to to fail as not
+// sent (batches and copies, /internal/*/replicate), in that direction
+// only; lease rounds, position requests and gossip still go through. It
+// is how a test keeps a replica from ever hearing of its partition while
+// it stays on the master's list.
+func (f *Faults) CutReplication(from, to string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replicationCut[[2]string{from, to}] = true
+}
+
+// replicationBlocked reports whether a call from to to on path is a
+// replication call CutReplication cut.
+func (f *Faults) replicationBlocked(from, to, path string) bool {
+	if f == nil {
+		return false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.replicationCut[[2]string{from, to}] && strings.HasPrefix(path, "/internal/") && strings.HasSuffix(path, "/replicate")
+}
+
 func pair(a, b string) [2]string {
 	if a > b {
 		a, b = b, a
@@ -96,7 +122,7 @@ func (f *Faults) Heal(a, b string) {
 func (f *Faults) HealAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cut, f.callsCut, f.stateMuted = map[[2]string]bool{}, map[[2]string]bool{}, map[string]bool{}
+	f.cut, f.callsCut, f.replicationCut, f.stateMuted = map[[2]string]bool{}, map[[2]string]bool{}, map[[2]string]bool{}, map[string]bool{}
 }
 
 // Isolate cuts node a from every node in others.

@@ -128,20 +128,20 @@ func ConfirmOnLists(self string, own Position, up, over map[string]Position, tab
 	} else {
 		confirmed, stepDown, why = ConfirmOnList(self, own, up, over, table, rf)
 	}
-	return onEveryList(confirmed, stepDown, why, lists, func(copies []string) (bool, bool, string) {
-		return ConfirmOnList(self, own, up, over, copies, rf)
+	return onEveryList(confirmed, stepDown, why, lists, func(l *record.CopyList) (bool, bool, string) {
+		return ConfirmOnList(self, own, up, over, l.Copies, rf)
 	})
 }
 
 // onEveryList adds the decision of each of the voters' lists (decide) to
 // one already made: a list that steps down decides, one not confirmed
 // keeps the tenure unconfirmed (the first such says why).
-func onEveryList(confirmed, stepDown bool, why string, lists []*record.CopyList, decide func(copies []string) (bool, bool, string)) (bool, bool, string) {
+func onEveryList(confirmed, stepDown bool, why string, lists []*record.CopyList, decide func(l *record.CopyList) (bool, bool, string)) (bool, bool, string) {
 	for _, l := range lists {
 		if stepDown {
 			break
 		}
-		ok, step, whyNot := decide(l.Copies)
+		ok, step, whyNot := decide(l)
 		switch {
 		case step:
 			confirmed, stepDown, why = false, true, whyNot
@@ -152,18 +152,22 @@ func onEveryList(confirmed, stepDown bool, why string, lists []*record.CopyList,
 	return confirmed, stepDown, why
 }
 
-// ConfirmHoldingNothing decides whether a node that holds nothing of a
-// partition (its copy is empty: a partition it never held, or lost with
-// its data directory) may take writes in a tenure it won. It counts as no
-// copy of any list, even one that names it. With lists (the voters'
-// lists of the previous tenures, as for ConfirmOnLists), each decides as
-// for ConfirmOnList: a copy up that holds anything steps it down, and it
+// ConfirmHoldingNothing decides whether self, a node that holds nothing
+// of a partition and has seen no epoch of it, may take writes in a tenure
+// it won. Its copy may have been emptied (a data directory lost) after it
+// acknowledged writes, so it counts as no copy of a list, even one that
+// names it, unless the list names it at incarnation, the process it runs
+// in now: that list was recorded before any write counted on it
+// (record.CopyList.Incarnations), so this process, which holds nothing,
+// acknowledged none of them. With lists (the voters' lists of the
+// previous tenures, as for ConfirmOnLists), each decides as for
+// ConfirmOnList: a copy up that holds anything steps it down, and it
 // waits until enough copies of the list have answered. With none kept
 // anywhere it heard of (a voter whose store was emptied keeps none), it
 // is confirmed once every member of asked (every member not lost for
 // good) has answered and none holds anything of the partition; a member
 // up that does steps it down.
-func ConfirmHoldingNothing(up, over map[string]Position, asked []string, lists []*record.CopyList, rf int) (confirmed, stepDown bool, why string) {
+func ConfirmHoldingNothing(self string, incarnation int64, up, over map[string]Position, asked []string, lists []*record.CopyList, rf int) (confirmed, stepDown bool, why string) {
 	var zero Position
 	if len(lists) == 0 {
 		for _, id := range slices.Sorted(maps.Keys(up)) {
@@ -185,8 +189,8 @@ func ConfirmHoldingNothing(up, over map[string]Position, asked []string, lists [
 		}
 		return true, false, ""
 	}
-	return onEveryList(true, false, "", lists, func(copies []string) (bool, bool, string) {
-		return confirmOnList("", zero, up, over, copies, rf, false)
+	return onEveryList(true, false, "", lists, func(l *record.CopyList) (bool, bool, string) {
+		return confirmOnList(self, zero, up, over, l.Copies, rf, l.NamesAt(self, incarnation))
 	})
 }
 

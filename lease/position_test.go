@@ -173,14 +173,28 @@ func TestConfirmOnLists(t *testing.T) {
 }
 
 // A node that holds nothing of a partition counts as no copy of any list,
-// even one that names it (its copy was emptied): the other copies of each
-// list decide. With no list kept, every member asked must answer holding
-// nothing.
+// even one that names it (its copy was emptied), unless the list names it
+// at the incarnation of the process it runs in (recorded before any write
+// was counted on it): the other copies of each list decide. With no list
+// kept, every member asked must answer holding nothing.
 func TestConfirmHoldingNothing(t *testing.T) {
 	p := func(e, s uint64) Position { return Position{Epoch: e, Seq: s} }
 	var zero Position
 	kept := func(copies ...string) []*record.CopyList {
 		return []*record.CopyList{{Epoch: 2, Seq: 1, Copies: copies}}
+	}
+	// keptAt: a list recorded with its copies' incarnations; this node,
+	// x, runs in incarnation 7.
+	keptAt := func(xAt int64, copies ...string) []*record.CopyList {
+		l := kept(copies...)
+		for _, id := range copies {
+			inc := int64(100)
+			if id == "x" {
+				inc = xAt
+			}
+			l[0].Incarnations = append(l[0].Incarnations, inc)
+		}
+		return l
 	}
 	cases := []struct {
 		name              string
@@ -200,9 +214,15 @@ func TestConfirmHoldingNothing(t *testing.T) {
 		{"no list, a member holding the partition: step down", 2, map[string]Position{"a": zero, "b": p(1, 20)}, nil, []string{"a", "b"}, nil, false, true},
 		{"no list, a member whose lease is over holding it: wait", 2, map[string]Position{"a": zero}, map[string]Position{"b": p(1, 20)}, []string{"a", "b"}, nil, false, false},
 		{"no list, no other member (one node)", 2, nil, nil, nil, nil, true, false},
+		{"a list naming this node at its incarnation, its other copy not heard", 2, nil, nil, nil, keptAt(7, "m", "x"), true, false},
+		{"a list naming this node at its incarnation, its other copy holding writes: step down", 2, map[string]Position{"m": p(2, 1)}, nil, nil, keptAt(7, "m", "x"), false, true},
+		{"a list naming this node at an earlier incarnation: wait", 2, nil, nil, nil, keptAt(6, "m", "x"), false, false},
+		{"a list naming this node at an unknown incarnation: wait", 2, nil, nil, nil, keptAt(0, "m", "x"), false, false},
+		{"a list of three naming this node at its incarnation, one other copy heard", 3, map[string]Position{"a": zero}, nil, nil, keptAt(7, "x", "a", "b"), true, false},
+		{"a list of three naming this node at its incarnation, no other copy heard: wait", 3, nil, nil, nil, keptAt(7, "x", "a", "b"), false, false},
 	}
 	for _, c := range cases {
-		confirmed, stepDown, why := ConfirmHoldingNothing(c.up, c.over, c.asked, c.lists, c.rf)
+		confirmed, stepDown, why := ConfirmHoldingNothing("x", 7, c.up, c.over, c.asked, c.lists, c.rf)
 		if confirmed != c.confirmed || stepDown != c.stepDn {
 			t.Errorf("%s: confirmed %v step down %v (%s), want %v %v", c.name, confirmed, stepDown, why, c.confirmed, c.stepDn)
 		}

@@ -17,6 +17,24 @@ type CopyList struct {
 	Epoch  uint64   `bson:"e" json:"epoch"`
 	Seq    uint64   `bson:"s" json:"seq"`
 	Copies []string `bson:"c" json:"copies"`
+	// Incarnations, when set, holds for each of Copies (same order) the
+	// incarnation of its process (cluster.NodeMeta.Incarnation, 0 when
+	// unknown) when the master recorded the list as its tenure's first,
+	// the partition holding nothing yet: every write counted on the list
+	// came later, so a copy still running in that process and holding
+	// nothing acknowledged none (lease.ConfirmHoldingNothing). Unset on
+	// any other list.
+	Incarnations []int64 `bson:"i,omitempty" json:"incarnations,omitempty"`
+}
+
+// NamesAt reports whether l names id as a copy whose process had
+// incarnation (a known one, not 0) when the list was recorded.
+func (l *CopyList) NamesAt(id string, incarnation int64) bool {
+	if l == nil || incarnation == 0 || len(l.Incarnations) != len(l.Copies) {
+		return false
+	}
+	i := slices.Index(l.Copies, id)
+	return i >= 0 && l.Incarnations[i] == incarnation
 }
 
 // String is the list as logs show it: epoch.seq[copies].
@@ -54,6 +72,7 @@ func (l *CopyList) Clone() *CopyList {
 	}
 	c := *l
 	c.Copies = slices.Clone(l.Copies)
+	c.Incarnations = slices.Clone(l.Incarnations)
 	return &c
 }
 

@@ -73,6 +73,11 @@ type Node struct {
 	// recordedLists is tenureLists as last recorded, for the lease
 	// manager's renewals (copyList); replaced whole, never changed.
 	recordedLists atomic.Pointer[map[int]store.TenureList]
+	// firstLists: the incarnations of the copies (master first) of each
+	// list this node recorded, in this run, as a tenure's first while
+	// the partition held nothing here, for its renewals to carry
+	// (record.CopyList.Incarnations); replaced whole, never changed.
+	firstLists atomic.Pointer[map[int]firstList]
 	// stopping is set when Close begins: the node takes no lease after.
 	stopping atomic.Bool
 	// ready is what /readyz says.
@@ -244,7 +249,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		maxMoves: cfg.MaxConcurrentMoves, log: log, leases: n.leases, writer: n.writer, shipper: n.shipper, table: table,
 		peers: cl, ring: place.Ring, observe: metrics.ObserveHandoff,
 		writable: n.writable, caughtUp: n.caughtUp, masterChanged: n.masterChanged, stopping: n.stopping.Load})
-	n.promote = newPromotion(&promotionDeps{self: cfg.NodeID, partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
+	n.promote = newPromotion(&promotionDeps{self: cfg.NodeID, incarnation: cl.Incarnation(), partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
 		log: log, leases: n.leases, writer: n.writer, table: table, peers: cl, voters: place.Voters,
 		copies: n.copies, lapseOf: n.lapseOf, lost: n.memberLost, wakeTenures: n.wakeTenures, wakeReplicas: n.wakeReplicas,
 		broadcast: func(as []shard.Assignment) { n.cluster.Broadcast(shard.EncodeAssignments(as)) }})
@@ -899,6 +904,7 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 					carry = append(carry, p)
 				}
 			}
+			n.noteFirstLists(lists, carry) // before renewals can carry them
 			n.tenureLists = lists
 			n.recordedLists.Store(&lists)
 			for _, p := range carry {
@@ -970,7 +976,65 @@ func (n *Node) copyList(p int) *record.CopyList {
 		// counted.
 		return nil
 	}
-	return &record.CopyList{Epoch: l.Epoch, Seq: max(l.Seq, 1), Copies: append([]string{n.cfg.NodeID}, l.Replicas...)}
+	list := &record.CopyList{Epoch: l.Epoch, Seq: max(l.Seq, 1), Copies: append([]string{n.cfg.NodeID}, l.Replicas...)}
+	if first, ok := n.noteOf(p); ok && first.epoch == list.Epoch && first.seq == list.Seq && len(first.incarnations) == len(list.Copies) {
+		list.Incarnations = first.incarnations
+	}
+	return list
+}
+
+// firstList is the incarnation of each copy (master first) of a list
+// recorded as its tenure's first while the partition held nothing.
+type firstList struct {
+	epoch, seq   uint64
+	incarnations []int64
+}
+
+// noteOf is partition p's note of noteFirstLists, if any.
+func (n *Node) noteOf(p int) (firstList, bool) {
+	notes := n.firstLists.Load()
+	if notes == nil {
+		return firstList{}, false
+	}
+	first, ok := (*notes)[p]
+	return first, ok
+}
+
+// noteFirstLists notes, for each partition of changed whose list in lists
+// is its tenure's first (seq 1) and that this node holds nothing of, the
+// incarnation of each copy's process as gossip tells it now (0: unknown).
+// No write can have been counted on such a list yet (the tenure takes
+// none until the voters keep it), nor on any before it (this master,
+// confirmed before it carries the list, holds every majority write, and
+// holds nothing): a copy whose process is still that one when it takes
+// the partition over, and holds nothing, acknowledged nothing the list
+// counted (lease.ConfirmHoldingNothing). Every other changed list drops
+// its note.
+func (n *Node) noteFirstLists(lists map[int]store.TenureList, changed []int) {
+	if len(changed) == 0 {
+		return
+	}
+	incarnations := map[string]int64{}
+	for _, m := range n.cluster.View().Members {
+		incarnations[m.ID] = m.Incarnation
+	}
+	notes := map[int]firstList{}
+	if before := n.firstLists.Load(); before != nil {
+		notes = maps.Clone(*before)
+	}
+	for _, p := range changed {
+		l := lists[p]
+		delete(notes, p)
+		if l.Seq != 1 || n.writer.Position(p) != (store.Position{}) || n.writer.Applied(p) != (store.Position{}) {
+			continue
+		}
+		first := firstList{epoch: l.Epoch, seq: l.Seq, incarnations: []int64{n.cluster.Incarnation()}}
+		for _, id := range l.Replicas {
+			first.incarnations = append(first.incarnations, incarnations[id])
+		}
+		notes[p] = first
+	}
+	n.firstLists.Store(&notes)
 }
 
 // wakeReplicas has chooseReplicasLoop choose and record the replica lists

@@ -62,10 +62,14 @@ type heardPosition struct {
 
 // promotionDeps is what promotion uses of its node (built by StartWith).
 type promotionDeps struct {
-	self       string        // NODE_ID
-	partitions int           // PARTITION_COUNT
-	leaseTTL   time.Duration // LEASE_TTL
-	log        *slog.Logger
+	self string // NODE_ID
+	// incarnation is this process's (cluster.Cluster.Incarnation): a list
+	// of copies that names this node at it was recorded before any write
+	// this process could have acknowledged on it.
+	incarnation int64
+	partitions  int           // PARTITION_COUNT
+	leaseTTL    time.Duration // LEASE_TTL
+	log         *slog.Logger
 
 	leases promotionLeases
 	writer promotionWriter
@@ -426,8 +430,12 @@ func (pr *promotion) confirm(ctx context.Context) {
 		// majority was counted on a list a majority of the voters kept
 		// before it (a tenure takes no write until then, and carries its
 		// list only once confirmed), and the majority that granted this
-		// tenure shares a voter with that one. With no list kept, every
-		// member is asked whether it holds anything.
+		// tenure shares a voter with that one. A list that names this
+		// node at this process's incarnation counts it all the same: it
+		// was recorded before the partition held anything, so this
+		// process was sent nothing (a replica whose master died before
+		// its first batch). With no list kept, every member is asked
+		// whether it holds anything.
 		var regular []string
 		if pr.writer.NewestEpoch(p) == 0 && pr.writer.Applied(p) == (store.Position{}) {
 			listsOnly[p] = true
@@ -527,7 +535,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 		var ok, stepDown bool
 		var why string
 		if listsOnly[p] {
-			ok, stepDown, why = lease.ConfirmHoldingNothing(up, over, asked[p], c.lists, pr.copies())
+			ok, stepDown, why = lease.ConfirmHoldingNothing(pr.self, pr.incarnation, up, over, asked[p], c.lists, pr.copies())
 		} else {
 			ok, stepDown, why = lease.ConfirmOnLists(pr.self, own, up, over, tableList[p], everyone[p], c.lists, pr.copies())
 		}
