@@ -53,7 +53,7 @@ func (h *handedOver) TakeOver(context.Context, int, store.Position) (shard.Assig
 	return shard.Assignment{}, errors.New("no takeover here")
 }
 
-func (h *handedOver) Positions([]int) map[int]store.Position { return nil }
+func (h *handedOver) Positions([]int) map[int]api.PositionAnswer { return nil }
 
 // lapsingReplication confirms every write concern at once, after telling
 // the master its write waited there.

@@ -139,8 +139,9 @@ type Handoffs interface {
 	// history up to from; campaign now and answer the new assignment.
 	TakeOver(ctx context.Context, partition int, from store.Position) (shard.Assignment, error)
 	// Positions is how far this node holds each partition's history (for
-	// a promotion: the most current copy takes over).
-	Positions(partitions []int) map[int]store.Position
+	// a promotion: the most current copy takes over), and whether its copy
+	// awaits a full copy.
+	Positions(partitions []int) map[int]PositionAnswer
 	// HandedOver reports whether this node handed the partition to its
 	// next master by an orderly handoff that carried its history up to pos.
 	HandedOver(partition int, pos store.Position) bool

@@ -20,8 +20,9 @@ type Faults struct {
 	cut      map[[2]string]bool
 	callsCut map[[2]string]bool // node-to-node HTTP only; gossip still flows
 	// replicationCut: from -> to pairs whose replication calls (batches
-	// and copies) fail; every other call and gossip still flows.
-	replicationCut map[[2]string]bool
+	// and copies) fail once the calls let through are used up; every
+	// other call and gossip still flows.
+	replicationCut map[[2]string]int // from -> to: calls still let through
 	byAddr         map[string]string // gossip address -> node id
 	// stateMuted: nodes whose partition-table state (broadcasts and
 	// push-pull) is lost on its way out; membership gossip still flows.
@@ -30,7 +31,7 @@ type Faults struct {
 
 // NewFaults returns an empty fault table.
 func NewFaults() *Faults {
-	return &Faults{cut: map[[2]string]bool{}, callsCut: map[[2]string]bool{}, replicationCut: map[[2]string]bool{}, byAddr: map[string]string{}, stateMuted: map[string]bool{}}
+	return &Faults{cut: map[[2]string]bool{}, callsCut: map[[2]string]bool{}, replicationCut: map[[2]string]int{}, byAddr: map[string]string{}, stateMuted: map[string]bool{}}
 }
 
 // MuteState loses every partition-table update node sends from now on,
@@ -78,21 +79,34 @@ func (f *Faults) callsBlocked(a, b string) bool {
 // only; lease rounds, position requests and gossip still go through. It
 // is how a test keeps a replica from ever hearing of its partition while
 // it stays on the master's list.
-func (f *Faults) CutReplication(from, to string) {
+func (f *Faults) CutReplication(from, to string) { f.CutReplicationAfter(from, to, 0) }
+
+// CutReplicationAfter is CutReplication once calls more replication calls
+// from to to have gone through: how a test stops a copy part way.
+func (f *Faults) CutReplicationAfter(from, to string, calls int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.replicationCut[[2]string{from, to}] = true
+	f.replicationCut[[2]string{from, to}] = calls
 }
 
 // replicationBlocked reports whether a call from to to on path is a
-// replication call CutReplication cut.
+// replication call CutReplication cut (and counts one that goes through
+// a cut still to come).
 func (f *Faults) replicationBlocked(from, to, path string) bool {
-	if f == nil {
+	if f == nil || !strings.HasPrefix(path, "/internal/") || !strings.HasSuffix(path, "/replicate") {
 		return false
 	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.replicationCut[[2]string{from, to}] && strings.HasPrefix(path, "/internal/") && strings.HasSuffix(path, "/replicate")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	left, ok := f.replicationCut[[2]string{from, to}]
+	if !ok {
+		return false
+	}
+	if left > 0 {
+		f.replicationCut[[2]string{from, to}] = left - 1
+		return false
+	}
+	return true
 }
 
 func pair(a, b string) [2]string {
@@ -122,7 +136,7 @@ func (f *Faults) Heal(a, b string) {
 func (f *Faults) HealAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cut, f.callsCut, f.replicationCut, f.stateMuted = map[[2]string]bool{}, map[[2]string]bool{}, map[[2]string]bool{}, map[string]bool{}
+	f.cut, f.callsCut, f.replicationCut, f.stateMuted = map[[2]string]bool{}, map[[2]string]bool{}, map[[2]string]int{}, map[string]bool{}
 }
 
 // Isolate cuts node a from every node in others.

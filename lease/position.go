@@ -133,6 +133,18 @@ func ConfirmOnLists(self string, own Position, up, over map[string]Position, tab
 	})
 }
 
+// NamedAtIncarnation reports whether one of lists names id at
+// incarnation. Such a list was recorded as its tenure's first while the
+// partition held nothing (record.CopyList.Incarnations), so no write of
+// the partition's history was acknowledged before; a copy whose process
+// is still that one, and that awaits a full copy (it takes no batch until
+// then) or has seen nothing of the partition, has acknowledged nothing:
+// it holds all it acknowledged, which is nothing, and counts as a copy
+// holding nothing on every list.
+func NamedAtIncarnation(id string, incarnation int64, lists []*record.CopyList) bool {
+	return slices.ContainsFunc(lists, func(l *record.CopyList) bool { return l.NamesAt(id, incarnation) })
+}
+
 // onEveryList adds the decision of each of the voters' lists (decide) to
 // one already made: a list that steps down decides, one not confirmed
 // keeps the tenure unconfirmed (the first such says why).
@@ -152,21 +164,26 @@ func onEveryList(confirmed, stepDown bool, why string, lists []*record.CopyList,
 	return confirmed, stepDown, why
 }
 
-// ConfirmHoldingNothing decides whether self, a node that holds nothing
-// of a partition and has seen no epoch of it, may take writes in a tenure
-// it won. Its copy may have been emptied (a data directory lost) after it
-// acknowledged writes, so it counts as no copy of a list, even one that
-// names it, unless the list names it at incarnation, the process it runs
-// in now: that list was recorded before any write counted on it
-// (record.CopyList.Incarnations), so this process, which holds nothing,
-// acknowledged none of them. With lists (the voters' lists of the
-// previous tenures, as for ConfirmOnLists), each decides as for
-// ConfirmOnList: a copy up that holds anything steps it down, and it
-// waits until enough copies of the list have answered. With none kept
-// anywhere it heard of (a voter whose store was emptied keeps none), it
-// is confirmed once every member of asked (every member not lost for
-// good) has answered and none holds anything of the partition; a member
-// up that does steps it down.
+// ConfirmHoldingNothing decides whether self may take writes in a tenure
+// it won while it holds nothing of the partition that counts: it has seen
+// no epoch of it, or its copy awaits a full copy (a new store, or one
+// that threw its history away). Its copy may have been emptied (a data
+// directory lost) after it acknowledged writes, so it counts as no copy
+// of a list, even one that names it, unless the list names it at
+// incarnation, the process it runs in now: that list was recorded before
+// any write counted on it (record.CopyList.Incarnations), so this
+// process, which holds nothing, acknowledged none of them. With lists
+// (the voters' lists of the previous tenures, as for ConfirmOnLists),
+// each decides as for ConfirmOnList: a copy up that holds anything steps
+// it down, and it waits until enough copies of the list have answered.
+// With none kept anywhere it heard of (a voter whose store was emptied
+// keeps none), it is confirmed once every member of asked (every member
+// not lost for good) has answered and none holds anything of the
+// partition; a member up that does steps it down. Either way a copy
+// whose lease is over that holds anything, and that this node must wait
+// for, steps it down too: it could never be confirmed over that copy,
+// and holding the lease would keep that copy from campaigning (a former
+// master restarted).
 func ConfirmHoldingNothing(self string, incarnation int64, up, over map[string]Position, asked []string, lists []*record.CopyList, rf int) (confirmed, stepDown bool, why string) {
 	var zero Position
 	if len(lists) == 0 {
@@ -182,16 +199,46 @@ func ConfirmHoldingNothing(self string, incarnation int64, up, over map[string]P
 				return false, false, fmt.Sprintf("no list of copies kept, and %s has not answered yet", id)
 			}
 		}
-		for _, id := range slices.Sorted(maps.Keys(over)) {
-			if over[id] != zero {
-				return false, false, fmt.Sprintf("%s, whose lease is over, holds the partition at %s", id, over[id])
-			}
+		if id, ok := holdingAny(over, nil); ok {
+			return false, true, fmt.Sprintf("%s, whose lease is over, holds the partition at %s, and this node holds nothing of it that counts: it yields so that %s campaigns", id, over[id], id)
 		}
 		return true, false, ""
 	}
 	return onEveryList(true, false, "", lists, func(l *record.CopyList) (bool, bool, string) {
-		return confirmOnList(self, zero, up, over, l.Copies, rf, l.NamesAt(self, incarnation))
+		selfCounts := NamedAtIncarnation(self, incarnation, lists) && slices.Contains(l.Copies, self)
+		ok, step, why := confirmOnList(self, zero, up, over, l.Copies, rf, selfCounts)
+		if ok || step {
+			return ok, step, why
+		}
+		// Waiting for copies whose lease is over that hold the partition
+		// is waiting for good when the list's other copies cannot be
+		// enough: this node yields (it took no write), so that such a copy
+		// campaigns.
+		others := 0
+		for _, id := range l.Copies {
+			if _, o := over[id]; !o && id != self {
+				others++
+			}
+		}
+		if selfCounts {
+			others++
+		}
+		if id, holds := holdingAny(over, l.Copies); holds && others < len(l.Copies)-rf/2 {
+			return false, true, fmt.Sprintf("%s, whose lease is over, holds the partition at %s, and without it too few copies of the list %v remain to confirm this node, which holds nothing of it that counts: it yields so that %s campaigns", id, over[id], l.Copies, id)
+		}
+		return ok, step, why
 	})
+}
+
+// holdingAny returns the first copy (by id) of answers, among those of
+// list (nil: any), that holds anything of the partition.
+func holdingAny(answers map[string]Position, list []string) (string, bool) {
+	for _, id := range slices.Sorted(maps.Keys(answers)) {
+		if answers[id] != (Position{}) && (list == nil || slices.Contains(list, id)) {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // confirmTenure is the rule of ConfirmTenure with need answers, this node

@@ -143,6 +143,27 @@ func TestConfirmOnList(t *testing.T) {
 	}
 }
 
+// A copy is named at an incarnation only by a list that records it at
+// that one.
+func TestNamedAtIncarnation(t *testing.T) {
+	lists := []*record.CopyList{
+		{Epoch: 1, Seq: 1, Copies: []string{"a", "b"}},
+		{Epoch: 2, Seq: 1, Copies: []string{"a", "b", "c"}, Incarnations: []int64{5, 7, 9}},
+	}
+	for _, c := range []struct {
+		id   string
+		inc  int64
+		want bool
+	}{{"b", 7, true}, {"b", 8, false}, {"c", 9, true}, {"d", 9, false}, {"a", 0, false}} {
+		if got := NamedAtIncarnation(c.id, c.inc, lists); got != c.want {
+			t.Errorf("%s at %d: %v, want %v", c.id, c.inc, got, c.want)
+		}
+	}
+	if NamedAtIncarnation("a", 5, nil) {
+		t.Error("named with no list")
+	}
+}
+
 func TestConfirmOnLists(t *testing.T) {
 	p := func(e, s uint64) Position { return Position{Epoch: e, Seq: s} }
 	own := p(2, 5)
@@ -212,7 +233,11 @@ func TestConfirmHoldingNothing(t *testing.T) {
 		{"no list, every member asked holding nothing", 2, map[string]Position{"a": zero, "b": zero}, nil, []string{"a", "b"}, nil, true, false},
 		{"no list, a member not answered (down): wait", 2, map[string]Position{"a": zero}, nil, []string{"a", "b"}, nil, false, false},
 		{"no list, a member holding the partition: step down", 2, map[string]Position{"a": zero, "b": p(1, 20)}, nil, []string{"a", "b"}, nil, false, true},
-		{"no list, a member whose lease is over holding it: wait", 2, map[string]Position{"a": zero}, map[string]Position{"b": p(1, 20)}, []string{"a", "b"}, nil, false, false},
+		{"no list, a member whose lease is over holding it: step down", 2, map[string]Position{"a": zero}, map[string]Position{"b": p(1, 20)}, []string{"a", "b"}, nil, false, true},
+		{"a list naming this node, its other copy's lease over, holding writes: step down", 2, nil, map[string]Position{"m": p(2, 20)}, nil, kept("m", "x"), false, true},
+		{"a list of three naming this node, a copy up holding nothing, one whose lease is over holding writes: step down", 3, map[string]Position{"a": zero}, map[string]Position{"m": p(2, 20)}, nil, kept("m", "x", "a"), false, true},
+		{"a list of three, one copy not heard yet, one whose lease is over holding writes: wait", 3, map[string]Position{"a": zero}, map[string]Position{"m": p(2, 20)}, nil, kept("m", "a", "b"), false, false},
+		{"a list of three, two copies up holding nothing, one whose lease is over holding writes: confirmed", 3, map[string]Position{"a": zero, "b": zero}, map[string]Position{"m": p(2, 20)}, nil, kept("m", "a", "b"), true, false},
 		{"no list, no other member (one node)", 2, nil, nil, nil, nil, true, false},
 		{"a list naming this node at its incarnation, its other copy not heard", 2, nil, nil, nil, keptAt(7, "m", "x"), true, false},
 		{"a list naming this node at its incarnation, its other copy holding writes: step down", 2, map[string]Position{"m": p(2, 1)}, nil, nil, keptAt(7, "m", "x"), false, true},

@@ -1,6 +1,8 @@
 package replicate
 
 import (
+	"log/slog"
+
 	"github.com/shoal-db/shoal/record"
 )
 
@@ -9,8 +11,14 @@ import (
 // only the final chunk moves the replica to target. Interrupted, it starts
 // over from the first key: the replica's position has not moved.
 func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, target record.Position) error {
-	s.log.Info("replica is behind the tombstone horizon: sending a full copy", "replica", d.id, "partition", p,
-		"acked", acked, "horizon", s.horizon(p), "target", target)
+	// A copy of an empty partition is a new store's first (every copy of
+	// a new store awaits one): not worth a line at info.
+	level := slog.LevelInfo
+	if target == (record.Position{}) {
+		level = slog.LevelDebug
+	}
+	s.log.Log(s.ctx, level, "sending a replica a full copy: it is behind the tombstone horizon, or awaits one (its store is new, or it threw its copy away)",
+		"replica", d.id, "partition", p, "acked", acked, "horizon", s.horizon(p), "target", target)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.FullCopyStarted(p)
 	}
@@ -39,7 +47,7 @@ func (s *Shipper) fullCopy(d *dest, pr *progress, p int, epoch uint64, acked, ta
 			return err
 		}
 		if last {
-			s.log.Info("full copy done", "replica", d.id, "partition", p, "at", target)
+			s.log.Log(s.ctx, level, "full copy done", "replica", d.id, "partition", p, "at", target)
 			s.mu.Lock()
 			pr.caughtUp(true)
 			s.mu.Unlock()

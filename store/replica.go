@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 
 	"github.com/shoal-db/shoal/record"
@@ -256,6 +257,56 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 		p.tombstones.Store(exists[p.id])
 	}
 	return nil
+}
+
+// MarkNew records that this node's store was created empty at this start
+// (Store.CheckPartitionCount): each partition's copy awaits a full copy
+// before it counts as holding anything, as a copy that threw its history
+// away does (ForgetHistory). The node may have held a partition, and
+// acknowledged writes of it, in a data directory that was lost: a copy
+// caught up only part of the way, or not at all, must not count as the
+// copy that acknowledged them (Recopying). A tenure of the partition
+// clears the mark (beginTenure): it was confirmed before it writes. Call
+// it after LoadAll.
+func (w *Writer) MarkNew(ctx context.Context) error {
+	for _, p := range w.parts {
+		p.mu.Lock()
+		p.recopy = true
+		p.mu.Unlock()
+		w.setRecord(p.record(p.applied, p.horizon))
+	}
+	if err := w.SyncApplied(ctx); err != nil {
+		return fmt.Errorf("recording that this new store's copies await full copies: %w", err)
+	}
+	return nil
+}
+
+// Whole is told that this node's tenure of partition may write (its check
+// confirmed it, or it needed none): its copy holds every write a majority
+// acknowledged. A copy that awaited a full copy and holds nothing no
+// longer awaits one: it answers its position again. One that holds
+// documents of no history (a full copy cut short) keeps the mark.
+func (w *Writer) Whole(partition int) {
+	p := w.parts[partition]
+	p.mu.Lock()
+	changed := p.recopy && p.last == (Position{}) && p.applied == (Position{})
+	if changed {
+		p.recopy = false
+	}
+	p.mu.Unlock()
+	if changed {
+		w.setRecord(p.record(p.applied, p.horizon))
+	}
+}
+
+// Recopying reports whether this node's copy of partition awaits a full
+// copy (MarkNew, ForgetHistory): it may lack writes this node
+// acknowledged, so it counts as no copy in a tenure's check until then.
+func (w *Writer) Recopying(partition int) bool {
+	p := w.parts[partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.recopy
 }
 
 // rollbackScan is how many documents one read of a rollback's search

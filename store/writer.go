@@ -714,6 +714,14 @@ func (w *Writer) beginTenure(p *partition, epoch uint64) error {
 		carry := p.toCarry(epoch)
 		start := p.held()
 		p.startEpoch, p.startPos, p.carrying = epoch, start, carry
+		if p.recopy && p.last == (Position{}) {
+			// A copy that awaited a full copy and holds nothing is the
+			// master's now (see Whole). One holding documents of no
+			// history (a full copy cut short, a copy thrown away) keeps
+			// the mark: they are not carried, and only a full copy
+			// replaces them.
+			p.recopy = false
+		}
 		p.chain = withTenure(p.chain, EpochStart{Epoch: epoch, Start: start})
 		p.mu.Unlock()
 		p.tenureRecorded = false

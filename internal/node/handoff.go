@@ -75,6 +75,7 @@ type handoffLeases interface {
 // handoffWriter is the partition writer as handoffs uses it (store.Writer).
 type handoffWriter interface {
 	Applied(p int) store.Position
+	Recopying(p int) bool
 	Position(p int) store.Position
 	Pause(ctx context.Context, p int) (resume func(), err error)
 }
@@ -257,8 +258,8 @@ func (h *handoffs) TakeOver(ctx context.Context, p int, from store.Position) (sh
 	if h.stopping != nil && h.stopping() {
 		return shard.Assignment{}, fmt.Errorf("node %s is shutting down: it takes no partition", h.self)
 	}
-	if have := h.writer.Applied(p); have.Compare(from) < 0 {
-		return shard.Assignment{}, fmt.Errorf("node %s holds partition %d up to %s, not %s", h.self, p, have, from)
+	if have := h.writer.Applied(p); have.Compare(from) < 0 || h.writer.Recopying(p) && from != (store.Position{}) {
+		return shard.Assignment{}, fmt.Errorf("node %s holds partition %d up to %s, not %s (awaiting a full copy: %v)", h.self, p, have, from, h.writer.Recopying(p))
 	}
 	h.mu.Lock()
 	h.incoming[p]++
@@ -292,10 +293,16 @@ func (h *handoffs) HandedOver(p int, pos store.Position) bool {
 }
 
 // Positions is how far this node holds each partition's history.
-func (h *handoffs) Positions(ps []int) map[int]store.Position {
-	out := make(map[int]store.Position, len(ps))
+func (h *handoffs) Positions(ps []int) map[int]api.PositionAnswer {
+	out := make(map[int]api.PositionAnswer, len(ps))
 	for _, p := range ps {
-		out[p] = h.writer.Applied(p)
+		if h.writer.Recopying(p) {
+			// Its position may be one a full copy cut short left: it
+			// holds nothing that counts.
+			out[p] = api.PositionAnswer{Partial: true}
+			continue
+		}
+		out[p] = api.PositionAnswer{Position: h.writer.Applied(p)}
 	}
 	return out
 }

@@ -153,8 +153,18 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		cs.close(ctx)
 		return nil, err
 	}
-	if err := st.CheckPartitionCount(ctx, cfg.NodeID, cfg.PartitionCount); err != nil {
+	// A store no node has started on (no meta recorded) is new: its
+	// copies are marked as awaiting full copies before its meta is
+	// recorded, so that a start that fails in between leaves it new.
+	recorded, _, err := st.PartitionCount(ctx)
+	if err != nil {
 		return fail(err)
+	}
+	newStore := recorded == 0
+	if !newStore {
+		if _, err := st.CheckPartitionCount(ctx, cfg.NodeID, cfg.PartitionCount); err != nil {
+			return fail(err)
+		}
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -249,12 +259,22 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		maxMoves: cfg.MaxConcurrentMoves, log: log, leases: n.leases, writer: n.writer, shipper: n.shipper, table: table,
 		peers: cl, ring: place.Ring, observe: metrics.ObserveHandoff,
 		writable: n.writable, caughtUp: n.caughtUp, masterChanged: n.masterChanged, stopping: n.stopping.Load})
-	n.promote = newPromotion(&promotionDeps{self: cfg.NodeID, incarnation: cl.Incarnation(), partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
+	n.promote = newPromotion(&promotionDeps{self: cfg.NodeID, incarnation: cl.Incarnation(), incarnations: n.incarnations, partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
 		log: log, leases: n.leases, writer: n.writer, table: table, peers: cl, voters: place.Voters,
 		copies: n.copies, lapseOf: n.lapseOf, lost: n.memberLost, wakeTenures: n.wakeTenures, wakeReplicas: n.wakeReplicas,
 		broadcast: func(as []shard.Assignment) { n.cluster.Broadcast(shard.EncodeAssignments(as)) }})
 	if err := n.writer.LoadAll(ctx); err != nil {
 		return fail(fmt.Errorf("reading partition positions: %w", err))
+	}
+	if newStore {
+		// This node may have held partitions in a data directory that
+		// was lost: no copy of this store counts until it is whole.
+		if err := n.writer.MarkNew(ctx); err != nil {
+			return fail(err)
+		}
+		if _, err := st.CheckPartitionCount(ctx, cfg.NodeID, cfg.PartitionCount); err != nil {
+			return fail(err)
+		}
 	}
 	// What this node knows of each partition's masters survives a restart
 	// through its own tenures: a node that mastered a partition names
@@ -990,6 +1010,16 @@ type firstList struct {
 	incarnations []int64
 }
 
+// incarnations are the members' incarnations as gossip shows them (0:
+// unknown).
+func (n *Node) incarnations() map[string]int64 {
+	out := map[string]int64{}
+	for _, m := range n.cluster.View().Members {
+		out[m.ID] = m.Incarnation
+	}
+	return out
+}
+
 // noteOf is partition p's note of noteFirstLists, if any.
 func (n *Node) noteOf(p int) (firstList, bool) {
 	notes := n.firstLists.Load()
@@ -1014,10 +1044,7 @@ func (n *Node) noteFirstLists(lists map[int]store.TenureList, changed []int) {
 	if len(changed) == 0 {
 		return
 	}
-	incarnations := map[string]int64{}
-	for _, m := range n.cluster.View().Members {
-		incarnations[m.ID] = m.Incarnation
-	}
+	incarnations := n.incarnations()
 	notes := map[int]firstList{}
 	if before := n.firstLists.Load(); before != nil {
 		notes = maps.Clone(*before)

@@ -67,9 +67,11 @@ type promotionDeps struct {
 	// of copies that names this node at it was recorded before any write
 	// this process could have acknowledged on it.
 	incarnation int64
-	partitions  int           // PARTITION_COUNT
-	leaseTTL    time.Duration // LEASE_TTL
-	log         *slog.Logger
+	// incarnations are the members' incarnations as gossip shows them.
+	incarnations func() map[string]int64
+	partitions   int           // PARTITION_COUNT
+	leaseTTL     time.Duration // LEASE_TTL
+	log          *slog.Logger
 
 	leases promotionLeases
 	writer promotionWriter
@@ -111,6 +113,10 @@ type promotionLeases interface {
 type promotionWriter interface {
 	Applied(p int) store.Position
 	NewestEpoch(p int) uint64
+	Recopying(p int) bool
+	// Whole is told that this node's tenure of p may write: its copy
+	// holds every write a majority acknowledged (store.Writer.Whole).
+	Whole(p int)
 }
 
 func newPromotion(deps *promotionDeps) *promotion {
@@ -376,6 +382,9 @@ func (pr *promotion) won(p int, epoch uint64, before shard.Assignment) {
 	pr.mu.Lock()
 	registered := pr.checks.won(p, tenureCheck{epoch: epoch, won: time.Now(), previous: before.Master, lists: lists})
 	pr.mu.Unlock()
+	if !registered && pr.confirmed(p, epoch) {
+		pr.writer.Whole(p)
+	}
 	if registered {
 		select {
 		case pr.wake <- struct{}{}:
@@ -421,11 +430,12 @@ func (pr *promotion) confirm(ctx context.Context) {
 			delete(checks, p)
 			continue
 		}
-		// A node that holds nothing of p and has seen nothing of it (no
-		// epoch in its history, a master's batches or its tenures: a
-		// partition it never held, or lost with its data directory; a
-		// copy sent an empty partition counts as that copy) counts as no
-		// copy, and the voters' lists decide
+		// A node whose copy of p awaits a full copy (its store is new:
+		// it may have lost the partition with its data directory; or it
+		// threw its history away), or that holds nothing of p and has
+		// seen nothing of it (no epoch in its history, a master's
+		// batches or its tenures; a copy sent an empty partition counts
+		// as that copy), counts as no copy, and the voters' lists decide
 		// (lease.ConfirmHoldingNothing): a write acknowledged by a
 		// majority was counted on a list a majority of the voters kept
 		// before it (a tenure takes no write until then, and carries its
@@ -437,7 +447,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 		// its first batch). With no list kept, every member is asked
 		// whether it holds anything.
 		var regular []string
-		if pr.writer.NewestEpoch(p) == 0 && pr.writer.Applied(p) == (store.Position{}) {
+		if pr.writer.Recopying(p) || pr.writer.NewestEpoch(p) == 0 && pr.writer.Applied(p) == (store.Position{}) {
 			listsOnly[p] = true
 		} else {
 			regular = shard.WriteQuorum(pr.copies()).Regular(pr.table.Get(p).Responsible)
@@ -489,6 +499,16 @@ func (pr *promotion) confirm(ctx context.Context) {
 	for p := range checks {
 		heard[p] = map[string]store.Position{}
 	}
+	// Copies awaiting a full copy (api.PositionAnswer.Partial) may lack
+	// writes their node acknowledged: they count for no list, unless a
+	// voters' list names them at the incarnation their process runs in
+	// now (lease.NamedAtIncarnation: they acknowledged nothing). A check
+	// that asks every member whether it holds anything (no list kept)
+	// takes their answer, as holding nothing of what it must find: every
+	// member not lost for good answers there, the copies that hold the
+	// writes included.
+	incarnations := pr.incarnations()
+	partial := map[int]map[string]bool{}
 	askCtx, cancel := context.WithTimeout(ctx, pr.leaseTTL/3)
 	defer cancel()
 	var mu sync.Mutex
@@ -504,8 +524,19 @@ func (pr *promotion) confirm(ctx context.Context) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, p := range ps {
-				if pos, ok := got[p]; ok {
-					heard[p][m] = pos
+				pos, ok := got[p]
+				switch {
+				case !ok:
+				case !pos.Partial:
+					heard[p][m] = pos.Position
+				case listsOnly[p] && len(checks[p].lists) == 0,
+					lease.NamedAtIncarnation(m, incarnations[m], checks[p].lists):
+					heard[p][m] = store.Position{}
+				default:
+					if partial[p] == nil {
+						partial[p] = map[string]bool{}
+					}
+					partial[p][m] = true
 				}
 			}
 		}()
@@ -558,7 +589,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 			pr.mu.Unlock()
 		default:
 			pr.log.Debug("a tenure won by the promotion rule is not confirmed yet", "partition", p, "epoch", c.epoch, "why", why,
-				"heard", heard[p], "table", tableList[p], "lists", c.lists, "own", own)
+				"heard", heard[p], "partial", partial[p], "table", tableList[p], "lists", c.lists, "own", own)
 		}
 	}
 }
@@ -570,6 +601,7 @@ func (pr *promotion) settle(p int, epoch uint64) {
 	pr.mu.Lock()
 	pr.checks.confirm(p, epoch)
 	pr.mu.Unlock()
+	pr.writer.Whole(p)
 	pr.wakeReplicas() // its list is recorded now
 	pr.leases.CarryList(p)
 	pr.wakeTenures()
@@ -651,7 +683,11 @@ func (pr *promotion) ask(ctx context.Context) {
 			defer pr.mu.Unlock()
 			for p, pos := range got {
 				if a := pr.asks[p]; a != nil {
-					a.heard[m] = heardPosition{pos: pos, at: sent}
+					// A copy awaiting a full copy answers that it holds
+					// nothing: it counts towards a campaign, as the
+					// least current copy; the winner's check decides
+					// whether it counts as a copy at all.
+					a.heard[m] = heardPosition{pos: pos.Position, at: sent}
 				}
 			}
 		}()
@@ -660,8 +696,8 @@ func (pr *promotion) ask(ctx context.Context) {
 }
 
 // positionsOf asks member how far it holds partitions ps.
-func (pr *promotion) positionsOf(ctx context.Context, member string, ps []int) (map[int]store.Position, error) {
-	var out map[int]store.Position
+func (pr *promotion) positionsOf(ctx context.Context, member string, ps []int) (map[int]api.PositionAnswer, error) {
+	var out map[int]api.PositionAnswer
 	err := callPeer(ctx, pr.peers, "member", member, "/internal/v1/positions", api.PositionsRequest{Partitions: ps}, &out)
 	return out, err
 }

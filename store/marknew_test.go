@@ -1,0 +1,92 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// A new store's copies (Writer.MarkNew) await a full copy before they
+// count: a normal batch is refused, the last chunk of a full copy ends
+// the wait, the mark outlives a restart, and a tenure's first write ends
+// it too. Only the start that created the store's meta says it is new.
+func TestANewStoresCopiesAwaitAFullCopy(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	if created, err := s.CheckPartitionCount(ctx, "n1", 2); err != nil || !created {
+		t.Fatalf("the first start: created %v, %v", created, err)
+	}
+	if created, err := s.CheckPartitionCount(ctx, "n1", 2); err != nil || created {
+		t.Fatalf("a later start: created %v, %v", created, err)
+	}
+	w := NewWriter(s, 2, WriterOptions{CacheBytes: 1 << 20})
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.MarkNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 2 {
+		if !w.Recopying(p) {
+			t.Fatalf("partition %d of a new store does not await a full copy", p)
+		}
+	}
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 2, UpTo: at2(1), Docs: []*Doc{doc("a", 2, 1, 1, false)}}); !errors.Is(r.Err, ErrNeedsFullCopy) {
+		t.Fatalf("a normal batch to a new store's copy: %+v, want ErrNeedsFullCopy", r)
+	}
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 2, UpTo: at2(1), Full: true, Docs: []*Doc{doc("a", 2, 1, 1, false)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if w.Recopying(0) || !w.Recopying(1) {
+		t.Fatalf("after a full copy of partition 0: awaiting %v %v, want false true", w.Recopying(0), w.Recopying(1))
+	}
+	if err := w.SyncApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.Close(ctx)
+
+	// Restarted as partition 1's master: the mark is still there until
+	// its tenure's first write.
+	w = NewWriter(s, 2, WriterOptions{Epoch: 3, CacheBytes: 1 << 20})
+	defer func() { w.Close(ctx) }()
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.Recopying(0) || !w.Recopying(1) {
+		t.Fatalf("after a restart: awaiting %v %v, want false true", w.Recopying(0), w.Recopying(1))
+	}
+	if r := w.Do(ctx, Op{Partition: 1, User: "u", Coll: "c", ID: "d", Mutate: put(map[string]any{"n": int64(1)})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if w.Recopying(1) {
+		t.Fatal("a tenure's copy still awaits a full copy after its first write")
+	}
+	// A tenure confirmed over a copy that holds nothing ends the wait at
+	// once (Whole); one over a copy holding documents keeps it.
+	if err := w.MarkNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.Whole(0)
+	w.Whole(1)
+	if !w.Recopying(0) || !w.Recopying(1) {
+		t.Fatalf("Whole over copies holding documents: awaiting %v %v, want true true", w.Recopying(0), w.Recopying(1))
+	}
+}
+
+// Whole ends the wait of a copy that holds nothing.
+func TestAWholeTenureOverAnEmptyCopyEndsItsWait(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer func() { w.Close(ctx) }()
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.MarkNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.Whole(0)
+	if w.Recopying(0) {
+		t.Fatal("an empty copy still awaits a full copy once its tenure may write")
+	}
+}
