@@ -112,4 +112,9 @@ type positionsAnswer = map[int]PositionAnswer
 type PositionAnswer struct {
 	store.Position
 	Partial bool `json:"partial,omitempty"`
+	// Incarnation, on a partial answer, is the answering process's
+	// (cluster.NodeMeta.Incarnation) when its copy is new in that
+	// process and has taken nothing (store.Writer.Untouched): it
+	// acknowledged nothing of the partition (lease.NamedAtIncarnation).
+	Incarnation int64 `json:"incarnation,omitempty"`
 }

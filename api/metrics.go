@@ -76,7 +76,7 @@ func NewMetrics() *Metrics {
 			Name: "shoal_tombstones_purged_total", Help: "Tombstones removed after TOMBSTONE_RETENTION.",
 		}),
 		fullCopies: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shoal_replication_full_copies_total", Help: "Full copies of a partition started for a replica behind the tombstone horizon.",
+			Name: "shoal_replication_full_copies_total", Help: "Full copies of a partition started for a replica behind the tombstone horizon or awaiting one (every copy of a new store).",
 		}),
 		strongReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_strong_reads_total", Help: "Majority and linearizable reads this node's copy was asked to serve, by concern and outcome: served, not_committed (a replica that does not know the state to be majority-held), timeout (not majority-held in time), not_master (the lease lapsed or moved), unconfirmed (a new tenure not confirmed yet).",

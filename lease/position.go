@@ -137,10 +137,12 @@ func ConfirmOnLists(self string, own Position, up, over map[string]Position, tab
 // incarnation. Such a list was recorded as its tenure's first while the
 // partition held nothing (record.CopyList.Incarnations), so no write of
 // the partition's history was acknowledged before; a copy whose process
-// is still that one, and that awaits a full copy (it takes no batch until
-// then) or has seen nothing of the partition, has acknowledged nothing:
-// it holds all it acknowledged, which is nothing, and counts as a copy
-// holding nothing on every list.
+// is still that one, and that has taken nothing of the partition since
+// (its store new and its copy untouched, or nothing of the partition seen
+// at all: the caller says so by passing the process's own incarnation,
+// never one gossip reports), has acknowledged nothing: it holds all it
+// acknowledged, which is nothing, and counts as a copy holding nothing on
+// every list.
 func NamedAtIncarnation(id string, incarnation int64, lists []*record.CopyList) bool {
 	return slices.ContainsFunc(lists, func(l *record.CopyList) bool { return l.NamesAt(id, incarnation) })
 }

@@ -48,7 +48,7 @@ func (t applyTx) SetChain(chain []EpochStart) {
 
 func (t applyTx) RecopyDone() {
 	t.p.mu.Lock() // toCarry reads it under p.mu, from a tenure's start
-	t.p.recopy = false
+	t.p.recopy, t.p.untouched = false, false
 	t.p.mu.Unlock()
 }
 
@@ -72,6 +72,7 @@ func (t applyTx) ForgetHistory(horizon Position, epochSeen uint64) {
 	p := t.p
 	p.mu.Lock()
 	p.applied, p.horizon, p.epochSeen, p.startEpoch, p.recopy, p.chain = Position{}, horizon, epochSeen, 0, true, nil
+	p.untouched = false // it may have acknowledged what it threw away
 	p.committed = Position{}
 	p.mu.Unlock()
 	t.w.setRecord(p.record(Position{}, horizon))

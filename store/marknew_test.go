@@ -61,15 +61,17 @@ func TestANewStoresCopiesAwaitAFullCopy(t *testing.T) {
 	if w.Recopying(1) {
 		t.Fatal("a tenure's copy still awaits a full copy after its first write")
 	}
-	// A tenure confirmed over a copy that holds nothing ends the wait at
-	// once (Whole); one over a copy holding documents keeps it.
+	// Whole over a copy holding documents (partition 0's full copy)
+	// keeps the mark: only a full copy replaces documents of no history.
 	if err := w.MarkNew(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if !w.Untouched(0) {
+		t.Fatal("a copy just marked new is not untouched")
+	}
 	w.Whole(0)
-	w.Whole(1)
-	if !w.Recopying(0) || !w.Recopying(1) {
-		t.Fatalf("Whole over copies holding documents: awaiting %v %v, want true true", w.Recopying(0), w.Recopying(1))
+	if !w.Recopying(0) || w.Untouched(0) {
+		t.Fatalf("Whole over a copy holding documents: awaiting %v, untouched %v; want true, false", w.Recopying(0), w.Untouched(0))
 	}
 }
 

@@ -271,9 +271,10 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 func (w *Writer) MarkNew(ctx context.Context) error {
 	for _, p := range w.parts {
 		p.mu.Lock()
-		p.recopy = true
+		p.recopy, p.untouched = true, true
+		rec := p.record(p.applied, p.horizon)
 		p.mu.Unlock()
-		w.setRecord(p.record(p.applied, p.horizon))
+		w.setRecord(rec)
 	}
 	if err := w.SyncApplied(ctx); err != nil {
 		return fmt.Errorf("recording that this new store's copies await full copies: %w", err)
@@ -289,24 +290,40 @@ func (w *Writer) MarkNew(ctx context.Context) error {
 func (w *Writer) Whole(partition int) {
 	p := w.parts[partition]
 	p.mu.Lock()
+	p.untouched = false
 	changed := p.recopy && p.last == (Position{}) && p.applied == (Position{})
+	var rec appliedDoc
 	if changed {
 		p.recopy = false
+		rec = p.record(p.applied, p.horizon)
 	}
 	p.mu.Unlock()
 	if changed {
-		w.setRecord(p.record(p.applied, p.horizon))
+		w.setRecord(rec)
 	}
 }
 
 // Recopying reports whether this node's copy of partition awaits a full
-// copy (MarkNew, ForgetHistory): it may lack writes this node
-// acknowledged, so it counts as no copy in a tenure's check until then.
+// copy (MarkNew, ForgetHistory) and no tenure of this node has begun on
+// it since: it may lack writes this node acknowledged, so it counts as no
+// copy in a tenure's check until then. (A tenure begins only once
+// confirmed to hold every write a majority acknowledged.)
 func (w *Writer) Recopying(partition int) bool {
 	p := w.parts[partition]
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.recopy
+	return p.recopy && p.startEpoch == 0
+}
+
+// Untouched reports whether partition's copy was marked new in this run
+// (MarkNew) and has taken nothing since: no full copy finished, no
+// tenure, no history thrown away. This process has acknowledged nothing
+// of the partition.
+func (w *Writer) Untouched(partition int) bool {
+	p := w.parts[partition]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.untouched
 }
 
 // rollbackScan is how many documents one read of a rollback's search

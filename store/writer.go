@@ -147,6 +147,10 @@ type partition struct {
 	horizon Position
 	// recopy: this node waits for a full copy (see startRecopy).
 	recopy bool
+	// untouched: the copy was marked by MarkNew in this run and has
+	// taken nothing since (no full copy finished, no tenure, no history
+	// thrown away): this process acknowledged nothing of the partition.
+	untouched bool
 	// restoring: the epoch of the master whose restore of this node's
 	// diverged changes is not finished, or whose check for them failed:
 	// each of its batches is checked (see rollBack).
@@ -714,12 +718,14 @@ func (w *Writer) beginTenure(p *partition, epoch uint64) error {
 		carry := p.toCarry(epoch)
 		start := p.held()
 		p.startEpoch, p.startPos, p.carrying = epoch, start, carry
+		p.untouched = false
 		if p.recopy && p.last == (Position{}) {
 			// A copy that awaited a full copy and holds nothing is the
 			// master's now (see Whole). One holding documents of no
 			// history (a full copy cut short, a copy thrown away) keeps
 			// the mark: they are not carried, and only a full copy
-			// replaces them.
+			// replaces them; it counts as a copy all the same
+			// (Recopying), its tenure confirmed.
 			p.recopy = false
 		}
 		p.chain = withTenure(p.chain, EpochStart{Epoch: epoch, Start: start})

@@ -39,11 +39,13 @@ type handoffs struct {
 
 // handoffDeps is what handoffs uses of its node (built by StartWith).
 type handoffDeps struct {
-	self       string        // NODE_ID
-	partitions int           // PARTITION_COUNT
-	leaseTTL   time.Duration // LEASE_TTL
-	maxMoves   int           // MAX_CONCURRENT_MOVES
-	log        *slog.Logger
+	self string // NODE_ID
+	// incarnation is this process's (cluster.Cluster.Incarnation).
+	incarnation int64
+	partitions  int           // PARTITION_COUNT
+	leaseTTL    time.Duration // LEASE_TTL
+	maxMoves    int           // MAX_CONCURRENT_MOVES
+	log         *slog.Logger
 
 	leases  handoffLeases
 	writer  handoffWriter
@@ -76,6 +78,7 @@ type handoffLeases interface {
 type handoffWriter interface {
 	Applied(p int) store.Position
 	Recopying(p int) bool
+	Untouched(p int) bool
 	Position(p int) store.Position
 	Pause(ctx context.Context, p int) (resume func(), err error)
 }
@@ -299,7 +302,11 @@ func (h *handoffs) Positions(ps []int) map[int]api.PositionAnswer {
 		if h.writer.Recopying(p) {
 			// Its position may be one a full copy cut short left: it
 			// holds nothing that counts.
-			out[p] = api.PositionAnswer{Partial: true}
+			a := api.PositionAnswer{Partial: true}
+			if h.writer.Untouched(p) {
+				a.Incarnation = h.incarnation
+			}
+			out[p] = a
 			continue
 		}
 		out[p] = api.PositionAnswer{Position: h.writer.Applied(p)}

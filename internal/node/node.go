@@ -255,11 +255,11 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	// Handoffs and promotion get the parts they use, and the node's rules
 	// as functions. Nothing calls them before the node runs (the lease
 	// manager reads only the plan's voters while it is made).
-	n.handoff = newHandoffs(&handoffDeps{self: cfg.NodeID, partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
+	n.handoff = newHandoffs(&handoffDeps{self: cfg.NodeID, incarnation: cl.Incarnation(), partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
 		maxMoves: cfg.MaxConcurrentMoves, log: log, leases: n.leases, writer: n.writer, shipper: n.shipper, table: table,
 		peers: cl, ring: place.Ring, observe: metrics.ObserveHandoff,
 		writable: n.writable, caughtUp: n.caughtUp, masterChanged: n.masterChanged, stopping: n.stopping.Load})
-	n.promote = newPromotion(&promotionDeps{self: cfg.NodeID, incarnation: cl.Incarnation(), incarnations: n.incarnations, partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
+	n.promote = newPromotion(&promotionDeps{self: cfg.NodeID, incarnation: cl.Incarnation(), partitions: cfg.PartitionCount, leaseTTL: cfg.LeaseTTL,
 		log: log, leases: n.leases, writer: n.writer, table: table, peers: cl, voters: place.Voters,
 		copies: n.copies, lapseOf: n.lapseOf, lost: n.memberLost, wakeTenures: n.wakeTenures, wakeReplicas: n.wakeReplicas,
 		broadcast: func(as []shard.Assignment) { n.cluster.Broadcast(shard.EncodeAssignments(as)) }})

@@ -67,11 +67,9 @@ type promotionDeps struct {
 	// of copies that names this node at it was recorded before any write
 	// this process could have acknowledged on it.
 	incarnation int64
-	// incarnations are the members' incarnations as gossip shows them.
-	incarnations func() map[string]int64
-	partitions   int           // PARTITION_COUNT
-	leaseTTL     time.Duration // LEASE_TTL
-	log          *slog.Logger
+	partitions  int           // PARTITION_COUNT
+	leaseTTL    time.Duration // LEASE_TTL
+	log         *slog.Logger
 
 	leases promotionLeases
 	writer promotionWriter
@@ -114,6 +112,7 @@ type promotionWriter interface {
 	Applied(p int) store.Position
 	NewestEpoch(p int) uint64
 	Recopying(p int) bool
+	Untouched(p int) bool
 	// Whole is told that this node's tenure of p may write: its copy
 	// holds every write a majority acknowledged (store.Writer.Whole).
 	Whole(p int)
@@ -501,13 +500,13 @@ func (pr *promotion) confirm(ctx context.Context) {
 	}
 	// Copies awaiting a full copy (api.PositionAnswer.Partial) may lack
 	// writes their node acknowledged: they count for no list, unless a
-	// voters' list names them at the incarnation their process runs in
-	// now (lease.NamedAtIncarnation: they acknowledged nothing). A check
-	// that asks every member whether it holds anything (no list kept)
-	// takes their answer, as holding nothing of what it must find: every
+	// voters' list names them at the incarnation of the process that
+	// answered, and that process has taken nothing of the partition
+	// (lease.NamedAtIncarnation: it acknowledged nothing). A check that
+	// asks every member whether it holds anything (no list kept) takes
+	// their answer, as holding nothing of what it must find: every
 	// member not lost for good answers there, the copies that hold the
 	// writes included.
-	incarnations := pr.incarnations()
 	partial := map[int]map[string]bool{}
 	askCtx, cancel := context.WithTimeout(ctx, pr.leaseTTL/3)
 	defer cancel()
@@ -530,7 +529,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 				case !pos.Partial:
 					heard[p][m] = pos.Position
 				case listsOnly[p] && len(checks[p].lists) == 0,
-					lease.NamedAtIncarnation(m, incarnations[m], checks[p].lists):
+					lease.NamedAtIncarnation(m, pos.Incarnation, checks[p].lists):
 					heard[p][m] = store.Position{}
 				default:
 					if partial[p] == nil {
@@ -566,7 +565,14 @@ func (pr *promotion) confirm(ctx context.Context) {
 		var ok, stepDown bool
 		var why string
 		if listsOnly[p] {
-			ok, stepDown, why = lease.ConfirmHoldingNothing(pr.self, pr.incarnation, up, over, asked[p], c.lists, pr.copies())
+			// This process acknowledged nothing of p if its copy is new
+			// and untouched, or it has seen nothing of p; a copy that
+			// threw its history away may have.
+			var inc int64
+			if pr.writer.Untouched(p) || pr.writer.NewestEpoch(p) == 0 && pr.writer.Applied(p) == (store.Position{}) {
+				inc = pr.incarnation
+			}
+			ok, stepDown, why = lease.ConfirmHoldingNothing(pr.self, inc, up, over, asked[p], c.lists, pr.copies())
 		} else {
 			ok, stepDown, why = lease.ConfirmOnLists(pr.self, own, up, over, tableList[p], everyone[p], c.lists, pr.copies())
 		}

@@ -40,3 +40,28 @@ func TestAReplicaSentNothingTakesOverFromADeadMaster(t *testing.T) {
 	}
 	t.Logf("%s took partition %d over and takes writes", master, p)
 }
+
+// With REPLICATION_FACTOR 3, a copy new in its process that was never
+// sent its first full copy answers as awaiting one, and counts as a copy
+// holding nothing in another copy's check (its master's first list names
+// it at the incarnation that answered): node2 takes over from a dead
+// node1 with node3's answer. Before, a copy awaiting a full copy counted
+// for no list, and node2, which needs two answers, waited for node1.
+func TestAnUntouchedNewCopyCountsInAnotherCopysCheck(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.NoWait(), testcluster.ReplicationFactor(3))
+	// No batch or copy of node1's reaches node3 (cut before the first
+	// tenures begin).
+	c.Faults.CutReplication("node1", "node3")
+	c.WaitForMasters(30 * time.Second)
+	token := testnode.AdminToken(t)
+	user, p := userMasteredBy(t, c, "node1")
+	base := "/v1/users/" + user + "/collections/c/documents/"
+	acked := writeMajority(t, c.Node("node1").Client(token), base, 10)
+	c.Node("node1").Stop()
+	master := awaitMasterTakingWrites(t, c, token, p, base+"after", 20*time.Second)
+	if master == "node1" {
+		t.Fatalf("node1 is stopped but served the write")
+	}
+	lost := readsLost(t, c, token, master, base, acked)
+	t.Logf("%s took partition %d over with node3's answer; %d of %d majority writes lost", master, p, lost, len(acked))
+}
