@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,21 +30,7 @@ func TestAnEmptiedReplicaCopiedPartWayDoesNotTakeOver(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.ReplicationBatch(5), testcluster.ReplicaReplaceAfter(time.Minute))
 	token := testnode.AdminToken(t)
 	user, p := userPlacedOn(t, c, "node1", "node2")
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl := c.Node("node1").Client(token)
-			for i := w; i < 400; i += 8 {
-				if r := cl.Do("POST", "/v1/users/"+user+"/collections/fill/documents", `{"pad":"0123456789012345678901234567890123456789"}`); r.Status != 201 {
-					t.Errorf("filling: %d %s", r.Status, r.Body)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	fill(t, c.Node("node1").Client(token), user, 400)
 	base := "/v1/users/" + user + "/collections/c/documents/"
 	acked := writeMajority(t, c.Node("node1").Client(token), base, 20)
 

@@ -262,21 +262,7 @@ func TestAReplacementStillCopyingIsNotPromoted(t *testing.T) {
 	token := testnode.AdminToken(t)
 	user, p := userPlacedOn(t, c, "node1", "node4")
 	// Enough documents that the new replica's copy takes many chunks.
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl := c.Node("node1").Client(token)
-			for i := w; i < 400; i += 8 {
-				if r := cl.Do("POST", "/v1/users/"+user+"/collections/fill/documents", `{"pad":"0123456789012345678901234567890123456789"}`); r.Status != 201 {
-					t.Errorf("filling: %d %s", r.Status, r.Body)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	fill(t, c.Node("node1").Client(token), user, 400)
 	base := "/v1/users/" + user + "/collections/c/documents/"
 	acked := writeMajority(t, c.Node("node1").Client(token), base, 20)
 	c.RemoveFromPeers("node4")
@@ -347,6 +333,27 @@ func TestAMasterCutFromTheVotersIsFailedOverByANonVoter(t *testing.T) {
 	if o := c.History.Overlaps(); len(o) > 0 {
 		t.Fatalf("two nodes accepted writes at once:\n%v", o)
 	}
+}
+
+// fill writes n small documents of user through cl, eight at a time, in
+// collection "fill": enough that a copy of the partition takes many
+// chunks.
+func fill(t *testing.T, cl *testnode.Client, user string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 8 {
+				if r := cl.Do("POST", "/v1/users/"+user+"/collections/fill/documents", `{"pad":"0123456789012345678901234567890123456789"}`); r.Status != 201 {
+					t.Errorf("filling: %d %s", r.Status, r.Body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // userPlacedOn finds a user whose partition responsible lists exactly
