@@ -52,7 +52,11 @@ func openBrowser(t *testing.T, path string) *browserPage {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots in %s (set SHOAL_UI_SCREENSHOTS to keep them after the test)", shots)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1500, 1900))
+	// Chromium's own temporary files (its profile's singleton socket
+	// directory) go under the test's directory, removed with it: in /tmp
+	// each run left one behind.
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1500, 1900),
+		chromedp.Env("TMPDIR="+t.TempDir()))
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
 	t.Cleanup(func() { cancel(); cancelAlloc() })
