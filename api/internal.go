@@ -103,12 +103,11 @@ type positionsAnswer = map[int]PositionAnswer
 
 // PositionAnswer is how far a node holds one partition's history. Partial
 // says its copy awaits a full copy (store.Writer.Recopying: a new store,
-// or a copy that threw its history away): it may lack writes the node
-// acknowledged, so it counts as no copy in a campaign or a tenure's
-// check, though it answered (and holds nothing of the history a check
-// must find). The position's fields are at the top level, as before
-// Partial, so a node of an earlier version reads the position and
-// ignores it.
+// or a copy that threw its history away), and the position is then zero:
+// it may lack writes the node acknowledged, so it counts as no copy in a
+// tenure's check (it is heard in a campaign, as the least current copy).
+// The position's fields are at the top level, as before Partial, so a
+// node of an earlier version reads the position and ignores the rest.
 type PositionAnswer struct {
 	store.Position
 	Partial bool `json:"partial,omitempty"`

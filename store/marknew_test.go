@@ -9,15 +9,18 @@ import (
 // A new store's copies (Writer.MarkNew) await a full copy before they
 // count: a normal batch is refused, the last chunk of a full copy ends
 // the wait, the mark outlives a restart, and a tenure's first write ends
-// it too. Only the start that created the store's meta says it is new.
+// it too. A store is new only until its meta is recorded.
 func TestANewStoresCopiesAwaitAFullCopy(t *testing.T) {
 	s := openTestStore(t)
 	ctx := context.Background()
-	if created, err := s.CheckPartitionCount(ctx, "n1", 2); err != nil || !created {
-		t.Fatalf("the first start: created %v, %v", created, err)
+	if count, _, err := s.PartitionCount(ctx); err != nil || count != 0 {
+		t.Fatalf("a store no node started on: count %d, %v; want 0 (new)", count, err)
 	}
-	if created, err := s.CheckPartitionCount(ctx, "n1", 2); err != nil || created {
-		t.Fatalf("a later start: created %v, %v", created, err)
+	if err := s.CheckPartitionCount(ctx, "n1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if count, _, err := s.PartitionCount(ctx); err != nil || count != 2 {
+		t.Fatalf("once its meta is recorded: count %d, %v; want 2 (not new)", count, err)
 	}
 	w := NewWriter(s, 2, WriterOptions{CacheBytes: 1 << 20})
 	if err := w.LoadAll(ctx); err != nil {

@@ -260,7 +260,7 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 }
 
 // MarkNew records that this node's store was created empty at this start
-// (Store.CheckPartitionCount): each partition's copy awaits a full copy
+// (Store.PartitionCount said 0): each partition's copy awaits a full copy
 // before it counts as holding anything, as a copy that threw its history
 // away does (ForgetHistory). The node may have held a partition, and
 // acknowledged writes of it, in a data directory that was lost: a copy

@@ -261,8 +261,14 @@ func (h *handoffs) TakeOver(ctx context.Context, p int, from store.Position) (sh
 	if h.stopping != nil && h.stopping() {
 		return shard.Assignment{}, fmt.Errorf("node %s is shutting down: it takes no partition", h.self)
 	}
-	if have := h.writer.Applied(p); have.Compare(from) < 0 || h.writer.Recopying(p) && from != (store.Position{}) {
-		return shard.Assignment{}, fmt.Errorf("node %s holds partition %d up to %s, not %s (awaiting a full copy: %v)", h.self, p, have, from, h.writer.Recopying(p))
+	// A copy awaiting a full copy holds nothing that counts, whatever
+	// position a full copy cut short left.
+	have := h.writer.Applied(p)
+	if h.writer.Recopying(p) {
+		have = store.Position{}
+	}
+	if have.Compare(from) < 0 {
+		return shard.Assignment{}, fmt.Errorf("node %s holds partition %d up to %s, not %s", h.self, p, have, from)
 	}
 	h.mu.Lock()
 	h.incoming[p]++

@@ -162,7 +162,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	}
 	newStore := recorded == 0
 	if !newStore {
-		if _, err := st.CheckPartitionCount(ctx, cfg.NodeID, cfg.PartitionCount); err != nil {
+		if err := st.CheckPartitionCount(ctx, cfg.NodeID, cfg.PartitionCount); err != nil {
 			return fail(err)
 		}
 	}
@@ -272,7 +272,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		if err := n.writer.MarkNew(ctx); err != nil {
 			return fail(err)
 		}
-		if _, err := st.CheckPartitionCount(ctx, cfg.NodeID, cfg.PartitionCount); err != nil {
+		if err := st.CheckPartitionCount(ctx, cfg.NodeID, cfg.PartitionCount); err != nil {
 			return fail(err)
 		}
 	}

@@ -446,7 +446,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 		// its first batch). With no list kept, every member is asked
 		// whether it holds anything.
 		var regular []string
-		if pr.writer.Recopying(p) || pr.writer.NewestEpoch(p) == 0 && pr.writer.Applied(p) == (store.Position{}) {
+		if pr.writer.Recopying(p) || pr.seenNothing(p) {
 			listsOnly[p] = true
 		} else {
 			regular = shard.WriteQuorum(pr.copies()).Regular(pr.table.Get(p).Responsible)
@@ -569,7 +569,7 @@ func (pr *promotion) confirm(ctx context.Context) {
 			// and untouched, or it has seen nothing of p; a copy that
 			// threw its history away may have.
 			var inc int64
-			if pr.writer.Untouched(p) || pr.writer.NewestEpoch(p) == 0 && pr.writer.Applied(p) == (store.Position{}) {
+			if pr.writer.Untouched(p) || pr.seenNothing(p) {
 				inc = pr.incarnation
 			}
 			ok, stepDown, why = lease.ConfirmHoldingNothing(pr.self, inc, up, over, asked[p], c.lists, pr.copies())
@@ -598,6 +598,13 @@ func (pr *promotion) confirm(ctx context.Context) {
 				"heard", heard[p], "partial", partial[p], "table", tableList[p], "lists", c.lists, "own", own)
 		}
 	}
+}
+
+// seenNothing reports whether this node has seen nothing of partition p:
+// no epoch in its history, a master's batches or its tenures, and
+// nothing applied.
+func (pr *promotion) seenNothing(p int) bool {
+	return pr.writer.NewestEpoch(p) == 0 && pr.writer.Applied(p) == (store.Position{})
 }
 
 // settle confirms this node's tenure of p at epoch: it may take writes
