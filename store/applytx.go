@@ -103,10 +103,10 @@ func (t applyTx) Overwrite(docs []*Doc, absent []string) error {
 		err = w.store.remove(w.ctx, p.id, absent)
 	}
 	for _, d := range docs {
-		w.cache.forget(d.Key)
+		w.cache.forget(p.id, d.Key)
 	}
 	for _, k := range absent {
-		w.cache.forget(k)
+		w.cache.forget(p.id, k)
 	}
 	p.commits.Add(1)
 	for _, d := range docs {

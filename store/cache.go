@@ -6,8 +6,9 @@ import (
 )
 
 // cache is a bounded, least-recently-used cache of document states keyed by
-// store key. It holds tombstones and "absent" entries too, so the writer can
-// decide inserts without asking the store.
+// partition and store key (one key can be in every partition: the tenure
+// marker is). It holds tombstones and "absent" entries too, so the writer
+// can decide inserts without asking the store.
 //
 // Only a partition's writer puts entries; readers fill misses through
 // fill, which refuses when a commit to the partition began since the reader
@@ -17,30 +18,36 @@ type cache struct {
 	mu       sync.Mutex
 	budget   int
 	used     int
-	entries  map[string]*list.Element
+	entries  map[cacheKey]*list.Element
 	lru      list.List // front = most recent
 	disabled bool
 }
 
+// cacheKey is a document's key in one partition.
+type cacheKey struct {
+	partition int
+	key       string
+}
+
 type cacheEntry struct {
-	key  string
+	key  cacheKey
 	doc  *Doc // nil: the store holds no record of key
 	size int
 }
 
 func newCache(budget int64) *cache {
-	return &cache{budget: int(budget), entries: map[string]*list.Element{}, disabled: budget <= 0}
+	return &cache{budget: int(budget), entries: map[cacheKey]*list.Element{}, disabled: budget <= 0}
 }
 
 // get returns the cached state of key: found reports whether the cache knows
 // it; doc is nil when the key is known to be absent from the store.
-func (c *cache) get(key string) (doc *Doc, found bool) {
+func (c *cache) get(partition int, key string) (doc *Doc, found bool) {
 	if c.disabled {
 		return nil, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.entries[key]
+	el, ok := c.entries[cacheKey{partition, key}]
 	if !ok {
 		return nil, false
 	}
@@ -49,31 +56,32 @@ func (c *cache) get(key string) (doc *Doc, found bool) {
 }
 
 // put records the state of key (doc nil: absent).
-func (c *cache) put(key string, doc *Doc) {
+func (c *cache) put(partition int, key string, doc *Doc) {
 	if c.disabled {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.putLocked(key, doc)
+	c.putLocked(cacheKey{partition, key}, doc)
 }
 
 // fill records a state read from the store, but only while valid() still
 // holds, checked under the cache lock.
-func (c *cache) fill(key string, doc *Doc, valid func() bool) {
+func (c *cache) fill(partition int, key string, doc *Doc, valid func() bool) {
 	if c.disabled {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.entries[key]; ok || !valid() {
+	k := cacheKey{partition, key}
+	if _, ok := c.entries[k]; ok || !valid() {
 		return
 	}
-	c.putLocked(key, doc)
+	c.putLocked(k, doc)
 }
 
-func (c *cache) putLocked(key string, doc *Doc) {
-	size := len(key) + 64
+func (c *cache) putLocked(key cacheKey, doc *Doc) {
+	size := len(key.key) + 64
 	if doc != nil {
 		size += doc.Size
 	}
@@ -96,15 +104,16 @@ func (c *cache) putLocked(key string, doc *Doc) {
 }
 
 // forget drops key, so the next access asks the store.
-func (c *cache) forget(key string) {
+func (c *cache) forget(partition int, key string) {
 	if c.disabled {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
+	k := cacheKey{partition, key}
+	if el, ok := c.entries[k]; ok {
 		c.used -= el.Value.(*cacheEntry).size
 		c.lru.Remove(el)
-		delete(c.entries, key)
+		delete(c.entries, k)
 	}
 }

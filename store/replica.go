@@ -167,7 +167,7 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 		if d.Deleted {
 			p.tombstones.Store(true)
 		}
-		if _, cached := w.cache.get(d.Key); !cached {
+		if _, cached := w.cache.get(p.id, d.Key); !cached {
 			created = append(created, d)
 		} else {
 			rest = append(rest, d)
@@ -180,14 +180,14 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 			// Some of them may be stored, some not: nothing is cached, so
 			// the retry looks each one up instead of taking it as held.
 			for _, d := range created {
-				w.cache.forget(d.Key)
+				w.cache.forget(p.id, d.Key)
 			}
 			p.commits.Add(1)
 			return newLast, err
 		}
 		for _, d := range created {
 			if !dups[d.Key] {
-				w.cache.put(d.Key, d)
+				w.cache.put(p.id, d.Key, d)
 				newLast = maxPosition(newLast, d.Pos)
 			}
 		}
@@ -224,9 +224,9 @@ func (w *Writer) commitApplied(p *partition, writes []write) error {
 	err := w.store.commit(w.ctx, p.id, writes)
 	for _, wr := range writes {
 		if err != nil {
-			w.cache.forget(wr.doc.Key)
+			w.cache.forget(p.id, wr.doc.Key)
 		} else {
-			w.cache.put(wr.doc.Key, wr.doc)
+			w.cache.put(p.id, wr.doc.Key, wr.doc)
 		}
 	}
 	return err

@@ -100,7 +100,7 @@ func (w *Writer) processPurge(p *partition, before time.Time) (int, error) {
 		p.commits.Add(1)
 		err := w.store.deleteTombstones(w.ctx, p.id, before)
 		for _, k := range plan.keys {
-			w.cache.forget(k)
+			w.cache.forget(p.id, k)
 		}
 		p.commits.Add(1)
 		if err != nil {
@@ -177,7 +177,7 @@ func (w *Writer) applyFull(p *partition, b *Batch, chain []EpochStart, last Posi
 		p.commits.Add(1)
 		err := w.store.remove(w.ctx, p.id, gone)
 		for _, k := range gone {
-			w.cache.forget(k)
+			w.cache.forget(p.id, k)
 		}
 		p.commits.Add(1)
 		if err != nil {

@@ -291,7 +291,7 @@ func (w *Writer) enqueue(ctx context.Context, p *partition, req *request) error 
 // read). It returns ErrNotFound when there is no record; a tombstone is
 // returned as a Doc with Deleted set.
 func (w *Writer) Get(ctx context.Context, partition int, key string) (*Doc, error) {
-	if d, ok := w.cache.get(key); ok {
+	if d, ok := w.cache.get(partition, key); ok {
 		if d == nil {
 			return nil, ErrNotFound
 		}
@@ -304,7 +304,7 @@ func (w *Writer) Get(ctx context.Context, partition int, key string) (*Doc, erro
 		return nil, err
 	}
 	if before%2 == 0 {
-		w.cache.fill(key, d, func() bool { return p.commits.Load() == before })
+		w.cache.fill(partition, key, d, func() bool { return p.commits.Load() == before })
 	}
 	return d, err
 }
@@ -614,11 +614,11 @@ func (w *Writer) process(p *partition, batch []*request) {
 	err = w.store.commit(w.ctx, p.id, writes)
 	if err != nil {
 		for _, k := range keys {
-			w.cache.forget(k)
+			w.cache.forget(p.id, k)
 		}
 	} else {
 		for _, wr := range writes {
-			w.cache.put(wr.doc.Key, wr.doc)
+			w.cache.put(p.id, wr.doc.Key, wr.doc)
 		}
 	}
 	p.commits.Add(1)
@@ -878,9 +878,9 @@ func (w *Writer) carryOver(p *partition, epoch uint64) error {
 		err = w.store.commit(w.ctx, p.id, writes)
 		for _, wr := range writes {
 			if err != nil {
-				w.cache.forget(wr.doc.Key)
+				w.cache.forget(p.id, wr.doc.Key)
 			} else {
-				w.cache.put(wr.doc.Key, wr.doc)
+				w.cache.put(p.id, wr.doc.Key, wr.doc)
 			}
 		}
 		p.commits.Add(1)
@@ -958,7 +958,7 @@ func (w *Writer) current(p *partition, key string, fresh bool) (*Doc, error) {
 	if fresh {
 		return nil, nil
 	}
-	if d, ok := w.cache.get(key); ok {
+	if d, ok := w.cache.get(p.id, key); ok {
 		return d, nil
 	}
 	d, err := w.store.Get(w.ctx, p.id, key)

@@ -184,18 +184,18 @@ func TestWriterRestartContinuesPositionsAndDeletesAreTombstones(t *testing.T) {
 func TestCacheFillIsRefusedWhenACommitOverlappedTheRead(t *testing.T) {
 	c := newCache(1 << 20)
 	old := &Doc{Key: "k", Version: 1, Size: 10}
-	c.fill("k", old, func() bool { return false })
-	if _, ok := c.get("k"); ok {
+	c.fill(0, "k", old, func() bool { return false })
+	if _, ok := c.get(0, "k"); ok {
 		t.Fatal("a read that overlapped a commit filled the cache")
 	}
-	c.fill("k", old, func() bool { return true })
-	if d, ok := c.get("k"); !ok || d != old {
+	c.fill(0, "k", old, func() bool { return true })
+	if d, ok := c.get(0, "k"); !ok || d != old {
 		t.Fatal("a clean read did not fill the cache")
 	}
 	newer := &Doc{Key: "k", Version: 2, Size: 10}
-	c.put("k", newer)
-	c.fill("k", old, func() bool { return true })
-	if d, _ := c.get("k"); d != newer {
+	c.put(0, "k", newer)
+	c.fill(0, "k", old, func() bool { return true })
+	if d, _ := c.get(0, "k"); d != newer {
 		t.Fatal("a fill replaced a newer entry")
 	}
 }
@@ -203,15 +203,15 @@ func TestCacheFillIsRefusedWhenACommitOverlappedTheRead(t *testing.T) {
 func TestCacheStaysWithinBudget(t *testing.T) {
 	c := newCache(10_000)
 	for i := 0; i < 1000; i++ {
-		c.put(fmt.Sprintf("key-%d", i), &Doc{Size: 100})
+		c.put(0, fmt.Sprintf("key-%d", i), &Doc{Size: 100})
 	}
 	if c.used > c.budget {
 		t.Fatalf("cache uses %d of %d bytes", c.used, c.budget)
 	}
-	if _, ok := c.get("key-999"); !ok {
+	if _, ok := c.get(0, "key-999"); !ok {
 		t.Fatal("the newest entry was evicted")
 	}
-	if _, ok := c.get("key-0"); ok {
+	if _, ok := c.get(0, "key-0"); ok {
 		t.Fatal("the oldest entry survived past the budget")
 	}
 }
