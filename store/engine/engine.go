@@ -27,7 +27,10 @@ var ErrUnavailable = errors.New("store unavailable")
 
 // Write is one document state to commit. Insert says the engine is known
 // to hold no record of the key (an insert may be cheaper than a replace);
-// a retried commit may find it there and must replace it then.
+// a retried commit may find it there and must replace it then. Engines
+// rely on it: the embedded one does not look such a key up, so a write
+// marked Insert over a stored state would leave that state's entries in
+// its indexes. Only the partition's writer sets it, from what it read.
 type Write struct {
 	Doc    *record.Doc
 	Insert bool

@@ -32,6 +32,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -51,7 +52,21 @@ type Engine struct {
 
 	mu     sync.RWMutex
 	closed bool
+
+	// counts holds the collection counts the engine last committed (by
+	// count key), so that a commit need not read them back: each is
+	// changed only by commits to its partition, one at a time. Bounded by
+	// maxCachedCounts; a key missing is read from the database.
+	countsMu sync.Mutex
+	counts   map[string]int64
+
+	// lookups counts the states read to maintain the indexes and counts
+	// (tests).
+	lookups atomic.Int64
 }
+
+// maxCachedCounts bounds Engine.counts: past it the map starts over.
+const maxCachedCounts = 1 << 16
 
 // errClosed: the engine was closed.
 var errClosed = fmt.Errorf("%w: the pebble store is closed", engine.ErrUnavailable)
@@ -96,8 +111,7 @@ func Open(o Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening the pebble store in %s: %v", engine.ErrUnavailable, o.Dir, err)
 	}
-	e := &Engine{db: db}
-	return e, nil
+	return &Engine{db: db, counts: map[string]int64{}}, nil
 }
 
 // memTableBytes is the size Pebble's memtables grow to (its default is 4
@@ -274,11 +288,24 @@ func (e *Engine) newBatch(partition int) *batch {
 	return &batch{e: e, partition: partition, b: e.db.NewBatch(), seen: map[string]old{}, counts: map[string]int64{}}
 }
 
-// before is key's state before this change.
+// before is key's state before this change, read from the database the
+// first time the batch asks (a replica's insert asks twice: whether the key
+// is held, then to replace it) and kept.
 func (b *batch) before(key string) (old, error) {
 	if o, ok := b.seen[key]; ok {
 		return o, nil
 	}
+	o, err := b.read(key)
+	if err != nil {
+		return old{}, err
+	}
+	b.seen[key] = o
+	return o, nil
+}
+
+// read is key's state in the database.
+func (b *batch) read(key string) (old, error) {
+	b.e.lookups.Add(1)
 	v, closer, err := b.e.db.Get(docKey(b.partition, key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return old{}, nil
@@ -292,6 +319,14 @@ func (b *batch) before(key string) (old, error) {
 		return old{}, err
 	}
 	return old{held: true, pos: d.Pos, updated: d.Updated, deleted: d.Deleted}, nil
+}
+
+// absent notes that key holds no state before this batch, as the caller
+// knows (engine.Write.Insert), so no lookup is made for it.
+func (b *batch) absent(key string) {
+	if _, ok := b.seen[key]; !ok {
+		b.seen[key] = old{}
+	}
 }
 
 // drop removes key's old state from the indexes and counts.
@@ -359,15 +394,17 @@ func (b *batch) remove(key string) error {
 // commit applies the counts' changes and writes the batch.
 func (b *batch) commit(what string) error {
 	defer b.b.Close()
+	counts := make(map[string]int64, len(b.counts))
 	for k, change := range b.counts {
 		if change == 0 {
 			continue
 		}
-		n, err := b.e.count([]byte(k))
+		n, err := b.e.count(k)
 		if err != nil {
 			return err
 		}
 		if n += change; n <= 0 {
+			n = 0
 			err = b.b.Delete([]byte(k), nil)
 		} else {
 			err = b.b.Set([]byte(k), binary.BigEndian.AppendUint64(nil, uint64(n)), nil)
@@ -375,14 +412,42 @@ func (b *batch) commit(what string) error {
 		if err != nil {
 			return err
 		}
+		counts[k] = n
 	}
-	if err := b.b.Commit(pebble.Sync); err != nil {
+	err := b.b.Commit(pebble.Sync)
+	b.e.countsMu.Lock()
+	defer b.e.countsMu.Unlock()
+	if len(b.e.counts)+len(counts) > maxCachedCounts {
+		clear(b.e.counts)
+	}
+	for k, n := range counts {
+		if err != nil {
+			delete(b.e.counts, k) // stored or not: read it again next time
+		} else {
+			b.e.counts[k] = n
+		}
+	}
+	if err != nil {
 		return unavailable(what, err)
 	}
 	return nil
 }
 
-func (e *Engine) count(k []byte) (int64, error) {
+// count is the live documents of the collection of count key k, as last
+// committed.
+func (e *Engine) count(k string) (int64, error) {
+	e.countsMu.Lock()
+	n, ok := e.counts[k]
+	e.countsMu.Unlock()
+	if ok {
+		return n, nil
+	}
+	e.lookups.Add(1)
+	return e.readCount([]byte(k))
+}
+
+// readCount reads a collection count from the database.
+func (e *Engine) readCount(k []byte) (int64, error) {
 	v, closer, err := e.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, nil
@@ -408,6 +473,12 @@ func splitKey(key string) (user, coll, id string) {
 func (e *Engine) doCommit(_ context.Context, partition int, writes []engine.Write) error {
 	b := e.newBatch(partition)
 	for _, w := range writes {
+		if w.Insert {
+			// The partition's writer found no state of the key (its
+			// lookup, or its cache of what it committed): looking again
+			// here was a second read of every new document on a master.
+			b.absent(w.Doc.Key)
+		}
 		if err := b.put(w.Doc); err != nil {
 			b.b.Close()
 			return err

@@ -149,3 +149,72 @@ func TestAnInsertOfANewKeyIsRuledOutByTheFilters(t *testing.T) {
 		t.Fatalf("the filters ruled out the table %d times in 100 inserts of new keys; want nearly every time (no filter configured?)", hits)
 	}
 }
+
+// A write reads each key's state at most once, and none for a key its
+// caller knows is new (engine.Write.Insert), nor a collection count it
+// committed itself: a master's lookup of the document it replaces, a
+// replica's check of each insert and a count's read back were each made
+// twice per write before.
+func TestAWriteLooksEachKeyUpOnce(t *testing.T) {
+	dir := t.TempDir()
+	e, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { e.Close() }()
+	ctx := context.Background()
+	doc := func(id string, seq uint64) *record.Doc {
+		return &record.Doc{Key: record.DocKey("u", "c", id), User: "u", Coll: "c", ID: id,
+			Pos: record.Position{Epoch: 1, Seq: seq}, Updated: time.Now(), Body: map[string]any{"n": int64(seq)}}
+	}
+	lookups := func(what string, want int64, do func() error) {
+		t.Helper()
+		before := e.lookups.Load()
+		if err := do(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := e.lookups.Load() - before; got != want {
+			t.Fatalf("%s read %d states or counts, want %d", what, got, want)
+		}
+	}
+	lookups("a replica's insert of 3 new documents (and the collection's count, not yet known)", 4, func() error {
+		_, err := e.InsertNew(ctx, 0, []*record.Doc{doc("a", 1), doc("b", 2), doc("c", 3)})
+		return err
+	})
+	lookups("a master's commit of a document known to be new", 0, func() error {
+		return e.Commit(ctx, 0, []engine.Write{{Doc: doc("d", 4), Insert: true}})
+	})
+	lookups("a commit replacing a document", 1, func() error {
+		return e.Commit(ctx, 0, []engine.Write{{Doc: doc("a", 5)}})
+	})
+	lookups("an insert of a document already held", 1, func() error {
+		held, err := e.InsertNew(ctx, 0, []*record.Doc{doc("b", 6)})
+		if err == nil && !held[record.DocKey("u", "c", "b")] {
+			err = fmt.Errorf("the held document was not reported: %v", held)
+		}
+		return err
+	})
+	counts, err := e.Collections(ctx, 0, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts) != 1 || counts[0].Count != 4 {
+		t.Fatalf("collections %+v, want c with 4 documents", counts)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The counts a reopened engine reads are the ones committed.
+	e, err = Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookups("a delete after a restart (its state and the count, read once)", 2, func() error {
+		d := doc("c", 7)
+		d.Deleted, d.Body = true, nil
+		return e.Commit(ctx, 0, []engine.Write{{Doc: d}})
+	})
+	if counts, err = e.Collections(ctx, 0, "u"); err != nil || len(counts) != 1 || counts[0].Count != 3 {
+		t.Fatalf("collections %+v (%v), want c with 3 documents", counts, err)
+	}
+}
