@@ -28,6 +28,7 @@ type Metrics struct {
 	copiedBytes     *prometheus.CounterVec
 	purged          prometheus.Counter
 	fullCopies      prometheus.Counter
+	streamRequests  *prometheus.CounterVec
 	strongReads     *prometheus.CounterVec
 	majorityWait    prometheus.Histogram
 	tenureMarkers   prometheus.Counter
@@ -78,6 +79,9 @@ func NewMetrics() *Metrics {
 		fullCopies: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shoal_replication_full_copies_total", Help: "Full copies of a partition started for a replica behind the tombstone horizon or awaiting one (every copy of a new store).",
 		}),
+		streamRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_replication_stream_requests_total", Help: "Replication requests this node took as a replica over replication streams, by outcome: applied (answered), refused (unusable: the stream is closed).",
+		}, []string{"outcome"}),
 		strongReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_strong_reads_total", Help: "Majority and linearizable reads this node's copy was asked to serve, by concern and outcome: served, not_committed (a replica that does not know the state to be majority-held), timeout (not majority-held in time), not_master (the lease lapsed or moved), unconfirmed (a new tenure not confirmed yet).",
 		}, []string{"concern", "outcome"}),
@@ -90,7 +94,7 @@ func NewMetrics() *Metrics {
 		}),
 	}
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.storeDuration, m.storeErrors, m.commitChanges, m.commitDuration,
-		m.handoffs, m.handoffPause, m.copiedDocs, m.copiedBytes, m.purged, m.fullCopies, m.strongReads, m.majorityWait, m.tenureMarkers,
+		m.handoffs, m.handoffPause, m.copiedDocs, m.copiedBytes, m.purged, m.fullCopies, m.streamRequests, m.strongReads, m.majorityWait, m.tenureMarkers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

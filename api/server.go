@@ -207,6 +207,8 @@ type Server struct {
 	// markTenure).
 	markMu  sync.Mutex
 	marking map[int]chan struct{}
+	// streams are the replication streams served (stream.go).
+	streams streams
 }
 
 // New creates the API of a node over its store and writer.
@@ -226,6 +228,7 @@ func New(cfg Config, st *store.Store, w *store.Writer) *Server {
 	if s.tokenMaxTTL <= 0 {
 		s.tokenMaxTTL = DefaultTokenMaxTTL
 	}
+	s.streams.ctx, s.streams.stop = context.WithCancel(context.Background())
 	s.router = s.routes()
 	return s
 }
@@ -281,6 +284,7 @@ func (s *Server) routes() chi.Router {
 		r.Post("/v1/lease", s.vote)
 		r.Post("/v1/replicate", s.replicate)
 		r.Post("/v2/replicate", s.replicateBinary)
+		r.Post("/v2/replicate-stream", s.replicateStream)
 		r.Post("/v1/takeover", s.takeOver)
 		r.Post("/v1/positions", s.positions)
 		r.Post("/v1/check-copy", s.checkCopy)

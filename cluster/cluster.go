@@ -437,6 +437,34 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 	return resp, nil
 }
 
+// LinkCut answers the error Send would for a call to peer on path that a
+// test's Faults cut (nil otherwise), counting the call as Send does: a
+// stream checks it for every request it carries.
+func (c *Cluster) LinkCut(peer, path string) error {
+	if c.cfg.Faults.callsBlocked(c.cfg.NodeID, peer) || c.cfg.Faults.replicationBlocked(c.cfg.NodeID, peer, path) {
+		return fmt.Errorf("%w: sending to %s: %w", ErrNotSent, peer, ErrLinkCut)
+	}
+	return nil
+}
+
+// AnswerCut answers the error Send would for an answer from peer that a
+// test's Faults cut after its call went through (nil otherwise).
+func (c *Cluster) AnswerCut(peer string) error {
+	if c.cfg.Faults.callsBlocked(c.cfg.NodeID, peer) {
+		return fmt.Errorf("answer from %s: %w", peer, ErrLinkCut)
+	}
+	return nil
+}
+
+// StreamKey is the key of the frames of a stream that req, signed by Send,
+// opened (Signer.StreamKey); nil without a secret.
+func (c *Cluster) StreamKey(req *http.Request) []byte {
+	if c.signer == nil {
+		return nil
+	}
+	return c.signer.StreamKey(req)
+}
+
 // Signer signs and verifies node-to-node calls (nil without a secret).
 func (c *Cluster) Signer() *Signer { return c.signer }
 

@@ -142,6 +142,23 @@ func (s *Signer) Sign(req *http.Request, body []byte, to string) {
 	req.Header.Set(HeaderSignature, hex.EncodeToString(s.mac(req.Method, target, body, ts, nonce, s.node, to)))
 }
 
+// StreamKey is the key that authenticates the frames of a stream opened
+// by r (replicate.StreamProtocol): a request this signer signed (Sign),
+// on the node that opens the stream, or one it verified, on the node that
+// serves it. It is derived from the signing key and r's nonce, sender and
+// destination, which r's signatures cover: only the two nodes can derive
+// it, and every stream has its own (a nonce is accepted once).
+func (s *Signer) StreamKey(r *http.Request) []byte {
+	m := hmac.New(sha256.New, s.key)
+	fmt.Fprintf(m, "shoal-stream-v1\n%s\n%s\n%s", r.Header.Get(HeaderNonce), r.Header.Get(HeaderNode), r.Header.Get(HeaderTo))
+	return m.Sum(nil)
+}
+
+// Admits reports whether calls from node are still admitted: it is a node
+// of the cluster and not this one. A stream, admitted once when it opened,
+// asks it again for every request it carries.
+func (s *Signer) Admits(node string) bool { return node != s.node && s.known(node) }
+
 // Errors of Verify.
 var (
 	ErrUnsigned     = errors.New("the request is not signed (it needs one each of the headers " + HeaderNode + ", " + HeaderTo + ", " + HeaderTime + ", " + HeaderNonce + ", " + HeaderHeadSignature + " and " + HeaderSignature + ")")

@@ -245,8 +245,9 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		}
 		return none
 	}}
+	replicas := newReplicaTransport(cl, time.Now)
 	n.shipper = replicate.New(replicate.Config{Logger: log, MaxQueued: opts.ReplicationQueue, MaxBatchDocs: opts.ReplicationBatchDocs,
-		Mastership: shipperMastership{n}, Source: shipperSource{n}, Transport: newReplicaTransport(cl, time.Now),
+		Mastership: shipperMastership{n}, Source: shipperSource{n}, Transport: replicas,
 		Observer: copyMetrics{metrics: metrics, place: place}})
 	metrics.Registry.MustRegister(api.NewReplicationCollector(n.shipper.Lags))
 	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes, OnCommitted: n.shipper.Committed,
@@ -373,11 +374,21 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		n.api.SetReady(false)
 		graceCtx, cancel := context.WithDeadline(ctx, graceEnd())
 		defer cancel()
+		// The replication streams this node serves are connections the
+		// HTTP server no longer tracks: they end beside its Shutdown
+		// (api.CloseStreams). Those it opened to its replicas are its own.
+		replicas.Close()
+		streamsClosed := make(chan struct{})
+		go func() {
+			defer close(streamsClosed)
+			n.api.CloseStreams()
+		}()
 		var errs []error
 		if err := server.Shutdown(graceCtx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 			server.Close()
 		}
+		<-streamsClosed // a request being applied on one takes at most api.streamApplyTimeout
 		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, err)
 		}

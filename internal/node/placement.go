@@ -161,25 +161,33 @@ func (t leaseTransport) Vote(ctx context.Context, voter string, b lease.Batch) (
 	return ds, err
 }
 
-// replicaTransport carries replication requests over signed internal HTTP,
-// in the binary form (/internal/v2/replicate). A peer that answers 404
-// route-not-found to it runs an older version: it gets JSON on
-// /internal/v1/replicate until v1Retry has passed, then the binary form
-// is tried again (the peer may have been upgraded meanwhile).
+// replicaTransport carries replication requests to replicas: over a
+// replication stream to each (replicastream.go) when the cluster can sign
+// one, else, or for a replica that cannot take one, as signed internal
+// HTTP requests in the binary form (/internal/v2/replicate). A peer that
+// answers 404 route-not-found to that runs an older version: it gets JSON
+// on /internal/v1/replicate until v1Retry has passed, then the binary form
+// is tried again (the peer may have been upgraded meanwhile); a peer that
+// does not switch to a stream is sent requests one by one for as long.
 type replicaTransport struct {
 	c   peerSender
 	now func() time.Time
 
-	mu     sync.Mutex
-	v1Only map[string]time.Time // peer -> when to try the binary form again
+	mu       sync.Mutex
+	v1Only   map[string]time.Time // peer -> when to try the binary form again
+	noStream map[string]time.Time // peer -> when to try a stream again
+	streams  map[string]*replicaStream
+	closed   bool
 }
 
 // v1Retry is how long a peer that did not know /internal/v2/replicate is
-// sent JSON before the binary form is tried again.
+// sent JSON before the binary form is tried again (and one that did not
+// take a stream, requests one by one).
 const v1Retry = time.Minute
 
 func newReplicaTransport(c peerSender, now func() time.Time) *replicaTransport {
-	return &replicaTransport{c: c, now: now, v1Only: map[string]time.Time{}}
+	return &replicaTransport{c: c, now: now, v1Only: map[string]time.Time{}, noStream: map[string]time.Time{},
+		streams: map[string]*replicaStream{}}
 }
 
 func (t *replicaTransport) Send(ctx context.Context, replica string, r replicate.Request) (replicate.Response, error) {
@@ -190,6 +198,18 @@ func (t *replicaTransport) Send(ctx context.Context, replica string, r replicate
 	if err != nil {
 		return replicate.Response{}, err
 	}
+	if sp, ok := t.c.(streamPeer); ok {
+		resp, err := t.sendStream(ctx, sp, replica, body)
+		if !errors.Is(err, errNoStream) {
+			return resp, err
+		}
+	}
+	return t.sendBinary(ctx, replica, body, r)
+}
+
+// sendBinary sends one request over HTTP in the binary form (r is the
+// same request, for JSON).
+func (t *replicaTransport) sendBinary(ctx context.Context, replica string, body []byte, r replicate.Request) (replicate.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v2/replicate", bytes.NewReader(body))
 	if err != nil {
 		return replicate.Response{}, err
