@@ -388,7 +388,10 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 			server.Close()
 		}
-		<-streamsClosed // a request being applied on one takes at most api.streamApplyTimeout
+		select { // a request being applied on one takes at most api.streamApplyTimeout
+		case <-streamsClosed:
+		case <-graceCtx.Done():
+		}
 		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, err)
 		}

@@ -41,8 +41,13 @@ const maxKeptFrameBuffer = 1 << 20
 var _ streamPeer = (*cluster.Cluster)(nil)
 
 // errNoStream: the replica did not switch to a stream (an older version,
-// or a connection that cannot carry one); send it requests one by one.
-var errNoStream = errors.New("the replica takes no replication stream")
+// or a connection that cannot carry one); send it requests one by one,
+// and ask again after v1Retry. errNoStreamNow: it did not this time (it
+// is shutting down, say); send this request on its own.
+var (
+	errNoStream    = errors.New("the replica takes no replication stream")
+	errNoStreamNow = fmt.Errorf("%w now", errNoStream)
+)
 
 // replicaStream is an open stream to one replica: one request and its
 // answer at a time, by whoever took it from replicaTransport.streams.
@@ -65,24 +70,21 @@ func (s *replicaStream) fresh(now time.Time) bool {
 
 // sendStream sends body (a request in the binary form) over the stream to
 // replica, opening one if there is none; errNoStream if the replica takes
-// none (it is not asked again for v1Retry). A kept stream the replica
-// closed meanwhile (it restarted, or shut down) is replaced once: a
-// request it carried again is applied as a repeated request is (a replica
-// takes what it holds already as held).
+// none now. A kept stream the replica closed meanwhile (it restarted, or
+// shut down) is replaced once: a request it carried again is applied as a
+// repeated request is (a replica takes what it holds already as held).
 func (t *replicaTransport) sendStream(ctx context.Context, sp streamPeer, replica string, body []byte) (replicate.Response, error) {
-	if t.takesNoStream(replica) {
-		return replicate.Response{}, errNoStream
+	s, err := t.takeStream(ctx, sp, replica)
+	if err != nil {
+		return replicate.Response{}, err
 	}
 	// Checked once per request, as Send checks a call (a resend below is
 	// the same request).
 	if err := sp.LinkCut(replica, "/internal/v2/replicate"); err != nil {
+		s.conn.Close()
 		return replicate.Response{}, err
 	}
 	for attempt := 0; ; attempt++ {
-		s, err := t.takeStream(ctx, sp, replica)
-		if err != nil {
-			return replicate.Response{}, err
-		}
 		resp, err := s.exchange(ctx, body)
 		if err == nil {
 			err = sp.AnswerCut(replica)
@@ -93,10 +95,12 @@ func (t *replicaTransport) sendStream(ctx context.Context, sp streamPeer, replic
 			return resp, nil
 		}
 		s.conn.Close()
-		if attempt == 0 && s.reused && closedByPeer(err) && ctx.Err() == nil {
-			continue
+		if attempt > 0 || !s.reused || !closedByPeer(err) || ctx.Err() != nil {
+			return replicate.Response{}, fmt.Errorf("replica %s, over its replication stream: %w", replica, err)
 		}
-		return replicate.Response{}, fmt.Errorf("replica %s, over its replication stream: %w", replica, err)
+		if s, err = t.takeStream(ctx, sp, replica); err != nil {
+			return replicate.Response{}, err
+		}
 	}
 }
 
@@ -128,11 +132,14 @@ func (t *replicaTransport) takesNoStream(replica string) bool {
 // signature); opening one closes the streams to other replicas idle that
 // long (a replica no longer sent anything).
 func (t *replicaTransport) takeStream(ctx context.Context, sp streamPeer, replica string) (*replicaStream, error) {
+	if t.takesNoStream(replica) {
+		return nil, errNoStreamNow
+	}
 	now := t.now()
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, errNoStream
+		return nil, errNoStreamNow
 	}
 	s := t.streams[replica]
 	delete(t.streams, replica)
@@ -151,7 +158,7 @@ func (t *replicaTransport) takeStream(ctx context.Context, sp streamPeer, replic
 		s.conn.Close()
 	}
 	s, err := t.openStream(ctx, sp, replica)
-	if errors.Is(err, errNoStream) {
+	if errors.Is(err, errNoStream) && !errors.Is(err, errNoStreamNow) {
 		t.mu.Lock()
 		t.noStream[replica] = t.now().Add(v1Retry)
 		t.mu.Unlock()
@@ -185,12 +192,24 @@ func (t *replicaTransport) openStream(ctx context.Context, sp streamPeer, replic
 	req.Header.Set("Upgrade", replicate.StreamProtocol)
 	resp, err := sp.Send(replica, req, true)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, cluster.ErrNotSent) || ctx.Err() != nil {
+			return nil, err // the replica is out of reach: so is it one by one
+		}
+		// Sent, or tried, and failed: the transport may not carry an
+		// upgrade at all (HTTP/2 refuses one).
+		return nil, fmt.Errorf("%w: opening a stream to %s: %w", errNoStream, replica, err)
 	}
 	conn, ok := resp.Body.(io.ReadWriteCloser)
-	if resp.StatusCode != http.StatusSwitchingProtocols || !ok {
+	switch {
+	case resp.StatusCode == http.StatusSwitchingProtocols && ok:
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusNotImplemented || resp.StatusCode == http.StatusSwitchingProtocols:
+		// A version without streams, or a connection that cannot carry
+		// one.
 		resp.Body.Close()
 		return nil, fmt.Errorf("%w: replica %s answered %s", errNoStream, replica, resp.Status)
+	default:
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: replica %s answered %s", errNoStreamNow, replica, resp.Status)
 	}
 	key := sp.StreamKey(req)
 	if key == nil {

@@ -172,3 +172,29 @@ func TestAClosedTransportOpensNoStream(t *testing.T) {
 		t.Fatalf("%d streams opened, want 1 (none after Close)", opened)
 	}
 }
+
+// A replica that refuses a stream for now (503: it is shutting down, a
+// clock out of the signature window) is sent that request on its own and
+// asked for a stream again with the next: only a replica that cannot
+// take one (404, 501) is left without for v1Retry.
+func TestAStreamRefusedForNowIsAskedForAgain(t *testing.T) {
+	rs := &replicaServer{binary: true, calls: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/internal/v2/replicate-stream" {
+			rs.mu.Lock()
+			rs.calls[r.URL.Path]++
+			rs.mu.Unlock()
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		rs.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	tr := newReplicaTransport(streamingPeer{loopbackPeer{srv.URL}}, time.Now)
+	defer tr.Close()
+	sendOK(t, tr)
+	sendOK(t, tr)
+	if streams, v2 := rs.took("/internal/v2/replicate-stream"), rs.took("/internal/v2/replicate"); streams != 2 || v2 != 2 {
+		t.Fatalf("two sends asked for %d streams and made %d binary calls, want 2 and 2", streams, v2)
+	}
+}

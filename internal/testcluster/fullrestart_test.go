@@ -83,7 +83,9 @@ func TestAFullRestartDuringAHandoffCopyLosesNoMajorityWrite(t *testing.T) {
 	// copy runs. Left to timing, it was over before the test looked (3
 	// runs in 9 with three at once on Pebble; once in the full package
 	// with replication streams).
-	c.Faults.CutReplicationAfter(via.ID, "node4", 30)
+	for _, n := range c.Nodes[:3] { // the master may have changed since
+		c.Faults.CutReplicationAfter(n.ID, "node4", 30)
+	}
 	c.AddNode()
 	// M: the master copying the partition to node4 (the one that took
 	// the writes, unless a lease lapsed on a loaded machine since).
