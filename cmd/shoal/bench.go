@@ -49,7 +49,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.token, "token", "", "admin token for --url")
 	fs.IntVar(&o.docBytes, "doc-bytes", 1024, "size of each document's payload")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients")
-	fs.IntVar(&o.users, "users", 1, "users the clients write as (client i writes as user i mod users); "+
+	fs.IntVar(&o.users, "users", 1, "users the clients write as (client i's k-th write goes as user (i + k*clients) mod users, so every user is written); "+
 		"writes of one user share a partition and so a group commit")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each phase runs")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of this process for the whole run to this file: its clients, and its node when it runs one of its own")
@@ -177,24 +177,26 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	// One client of the node alone (no routing; it never tries a call
 	// again), shared by the phase's goroutines.
 	nodeAPI := client.New(o.url, o.token, client.WithHTTPClient(httpClient(o)))
-	created := make([][]string, o.clients) // ids written by each client
-	user := func(c int) string { return fmt.Sprintf("bench-user-%d", c%o.users) }
+	type written struct{ user, id string }
+	created := make([][]written, o.clients) // what each client wrote
 	writes := runPhase(o, func(c int) error {
 		body := json.RawMessage(`{"payload":"` + payload + `","client":` + fmt.Sprint(c) + `}`)
-		d, err := nodeAPI.Create(ctx, user(c), "bench", body, client.WriteOptions{})
+		user := fmt.Sprintf("bench-user-%d", benchUser(o, c, len(created[c])))
+		d, err := nodeAPI.Create(ctx, user, "bench", body, client.WriteOptions{})
 		if err != nil {
 			return err
 		}
-		created[c] = append(created[c], d.ID)
+		created[c] = append(created[c], written{user, d.ID})
 		return nil
 	})
 	report(stdout, "REST writes (POST)", writes)
 	reads := runPhase(o, func(c int) error {
-		ids := created[c]
-		if len(ids) == 0 {
+		ws := created[c]
+		if len(ws) == 0 {
 			return errors.New("no documents to read")
 		}
-		_, err := nodeAPI.Get(ctx, user(c), "bench", ids[rand.IntN(len(ids))], client.ReadOptions{})
+		w := ws[rand.IntN(len(ws))]
+		_, err := nodeAPI.Get(ctx, w.user, "bench", w.id, client.ReadOptions{})
 		return err
 	})
 	report(stdout, "REST point reads (GET)", reads)
@@ -223,12 +225,12 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	// Reads go to the same data Shoal wrote, by the same keys, so both
 	// sides read the same documents.
 	rawReads := runPhase(o, func(c int) error {
-		ids := created[c]
-		if len(ids) == 0 {
+		ws := created[c]
+		if len(ws) == 0 {
 			return errors.New("no documents to read")
 		}
-		u := user(c)
-		_, err := raw.Get(ctx, shard.PartitionOf(u, partitions), store.DocKey(u, "bench", ids[rand.IntN(len(ids))]))
+		w := ws[rand.IntN(len(ws))]
+		_, err := raw.Get(ctx, shard.PartitionOf(w.user, partitions), store.DocKey(w.user, "bench", w.id))
 		return err
 	})
 	report(stdout, "raw engine get, same documents", rawReads)
@@ -317,6 +319,14 @@ func dropDatabase(ctx context.Context, uri, name string) error {
 }
 
 // httpClient is the benchmark's HTTP client over its transport.
+// benchUser is the user client c's k-th write goes as: the clients take
+// the users in turn, so that every user is written (with 32 clients and
+// 1,000 users, client c writes as users c, c+32, c+64, ... mod 1,000),
+// where "client c as user c mod users" wrote as 32 users only.
+func benchUser(o benchOptions, c, k int) int {
+	return (c + k*o.clients) % o.users
+}
+
 func httpClient(o benchOptions) *http.Client {
 	return &http.Client{Transport: o.transport, Timeout: 30 * time.Second}
 }

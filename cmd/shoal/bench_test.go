@@ -232,7 +232,7 @@ func TestBenchComparesWithEtcd(t *testing.T) {
 	for _, extra := range [][]string{{"--cpu-profile", profile}, {"--routed", "--etcd", strings.Join(etcdURLs, ",")}} {
 		var out, errb bytes.Buffer
 		args := append([]string{"bench", "--cluster", "--compare", "etcd", "--urls", n.URL(), "--token", testnode.AdminToken(t),
-			"--rounds", "2", "--duration", "200ms", "--clients", "4", "--users", "3", "--doc-bytes", "64"}, extra...)
+			"--rounds", "2", "--duration", "200ms", "--clients", "4", "--users", "6", "--doc-bytes", "64"}, extra...)
 		code := run(args, &out, &errb)
 		if code != 0 {
 			t.Fatalf("%v: exit %d\n%s\n%s", extra, code, out.String(), errb.String())
@@ -256,6 +256,30 @@ func TestBenchComparesWithEtcd(t *testing.T) {
 	}
 	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
 		t.Errorf("--cpu-profile with --cluster wrote no profile: %v", err)
+	}
+	// Every user is written, not only as many as there are clients
+	// (client c wrote as user c mod users, 4 of the 6 here).
+	admin := n.Client(testnode.AdminToken(t))
+	for u := range 6 {
+		r := admin.Do("GET", fmt.Sprintf("/v1/users/bench-u%d/collections", u), nil)
+		if r.Status != 200 || !strings.Contains(string(r.Body), `"bench"`) {
+			t.Errorf("user bench-u%d of 6 was not written by 4 clients: %d %s", u, r.Status, r.Body)
+		}
+	}
+}
+
+// The clients take the users in turn: with more users than clients, every
+// user is written.
+func TestTheBenchsClientsWriteAsEveryUser(t *testing.T) {
+	o := benchOptions{clients: 32, users: 1000}
+	seen := map[int]bool{}
+	for c := range o.clients {
+		for k := range 1000 {
+			seen[benchUser(o, c, k)] = true
+		}
+	}
+	if len(seen) != o.users {
+		t.Fatalf("32 clients wrote as %d of 1,000 users", len(seen))
 	}
 }
 

@@ -29,8 +29,8 @@ import (
 
 // compareEtcd drives a running Shoal cluster (urls) and an etcd cluster
 // with the same clients, side by side: rounds of Shoal writes with write
-// concern majority (client c writes as user c mod o.users, through node c
-// mod len(urls), forwarded to the partition's master), each followed by a
+// concern majority (client c's k-th write as user benchUser(c, k), through
+// node c mod len(urls), forwarded to the partition's master), each followed by a
 // round of etcd puts (client c through member c mod len(etcd), forwarded to
 // the Raft leader), the same payload size. Every etcd put is committed by
 // a majority of its members and synced, as a majority write is. Then the
@@ -99,7 +99,7 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed boo
 	type written struct{ user, id string }
 	shoalWritten := make([][]written, o.clients)
 	shoalPut := func(c int) error {
-		w := written{fmt.Sprintf("bench-u%d", c%o.users), fmt.Sprintf("c%d-%d", c, seq.Add(1))}
+		w := written{fmt.Sprintf("bench-u%d", benchUser(o, c, len(shoalWritten[c]))), fmt.Sprintf("c%d-%d", c, seq.Add(1))}
 		if _, _, err := clients[c].Put(ctx, w.user, "bench", w.id, body, client.WriteOptions{Concern: "majority", Minimal: true}); err != nil {
 			return err
 		}
