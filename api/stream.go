@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/logsafe"
 	"github.com/shoal-db/shoal/replicate"
@@ -69,7 +71,7 @@ func (s *Server) CloseStreams() {
 // idle for streamIdle, a frame is not what a master writes, or the node
 // shuts down.
 func (s *Server) replicateStream(w http.ResponseWriter, r *http.Request) {
-	if !headerHas(r.Header, "Connection", "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), replicate.StreamProtocol) {
+	if !httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), replicate.StreamProtocol) {
 		writeProblem(w, badRequest(TypeInvalidInternal, "a replication stream is opened with the headers Connection: Upgrade and Upgrade: "+replicate.StreamProtocol))
 		return
 	}
@@ -181,17 +183,4 @@ func markSwitched(w http.ResponseWriter) {
 		}
 		w = u.Unwrap()
 	}
-}
-
-// headerHas reports whether the comma-separated values of header name
-// include token (case-insensitively), as Connection: keep-alive, Upgrade.
-func headerHas(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -110,6 +111,12 @@ func TestTheReplicationStream(t *testing.T) {
 	if got := metric(t, n, `shoal_replication_stream_requests_total{outcome="applied"}`); got != 2 {
 		t.Fatalf("%v requests counted applied, want 2", got)
 	}
+	// The request that opened the stream counts once it ends, as switched
+	// (101), as the README says.
+	testnode.Eventually(t, 10*time.Second, "the stream's opening request counted as 101", func() (bool, string) {
+		got := metric(t, n, `shoal_http_requests_total{code="101",method="POST",route="/internal/v2/replicate-stream"}`)
+		return got == 1, fmt.Sprintf("%v counted", got)
+	})
 }
 
 // A node shutting down closes the streams it serves: the HTTP server's

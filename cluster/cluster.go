@@ -396,8 +396,8 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 	if !ok {
 		return nil, fmt.Errorf("%w: node %q is not in the peer list", ErrNotSent, peer)
 	}
-	if c.cfg.Faults.callsBlocked(c.cfg.NodeID, peer) || c.cfg.Faults.replicationBlocked(c.cfg.NodeID, peer, req.URL.Path) {
-		return nil, fmt.Errorf("%w: sending to %s: %w", ErrNotSent, peer, ErrLinkCut)
+	if err := c.LinkCut(peer, req.URL.Path); err != nil {
+		return nil, err
 	}
 	u, err := url.Parse(base)
 	if err != nil {
@@ -430,9 +430,9 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 		}
 		return nil, err
 	}
-	if c.cfg.Faults.callsBlocked(c.cfg.NodeID, peer) {
+	if err := c.AnswerCut(peer); err != nil {
 		resp.Body.Close()
-		return nil, fmt.Errorf("answer from %s: %w", peer, ErrLinkCut)
+		return nil, err
 	}
 	return resp, nil
 }

@@ -262,12 +262,8 @@ func (h *handoffs) TakeOver(ctx context.Context, p int, from store.Position) (sh
 		return shard.Assignment{}, fmt.Errorf("node %s is shutting down: it takes no partition", h.self)
 	}
 	// A copy awaiting a full copy holds nothing that counts, whatever
-	// position a full copy cut short left.
-	have := h.writer.Applied(p)
-	if h.writer.Recopying(p) {
-		have = store.Position{}
-	}
-	if have.Compare(from) < 0 {
+	// position a full copy cut short left (its position is zero).
+	if have := h.position(p).Position; have.Compare(from) < 0 {
 		return shard.Assignment{}, fmt.Errorf("node %s holds partition %d up to %s, not %s", h.self, p, have, from)
 	}
 	h.mu.Lock()
@@ -305,19 +301,23 @@ func (h *handoffs) HandedOver(p int, pos store.Position) bool {
 func (h *handoffs) Positions(ps []int) map[int]api.PositionAnswer {
 	out := make(map[int]api.PositionAnswer, len(ps))
 	for _, p := range ps {
-		if h.writer.Recopying(p) {
-			// Its position may be one a full copy cut short left: it
-			// holds nothing that counts.
-			a := api.PositionAnswer{Partial: true}
-			if h.writer.Untouched(p) {
-				a.Incarnation = h.incarnation
-			}
-			out[p] = a
-			continue
-		}
-		out[p] = api.PositionAnswer{Position: h.writer.Applied(p)}
+		out[p] = h.position(p)
 	}
 	return out
+}
+
+// position is how far this node holds partition p's history.
+func (h *handoffs) position(p int) api.PositionAnswer {
+	if !h.writer.Recopying(p) {
+		return api.PositionAnswer{Position: h.writer.Applied(p)}
+	}
+	// Its position may be one a full copy cut short left: it holds
+	// nothing that counts.
+	a := api.PositionAnswer{Partial: true}
+	if h.writer.Untouched(p) {
+		a.Incarnation = h.incarnation
+	}
+	return a
 }
 
 // Moves lists the partitions moving from this node: those it masters whose

@@ -1024,16 +1024,6 @@ type firstList struct {
 	incarnations []int64
 }
 
-// incarnations are the members' incarnations as gossip shows them (0:
-// unknown).
-func (n *Node) incarnations() map[string]int64 {
-	out := map[string]int64{}
-	for _, m := range n.cluster.View().Members {
-		out[m.ID] = m.Incarnation
-	}
-	return out
-}
-
 // noteOf is partition p's note of noteFirstLists, if any.
 func (n *Node) noteOf(p int) (firstList, bool) {
 	notes := n.firstLists.Load()
@@ -1058,7 +1048,10 @@ func (n *Node) noteFirstLists(lists map[int]store.TenureList, changed []int) {
 	if len(changed) == 0 {
 		return
 	}
-	incarnations := n.incarnations()
+	incarnations := map[string]int64{} // as gossip shows them (0: unknown)
+	for _, m := range n.cluster.View().Members {
+		incarnations[m.ID] = m.Incarnation
+	}
 	notes := map[int]firstList{}
 	if before := n.firstLists.Load(); before != nil {
 		notes = maps.Clone(*before)

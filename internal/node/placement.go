@@ -254,9 +254,15 @@ func (t *replicaTransport) sendBinary(ctx context.Context, replica string, body 
 func (t *replicaTransport) jsonOnly(replica string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	until, ok := t.v1Only[replica]
+	return t.stillUntil(t.v1Only, replica)
+}
+
+// stillUntil reports whether the time m holds for replica is still to
+// come, forgetting it once it has passed. t.mu is held.
+func (t *replicaTransport) stillUntil(m map[string]time.Time, replica string) bool {
+	until, ok := m[replica]
 	if ok && !t.now().Before(until) {
-		delete(t.v1Only, replica)
+		delete(m, replica)
 		return false
 	}
 	return ok

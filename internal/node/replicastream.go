@@ -115,15 +115,7 @@ func closedByPeer(err error) bool {
 func (t *replicaTransport) takesNoStream(replica string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
-		return true
-	}
-	until, ok := t.noStream[replica]
-	if ok && !t.now().Before(until) {
-		delete(t.noStream, replica)
-		return false
-	}
-	return ok
+	return t.closed || t.stillUntil(t.noStream, replica)
 }
 
 // takeStream takes the open stream to replica for one request, or opens

@@ -394,7 +394,7 @@ func (b *batch) remove(key string) error {
 // commit applies the counts' changes and writes the batch.
 func (b *batch) commit(what string) error {
 	defer b.b.Close()
-	counts := make(map[string]int64, len(b.counts))
+	var counts map[string]int64 // the counts this commit sets
 	for k, change := range b.counts {
 		if change == 0 {
 			continue
@@ -412,25 +412,36 @@ func (b *batch) commit(what string) error {
 		if err != nil {
 			return err
 		}
+		if counts == nil {
+			counts = make(map[string]int64, len(b.counts))
+		}
 		counts[k] = n
 	}
 	err := b.b.Commit(pebble.Sync)
-	b.e.countsMu.Lock()
-	defer b.e.countsMu.Unlock()
-	if len(b.e.counts)+len(counts) > maxCachedCounts {
-		clear(b.e.counts)
-	}
-	for k, n := range counts {
-		if err != nil {
-			delete(b.e.counts, k) // stored or not: read it again next time
-		} else {
-			b.e.counts[k] = n
-		}
+	if len(counts) > 0 {
+		b.e.keepCounts(counts, err != nil)
 	}
 	if err != nil {
 		return unavailable(what, err)
 	}
 	return nil
+}
+
+// keepCounts keeps the counts a commit set, or forgets them if it failed
+// (stored or not: read again next time).
+func (e *Engine) keepCounts(counts map[string]int64, failed bool) {
+	e.countsMu.Lock()
+	defer e.countsMu.Unlock()
+	if len(e.counts)+len(counts) > maxCachedCounts {
+		clear(e.counts)
+	}
+	for k, n := range counts {
+		if failed {
+			delete(e.counts, k)
+		} else {
+			e.counts[k] = n
+		}
+	}
 }
 
 // count is the live documents of the collection of count key k, as last
