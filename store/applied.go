@@ -82,7 +82,9 @@ func (w *Writer) noteAllLoaded(recs map[int]appliedDoc) {
 
 // SyncApplied makes every record changed so far durable, in one engine
 // write shared by all the callers waiting at the same time (group
-// commit). A replica answers a replication request only after it. The
+// commit). A replica answers a replication request only after it: the
+// write is synced, so the documents applied before it, written without
+// waiting for the disk (Writer.Apply), are durable with it. The
 // write runs on the writer's own context: it is shared, and one caller
 // giving up must not fail it for the others; ctx is checked before
 // waiting.

@@ -91,16 +91,35 @@ type write struct {
 
 // commit writes a batch of document states in order (engine.Commit).
 func (s *Store) commit(ctx context.Context, partition int, writes []write) error {
+	return s.docs.Commit(ctx, partition, engineWrites(writes))
+}
+
+func engineWrites(writes []write) []engine.Write {
 	out := make([]engine.Write, len(writes))
 	for i, w := range writes {
 		out[i] = engine.Write{Doc: w.doc, Insert: w.insert}
 	}
-	return s.docs.Commit(ctx, partition, out)
+	return out
 }
 
-// insertNew inserts documents that should be new here; it returns the keys
-// that were already stored (left untouched).
-func (s *Store) insertNew(ctx context.Context, partition int, docs []*Doc) (map[string]bool, error) {
+// commitDeferred is commit without waiting for the disk, on an engine
+// that can (engine.Deferring): durable at the engine's next synced write.
+// A replica's applied documents are written so; SyncApplied, before it
+// answers, is that synced write.
+func (s *Store) commitDeferred(ctx context.Context, partition int, writes []write) error {
+	if d, ok := s.docs.(engine.Deferring); ok {
+		return d.CommitDeferred(ctx, partition, engineWrites(writes))
+	}
+	return s.commit(ctx, partition, writes)
+}
+
+// insertNewDeferred inserts documents that should be new here, without
+// waiting for the disk where the engine can, as commitDeferred; it returns
+// the keys that were already stored (left untouched).
+func (s *Store) insertNewDeferred(ctx context.Context, partition int, docs []*Doc) (map[string]bool, error) {
+	if d, ok := s.docs.(engine.Deferring); ok {
+		return d.InsertNewDeferred(ctx, partition, docs)
+	}
 	return s.docs.InsertNew(ctx, partition, docs)
 }
 

@@ -36,6 +36,25 @@ func (o observed) InsertNew(ctx context.Context, partition int, docs []*record.D
 	return held, err
 }
 
+// CommitDeferred and InsertNewDeferred pass engine.Deferring on, or are
+// the synced calls for an engine without it.
+func (o observed) CommitDeferred(ctx context.Context, partition int, writes []engine.Write) error {
+	d, ok := o.e.(engine.Deferring)
+	if !ok {
+		return o.Commit(ctx, partition, writes)
+	}
+	return o.timed("commit", func() error { return d.CommitDeferred(ctx, partition, writes) })
+}
+
+func (o observed) InsertNewDeferred(ctx context.Context, partition int, docs []*record.Doc) (held map[string]bool, err error) {
+	d, ok := o.e.(engine.Deferring)
+	if !ok {
+		return o.InsertNew(ctx, partition, docs)
+	}
+	err = o.timed("insert_new", func() error { held, err = d.InsertNewDeferred(ctx, partition, docs); return err })
+	return held, err
+}
+
 func (o observed) Remove(ctx context.Context, partition int, keys []string) error {
 	return o.timed("remove", func() error { return o.e.Remove(ctx, partition, keys) })
 }

@@ -79,7 +79,10 @@ type ApplyResult = applybatch.Result
 // Apply takes a batch as a replica, through the partition's writer:
 // idempotently (a document not newer than the copy held is skipped),
 // refusing a batch from an older epoch than seen and one that leaves a
-// gap, and records the applied position durably.
+// gap. The documents are written without waiting for the disk where the
+// engine can (engine.Deferring); the applied position they reach, and
+// they with it, are durable once SyncApplied returns: the caller answers
+// after it (replicate.Apply).
 func (w *Writer) Apply(ctx context.Context, b Batch) ApplyResult {
 	req := &request{apply: &b, done: make(chan struct{})}
 	if err := w.submit(ctx, w.parts[b.Partition], req); err != nil {
@@ -175,7 +178,7 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 	}
 	if len(created) > 0 {
 		p.commits.Add(1)
-		dups, err := w.store.insertNew(w.ctx, p.id, created)
+		dups, err := w.store.insertNewDeferred(w.ctx, p.id, created)
 		if err != nil {
 			// Some of them may be stored, some not: nothing is cached, so
 			// the retry looks each one up instead of taking it as held.
@@ -210,18 +213,23 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 		writes = append(writes, write{doc: d})
 		newLast = maxPosition(newLast, d.Pos)
 	}
-	return newLast, w.commitApplied(p, writes)
+	return newLast, w.commitApplied(p, writes, true)
 }
 
 // commitApplied writes replicated document states and keeps the cache in
-// step.
-func (w *Writer) commitApplied(p *partition, writes []write) error {
+// step. Deferred, they are durable at the writer's next synced write, as
+// SyncApplied (engine.Deferring).
+func (w *Writer) commitApplied(p *partition, writes []write, deferred bool) error {
 	if len(writes) == 0 {
 		return nil
 	}
 	p.commits.Add(1)
 	defer p.commits.Add(1)
-	err := w.store.commit(w.ctx, p.id, writes)
+	commit := w.store.commit
+	if deferred {
+		commit = w.store.commitDeferred
+	}
+	err := commit(w.ctx, p.id, writes)
 	for _, wr := range writes {
 		if err != nil {
 			w.cache.forget(p.id, wr.doc.Key)

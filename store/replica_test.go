@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/shoal-db/shoal/internal/storetest"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -551,5 +553,61 @@ func TestTheSearchForDivergedChangesGoesInPages(t *testing.T) {
 	r := w.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: start, Epochs: []EpochStart{{Epoch: 3, Start: start}}})
 	if !errors.Is(r.Err, ErrDiverged) || len(r.Diverged) != n-10 || r.Applied != start {
 		t.Fatalf("probe: %v, %d diverged, applied %s; want %d after %s", r.Err, len(r.Diverged), r.Applied, n-10, start)
+	}
+}
+
+// A replica answers its master after SyncApplied (replicate.Apply): what
+// it answers survives a crash of the machine then, its documents
+// included, though they were written without waiting for the disk
+// (engine.Deferring) and only the applied positions' write was synced.
+// The crash is a clone of a file system that keeps only what was synced.
+func TestAReplicasAnsweredPositionSurvivesACrash(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewCrashableMem()
+	dataDir := t.TempDir()
+	open := func(fs vfs.FS) *Store {
+		t.Helper()
+		s, err := Open(ctx, Options{Database: "shoal", DataDir: dataDir, fs: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(ctx) })
+		return s
+	}
+	w := NewWriter(open(fs), 2, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	// New documents (inserted), then a change to one of them (replaced),
+	// in two partitions.
+	for p := range 2 {
+		b1 := Batch{Partition: p, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 2},
+			Docs: []*Doc{doc("a", 2, 1, 1, false), doc("b", 2, 2, 1, false)}}
+		b2 := Batch{Partition: p, Epoch: 2, From: Position{Epoch: 2, Seq: 2}, UpTo: Position{Epoch: 2, Seq: 3},
+			Docs: []*Doc{doc("a", 2, 3, 2, false)}}
+		for _, b := range []Batch{b1, b2} {
+			if r := w.Apply(ctx, b); r.Err != nil || r.Applied != b.UpTo {
+				t.Fatalf("partition %d: applying up to %s: %+v", p, b.UpTo, r)
+			}
+		}
+	}
+	if err := w.SyncApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	after := NewWriter(open(fs.CrashClone(vfs.CrashCloneCfg{})), 2, WriterOptions{CacheBytes: 1 << 20})
+	defer after.Close(ctx)
+	if err := after.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 2 {
+		if got, want := after.Applied(p), (Position{Epoch: 2, Seq: 3}); got != want {
+			t.Fatalf("partition %d: applied %s after the crash, answered %s", p, got, want)
+		}
+		a, err := after.Get(ctx, p, DocKey("u", "c", "a"))
+		if err != nil || a.Version != 2 {
+			t.Fatalf("partition %d: a after the crash: %+v, %v", p, a, err)
+		}
+		if _, err := after.Get(ctx, p, DocKey("u", "c", "b")); err != nil {
+			t.Fatalf("partition %d: b after the crash: %v", p, err)
+		}
 	}
 }

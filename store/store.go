@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/shoal-db/shoal/store/engine"
 	"github.com/shoal-db/shoal/store/pebbleengine"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -44,13 +46,19 @@ type Options struct {
 	// the embedded engine now: every Pebble commit is synced before it is
 	// answered, because an unsynced Pebble commit sits in the process's
 	// own log buffer and a crash of the process alone can lose it (the
-	// fault suite lost acknowledged writes that way).
+	// fault suite lost acknowledged writes that way). A replica's applied
+	// documents are the one exception, made durable by the synced write
+	// of its applied positions before it answers (Writer.SyncApplied).
 	SyncNormal bool
 	// Logger receives the store's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Observe, if set, is called after every store operation with its name
 	// and duration (for metrics).
 	Observe func(op string, d time.Duration, err error)
+
+	// fs is the embedded engine's file system (nil: the disk); tests give
+	// one that can crash.
+	fs vfs.FS
 }
 
 // Store is one node's database.
@@ -144,7 +152,7 @@ func (s *Store) openEmbedded(o Options) error {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("store: making %s private to this user: %w", dir, err)
 	}
-	e, err := pebbleengine.Open(pebbleengine.Options{Dir: dir, Logger: s.log})
+	e, err := pebbleengine.Open(pebbleengine.Options{Dir: dir, Logger: s.log, FS: o.fs})
 	if err != nil {
 		return fmt.Errorf("store: %w (is another node running on DATA_DIR %s?)", err, dataDir)
 	}

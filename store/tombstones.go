@@ -194,7 +194,7 @@ func (w *Writer) applyFull(p *partition, b *Batch, chain []EpochStart, last Posi
 		w.log.Debug("applied a chunk of a full copy", "partition", p.id, "from_key", b.KeyFrom, "to_key", b.KeyTo,
 			"removed", len(gone), "written", len(writes))
 	}
-	return last, w.commitApplied(p, writes)
+	return last, w.commitApplied(p, writes, false)
 }
 
 // keepAbandoned keeps, in the rollback collection, the states a full copy

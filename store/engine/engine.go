@@ -36,6 +36,25 @@ type Write struct {
 	Insert bool
 }
 
+// Deferring is an engine that can store a change without waiting for
+// its disk: CommitDeferred and InsertNewDeferred store what Commit and
+// InsertNew store, and reads see it at once, but it survives a crash (of
+// the process or the machine) only once a later synced write of the same
+// engine has returned: any Commit, InsertNew or Records write, since the
+// engine writes one log, in order. So a crash keeps a prefix of the
+// deferred changes, and all of those made before a synced write that
+// returned.
+//
+// A replica applies its master's changes so (store.Writer.Apply) and
+// answers the master only after its applied positions' synced write
+// (store.Writer.SyncApplied): one sync per answer instead of two. An
+// engine without it (the mongo engine) makes every change durable before
+// it returns.
+type Deferring interface {
+	CommitDeferred(ctx context.Context, partition int, writes []Write) error
+	InsertNewDeferred(ctx context.Context, partition int, docs []*record.Doc) (held map[string]bool, err error)
+}
+
 // CollectionCount is one collection of a user and its live documents.
 type CollectionCount struct {
 	Name  string `json:"name"`

@@ -37,6 +37,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/record/bodycodec"
@@ -84,6 +85,7 @@ func (e *Engine) enter() error {
 var (
 	_ engine.Documents = (*Engine)(nil)
 	_ engine.Records   = (*Engine)(nil)
+	_ engine.Deferring = (*Engine)(nil)
 )
 
 // Options says where and how to open an engine.
@@ -95,6 +97,9 @@ type Options struct {
 	// Logger receives Pebble's errors (background compactions, a full
 	// disk); nil: slog.Default().
 	Logger *slog.Logger
+	// FS is the file system the database lives in; nil: the disk. Tests
+	// give one that can crash (vfs.NewCrashableMem).
+	FS vfs.FS
 }
 
 // Open opens (or creates) the engine in o.Dir.
@@ -107,7 +112,11 @@ func Open(o Options) (*Engine, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	db, err := pebble.Open(o.Dir, pebbleOptions(cache, o.Logger))
+	opts := pebbleOptions(cache, o.Logger)
+	if o.FS != nil {
+		opts.FS = o.FS
+	}
+	db, err := pebble.Open(o.Dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening the pebble store in %s: %v", engine.ErrUnavailable, o.Dir, err)
 	}
@@ -391,8 +400,10 @@ func (b *batch) remove(key string) error {
 	return b.b.Delete(docKey(b.partition, key), nil)
 }
 
-// commit applies the counts' changes and writes the batch.
-func (b *batch) commit(what string) error {
+// commit applies the counts' changes and writes the batch: synced, or
+// left in the log for the next synced write (engine.Deferring) when
+// deferred.
+func (b *batch) commit(what string, deferred bool) error {
 	defer b.b.Close()
 	var counts map[string]int64 // the counts this commit sets
 	for k, change := range b.counts {
@@ -417,7 +428,11 @@ func (b *batch) commit(what string) error {
 		}
 		counts[k] = n
 	}
-	err := b.b.Commit(pebble.Sync)
+	opts := pebble.Sync
+	if deferred {
+		opts = pebble.NoSync
+	}
+	err := b.b.Commit(opts)
 	if len(counts) > 0 {
 		b.e.keepCounts(counts, err != nil)
 	}
@@ -481,7 +496,7 @@ func splitKey(key string) (user, coll, id string) {
 	return parts[0], parts[1], parts[2]
 }
 
-func (e *Engine) doCommit(_ context.Context, partition int, writes []engine.Write) error {
+func (e *Engine) doCommit(_ context.Context, partition int, writes []engine.Write, deferred bool) error {
 	b := e.newBatch(partition)
 	for _, w := range writes {
 		if w.Insert {
@@ -495,10 +510,10 @@ func (e *Engine) doCommit(_ context.Context, partition int, writes []engine.Writ
 			return err
 		}
 	}
-	return b.commit(fmt.Sprintf("committing %d changes to partition %d", len(writes), partition))
+	return b.commit(fmt.Sprintf("committing %d changes to partition %d", len(writes), partition), deferred)
 }
 
-func (e *Engine) doInsertNew(_ context.Context, partition int, docs []*record.Doc) (map[string]bool, error) {
+func (e *Engine) doInsertNew(_ context.Context, partition int, docs []*record.Doc, deferred bool) (map[string]bool, error) {
 	b := e.newBatch(partition)
 	held := map[string]bool{}
 	for _, d := range docs {
@@ -516,7 +531,7 @@ func (e *Engine) doInsertNew(_ context.Context, partition int, docs []*record.Do
 			return nil, err
 		}
 	}
-	return held, b.commit(fmt.Sprintf("inserting %d documents", len(docs)))
+	return held, b.commit(fmt.Sprintf("inserting %d documents", len(docs)), deferred)
 }
 
 func (e *Engine) doRemove(_ context.Context, partition int, keys []string) error {
@@ -527,7 +542,7 @@ func (e *Engine) doRemove(_ context.Context, partition int, keys []string) error
 			return err
 		}
 	}
-	return b.commit(fmt.Sprintf("removing %d documents", len(keys)))
+	return b.commit(fmt.Sprintf("removing %d documents", len(keys)), false)
 }
 
 // iterate calls fn with each key and value from lower up to (not
@@ -744,7 +759,7 @@ func (e *Engine) doPurgeTombstones(ctx context.Context, partition int, before ti
 			return err
 		}
 	}
-	return b.commit(fmt.Sprintf("purging tombstones of partition %d", partition))
+	return b.commit(fmt.Sprintf("purging tombstones of partition %d", partition), false)
 }
 
 func (e *Engine) doPartitions(_ context.Context) (map[int]bool, error) {
@@ -995,7 +1010,17 @@ func (e *Engine) Commit(ctx context.Context, partition int, writes []engine.Writ
 		return err
 	}
 	defer e.mu.RUnlock()
-	return e.doCommit(ctx, partition, writes)
+	return e.doCommit(ctx, partition, writes, false)
+}
+
+// CommitDeferred is Commit without waiting for the disk
+// (engine.Deferring).
+func (e *Engine) CommitDeferred(ctx context.Context, partition int, writes []engine.Write) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.mu.RUnlock()
+	return e.doCommit(ctx, partition, writes, true)
 }
 
 // InsertNew stores the states of keys it holds no record of.
@@ -1004,7 +1029,17 @@ func (e *Engine) InsertNew(ctx context.Context, partition int, docs []*record.Do
 		return nil, err
 	}
 	defer e.mu.RUnlock()
-	return e.doInsertNew(ctx, partition, docs)
+	return e.doInsertNew(ctx, partition, docs, false)
+}
+
+// InsertNewDeferred is InsertNew without waiting for the disk
+// (engine.Deferring).
+func (e *Engine) InsertNewDeferred(ctx context.Context, partition int, docs []*record.Doc) (map[string]bool, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	return e.doInsertNew(ctx, partition, docs, true)
 }
 
 // Remove deletes the states of keys.

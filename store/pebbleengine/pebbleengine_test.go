@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/shoal-db/shoal/record"
 	"github.com/shoal-db/shoal/store/engine"
 	"github.com/shoal-db/shoal/store/engine/enginetest"
@@ -216,5 +218,74 @@ func TestAWriteLooksEachKeyUpOnce(t *testing.T) {
 	})
 	if counts, err = e.Collections(ctx, 0, "u"); err != nil || len(counts) != 1 || counts[0].Count != 3 {
 		t.Fatalf("collections %+v (%v), want c with 3 documents", counts, err)
+	}
+}
+
+// A deferred change (engine.Deferring) survives a crash once a later
+// synced write has returned, and not before: the replica's documents are
+// made durable by its applied positions' write, which it answers after.
+// The crash is a clone of a file system that keeps only what was synced.
+func TestADeferredChangeIsDurableAtTheNextSyncedWrite(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	const dir = "/data"
+	e, err := Open(Options{Dir: dir, FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { e.Close() }()
+	ctx := context.Background()
+	doc := func(id string, seq uint64) *record.Doc {
+		return &record.Doc{Key: record.DocKey("u", "c", id), User: "u", Coll: "c", ID: id,
+			Pos: record.Position{Epoch: 1, Seq: seq}, Updated: time.Now(), Body: map[string]any{"n": int64(seq)}}
+	}
+	// held reports which of the keys an engine opened on a crash of fs
+	// holds.
+	held := func(keys ...string) map[string]bool {
+		t.Helper()
+		c, err := Open(Options{Dir: dir, FS: fs.CrashClone(vfs.CrashCloneCfg{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		out := map[string]bool{}
+		for _, id := range keys {
+			_, err := c.Get(ctx, 0, record.DocKey("u", "c", id))
+			switch {
+			case err == nil:
+				out[id] = true
+			case !errors.Is(err, record.ErrNotFound):
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	if _, err := e.InsertNewDeferred(ctx, 0, []*record.Doc{doc("a", 1), doc("b", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CommitDeferred(ctx, 0, []engine.Write{{Doc: doc("a", 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := e.Get(ctx, 0, record.DocKey("u", "c", "a")); err != nil || d.Pos.Seq != 3 {
+		t.Fatalf("a deferred change is not read at once: %+v, %v", d, err)
+	}
+	if got := held("a", "b"); len(got) != 0 {
+		t.Fatalf("deferred changes survived a crash before any synced write: %v (then they are not deferred)", got)
+	}
+	if err := e.SaveRecords(ctx, []engine.PartitionRecord{{Partition: 0, Epoch: 1, Seq: 3}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := held("a", "b"); !got["a"] || !got["b"] {
+		t.Fatalf("after a synced write of the records, a crash kept %v of a and b", got)
+	}
+	// A synced commit of documents makes the deferred changes before it
+	// durable too.
+	if _, err := e.InsertNewDeferred(ctx, 0, []*record.Doc{doc("c", 4)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Commit(ctx, 1, []engine.Write{{Doc: doc("d", 5)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := held("c"); !got["c"] {
+		t.Fatalf("a deferred insert did not survive a crash after a synced commit")
 	}
 }
