@@ -148,12 +148,14 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed boo
 	} {
 		var rates, cpus spread
 		for r := 1; r <= rounds; r++ {
-			s, sCPU := runPhaseCounted(o, hc, urls, kind.shoalOp)
+			s, sCPU, sClients := runPhaseCounted(o, hc, urls, kind.shoalOp)
 			report(stdout, fmt.Sprintf("round %d: %s", r, kind.shoal), s)
 			reportCPU(stdout, sCPU, s, wording.Plural(len(urls), "node"))
-			e, eCPU := runPhaseCounted(o, hc, etcdURLs, kind.etcdOp)
+			reportCPU(stdout, sClients, s, "clients (this bench)")
+			e, eCPU, eClients := runPhaseCounted(o, hc, etcdURLs, kind.etcdOp)
 			report(stdout, fmt.Sprintf("round %d: %s", r, kind.etcd), e)
 			reportCPU(stdout, eCPU, e, wording.Plural(len(etcdURLs), "member"))
+			reportCPU(stdout, eClients, e, "clients (this bench)")
 			results = append(results, s, e)
 			if s.ops == 0 || e.ops == 0 {
 				continue
@@ -198,20 +200,29 @@ func (s *spread) add(x float64) {
 // runPhaseCounted runs a phase as runPhase does and counts the CPU the
 // servers at urls used meanwhile (their process_cpu_seconds_total: Shoal
 // nodes and etcd members both export it on /metrics), 0 when one could
-// not be read. On a machine shared with other work a round's rate moves
-// with whatever else runs; the CPU each operation cost the servers moves
-// much less, and says how much work each system does per operation.
-func runPhaseCounted(o benchOptions, hc *http.Client, urls []string, op func(client int) error) (phaseResult, float64) {
+// not be read, and the CPU this process used (its clients), 0 when it
+// could not be read. On a machine shared with other work a round's rate
+// moves with whatever else runs; the CPU each operation cost the servers
+// moves much less, and says how much work each system does per operation.
+// The clients share the machine's cores with the servers: a system whose
+// client costs more per operation leaves its servers less.
+func runPhaseCounted(o benchOptions, hc *http.Client, urls []string, op func(client int) error) (r phaseResult, servers, clients float64) {
 	before, okBefore := cpuSeconds(hc, urls)
-	r := runPhase(o, op)
+	selfBefore, okSelf := selfCPU()
+	r = runPhase(o, op)
+	selfAfter, okSelfAfter := selfCPU()
 	after, okAfter := cpuSeconds(hc, urls)
-	if !okBefore || !okAfter || after < before {
-		return r, 0
+	if okBefore && okAfter && after >= before {
+		servers = after - before
 	}
-	return r, after - before
+	if okSelf && okSelfAfter && selfAfter > selfBefore {
+		clients = (selfAfter - selfBefore).Seconds()
+	}
+	return r, servers, clients
 }
 
-// reportCPU prints what a phase cost its servers in CPU per operation.
+// reportCPU prints what a phase cost its servers (or its clients) in CPU
+// per operation.
 func reportCPU(w io.Writer, cpu float64, r phaseResult, servers string) {
 	if cpu <= 0 || r.ops == 0 {
 		return
