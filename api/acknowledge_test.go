@@ -47,7 +47,7 @@ func (h *handedOver) HandedOver(partition int, pos store.Position) bool {
 	return h.upTo != (store.Position{}) && pos.Compare(h.upTo) <= 0
 }
 
-func (h *handedOver) Wait(context.Context, int) {}
+func (h *handedOver) Wait(context.Context, int, time.Duration) {}
 
 func (h *handedOver) TakeOver(context.Context, int, store.Position) (shard.Assignment, error) {
 	return shard.Assignment{}, errors.New("no takeover here")

@@ -269,9 +269,7 @@ func (s *Server) waitHandoff(ctx context.Context, partition int) {
 	if s.cfg.Handoffs == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, handoffWait)
-	defer cancel()
-	s.cfg.Handoffs.Wait(ctx, partition)
+	s.cfg.Handoffs.Wait(ctx, partition, handoffWait)
 }
 
 // handoffWait bounds how long a request waits for a handoff to end.

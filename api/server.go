@@ -131,9 +131,9 @@ type Config struct {
 // Handoffs is what routing and the internal endpoints need from the node's
 // handoffs and promotions.
 type Handoffs interface {
-	// Wait returns once no handoff of the partition is in progress here
-	// (or ctx ends).
-	Wait(ctx context.Context, partition int)
+	// Wait returns once no handoff of the partition is in progress here,
+	// ctx ends or max has passed; at once when none is.
+	Wait(ctx context.Context, partition int, max time.Duration)
 	// TakeOver is the receiving side of a handoff: the previous master has
 	// released the lease of partition after this node acknowledged its
 	// history up to from; campaign now and answer the new assignment.

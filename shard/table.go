@@ -73,6 +73,16 @@ func (t *Table) Get(partition int) Assignment {
 	return a
 }
 
+// Peek is Get without copying the responsible list, for a caller on
+// every write's path that only reads it: the list is the table's own, which
+// the table never changes (Merge stores a new one), and the caller must
+// neither change it nor append to it.
+func (t *Table) Peek(partition int) Assignment {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.entries[partition]
+}
+
 // Merge takes a if it is newer than what the table holds, and reports
 // whether it did. Assignments that fail Check (a partition out of range,
 // a master learned from a peer's 421 that is no node id) are ignored.

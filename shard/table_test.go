@@ -34,3 +34,24 @@ func TestTableHigherEpochAlwaysWins(t *testing.T) {
 		t.Fatal("accepted malformed gossip")
 	}
 }
+
+// A list Peek handed out stays as it was when the table takes a newer
+// assignment, and changing the list Merge was given changes nothing in the
+// table: Peek shares the table's own list, which the table never changes.
+func TestAPeekedListStaysAsItWas(t *testing.T) {
+	tb := NewTable(2)
+	given := []string{"a", "b"}
+	tb.Merge(Assignment{Partition: 0, Master: "a", Epoch: 1, Responsible: given})
+	given[1] = "z"
+	peeked := tb.Peek(0)
+	if peeked.Responsible[1] != "b" {
+		t.Fatalf("the table's list changed with the caller's: %v", peeked.Responsible)
+	}
+	tb.Merge(Assignment{Partition: 0, Master: "c", Epoch: 2, Responsible: []string{"c", "d"}})
+	if peeked.Master != "a" || peeked.Responsible[0] != "a" || peeked.Responsible[1] != "b" {
+		t.Fatalf("a peeked assignment changed with the table: %+v", peeked)
+	}
+	if now := tb.Peek(0); now.Master != "c" || now.Responsible[1] != "d" {
+		t.Fatalf("partition 0 is %+v", now)
+	}
+}

@@ -107,17 +107,21 @@ func (h *handoffs) inProgress(p int) bool {
 	return h.active[p] != nil
 }
 
-// Wait returns once no handoff of p is in progress (or ctx ends).
-func (h *handoffs) Wait(ctx context.Context, p int) {
+// Wait returns once no handoff of p is in progress, ctx ends or max has
+// passed.
+func (h *handoffs) Wait(ctx context.Context, p int, max time.Duration) {
 	h.mu.Lock()
 	done := h.active[p]
 	h.mu.Unlock()
 	if done == nil {
-		return
+		return // the common case: no timer made for every request
 	}
+	t := time.NewTimer(max)
+	defer t.Stop()
 	select {
 	case <-done:
 	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

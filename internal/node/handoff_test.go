@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoal-db/shoal/store"
 )
@@ -49,4 +50,23 @@ func TestANodeShuttingDownRefusesAHandoffAtOnce(t *testing.T) {
 	if h.receiving(3) {
 		t.Fatal("the refused partition counts as incoming")
 	}
+}
+
+// A request waits for a handoff of its partition to end, at most the
+// bound it gives; with none under way it goes on at once.
+func TestARequestWaitsForAHandoffAtMostItsBound(t *testing.T) {
+	h := newHandoffs(&handoffDeps{maxMoves: 1})
+	ctx := context.Background()
+	h.Wait(ctx, 4, time.Hour) // none under way: returns at once
+	if !h.start(4) {
+		t.Fatal("the handoff did not start")
+	}
+	h.Wait(ctx, 4, time.Millisecond) // under way: returns at the bound
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Wait(ctx, 4, time.Hour)
+	}()
+	h.finish(4)
+	<-done // returns once it ends
 }

@@ -568,7 +568,7 @@ func (n *Node) writable(p int) (uint64, bool) {
 	if !ok || !n.promote.confirmed(p, e) {
 		return 0, false
 	}
-	a := n.table.Get(p)
+	a := n.table.Peek(p) // on every commit's path: only read
 	if a.Master != n.cfg.NodeID || a.Epoch != e || !n.leases.KeptMatches(p, e, shard.WriteQuorum(n.copies()).Regular(a.Responsible)) {
 		return 0, false
 	}
