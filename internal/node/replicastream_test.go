@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -196,5 +197,52 @@ func TestAStreamRefusedForNowIsAskedForAgain(t *testing.T) {
 	sendOK(t, tr)
 	if streams, v2 := rs.took("/internal/v2/replicate-stream"), rs.took("/internal/v2/replicate"); streams != 2 || v2 != 2 {
 		t.Fatalf("two sends asked for %d streams and made %d binary calls, want 2 and 2", streams, v2)
+	}
+}
+
+// clientPeer is streamingPeer sending with a client of its own (one that
+// speaks HTTP/2 to a TLS server, say).
+type clientPeer struct {
+	streamingPeer
+	client *http.Client
+}
+
+func (p clientPeer) Send(_ string, req *http.Request, _ bool) (*http.Response, error) {
+	u, err := url.Parse(p.url)
+	if err != nil {
+		return nil, err
+	}
+	req.URL.Scheme, req.URL.Host, req.Host = u.Scheme, u.Host, u.Host
+	return p.client.Do(req)
+}
+
+// A replica reached over HTTP/2 (https peer URLs, the transport
+// negotiating h2) cannot be asked to switch protocols at all: the
+// transport refuses the upgrade before anything is sent. Its requests go
+// one by one, and the stream is asked for again only after v1Retry; they
+// failed, every one, before (second review of the streams).
+func TestAReplicaReachedOverHTTP2IsSentRequestsOneByOne(t *testing.T) {
+	rs := &replicaServer{binary: true, calls: map[string]int{}}
+	srv := httptest.NewUnstartedServer(rs)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	now := time.Unix(1000, 0)
+	peer := clientPeer{streamingPeer{loopbackPeer{srv.URL}}, srv.Client()}
+	tr := newReplicaTransport(peer, func() time.Time { return now })
+	defer tr.Close()
+	sendOK(t, tr)
+	sendOK(t, tr)
+	if v2 := rs.took("/internal/v2/replicate"); v2 != 2 {
+		t.Fatalf("two sends made %d binary calls, want 2", v2)
+	}
+	if got := rs.protos(); len(got) != 1 || !got["HTTP/2.0"] {
+		t.Fatalf("the replica was reached over %v, want HTTP/2.0 alone", got)
+	}
+	tr.mu.Lock()
+	retry, remembered := tr.noStream["r"]
+	tr.mu.Unlock()
+	if !remembered || !retry.Equal(now.Add(v1Retry)) {
+		t.Fatalf("the replica without streams is asked again at %v (remembered %v), want %v", retry, remembered, now.Add(v1Retry))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -39,12 +40,17 @@ type replicaServer struct {
 	binary bool
 
 	mu    sync.Mutex
-	calls map[string]int // path -> calls
+	calls map[string]int  // path -> calls
+	proto map[string]bool // the protocols requests came over
 }
 
 func (s *replicaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls[r.URL.Path]++
+	if s.proto == nil {
+		s.proto = map[string]bool{}
+	}
+	s.proto[r.Proto] = true
 	s.mu.Unlock()
 	answer := func(req replicate.Request) replicate.Response {
 		var out replicate.Response
@@ -81,6 +87,13 @@ func (s *replicaServer) took(path string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls[path]
+}
+
+// protos are the protocols requests came over.
+func (s *replicaServer) protos() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.proto)
 }
 
 // A master sends the binary form; a replica that answers 404 to it (an
