@@ -246,3 +246,56 @@ func TestAReplicaReachedOverHTTP2IsSentRequestsOneByOne(t *testing.T) {
 		t.Fatalf("the replica without streams is asked again at %v (remembered %v), want %v", retry, remembered, now.Add(v1Retry))
 	}
 }
+
+// countingPeer is streamingPeer counting the test faults' checks, its Send
+// checking them as cluster.Send does.
+type countingPeer struct {
+	streamingPeer
+	mu     sync.Mutex
+	checks int
+}
+
+func (p *countingPeer) LinkCut(string, string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.checks++
+	return nil
+}
+
+func (p *countingPeer) Send(to string, req *http.Request, signed bool) (*http.Response, error) {
+	if err := p.LinkCut(to, req.URL.Path); err != nil {
+		return nil, err
+	}
+	return p.streamingPeer.Send(to, req, signed)
+}
+
+// The test faults are checked once per request, whether it goes over a
+// stream or, the replica taking none, on its own: a request that fell
+// back counted twice against a test's CutReplicationAfter before 6dff388.
+func TestAReplicationRequestMeetsTheFaultsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler http.Handler
+	}{
+		{"over a stream", &streamServer{}},
+		{"one by one", &replicaServer{binary: true, calls: map[string]int{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.handler)
+			defer srv.Close()
+			peer := &countingPeer{streamingPeer: streamingPeer{loopbackPeer{srv.URL}}}
+			tr := newReplicaTransport(peer, time.Now)
+			defer tr.Close()
+			for range 2 {
+				sendOK(t, tr)
+			}
+			peer.mu.Lock()
+			defer peer.mu.Unlock()
+			// Two requests, and the request asking for a stream (a call
+			// of its own, answered 101 or 404), meet them once each.
+			if peer.checks != 3 {
+				t.Fatalf("two requests and the stream's opening met the faults %d times, want 3", peer.checks)
+			}
+		})
+	}
+}
