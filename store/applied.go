@@ -33,6 +33,17 @@ func (w *Writer) setRecord(rec appliedDoc) {
 	w.recs.gen++
 }
 
+// oweSync notes that a change was stored without a sync of its own
+// (Writer.Apply's documents): the next SyncApplied makes it durable even
+// if no record changed (a catch-up's chunk, or a piece of a run, leaves
+// the applied position where it was, yet is answered after SyncApplied).
+// Call it after the change returned.
+func (w *Writer) oweSync() {
+	w.recs.mu.Lock()
+	defer w.recs.mu.Unlock()
+	w.recs.gen++
+}
+
 // noteLoaded remembers a record read from the store (already durable).
 func (w *Writer) noteLoaded(rec appliedDoc) {
 	if sameRecord(rec, appliedDoc{Partition: rec.Partition}) {
@@ -80,11 +91,12 @@ func (w *Writer) noteAllLoaded(recs map[int]appliedDoc) {
 	w.recs.mu.Unlock()
 }
 
-// SyncApplied makes every record changed so far durable, in one engine
-// write shared by all the callers waiting at the same time (group
+// SyncApplied makes every record changed so far durable, and every
+// document applied so far without a sync (Writer.Apply, oweSync), in one
+// engine write shared by all the callers waiting at the same time (group
 // commit). A replica answers a replication request only after it: the
-// write is synced, so the documents applied before it, written without
-// waiting for the disk (Writer.Apply), are durable with it. The
+// write is synced, so the documents applied before it are durable with
+// it; when no record changed, the engine's log is synced alone. The
 // write runs on the writer's own context: it is shared, and one caller
 // giving up must not fail it for the others; ctx is checked before
 // waiting.
@@ -119,7 +131,13 @@ func (w *Writer) SyncApplied(ctx context.Context) error {
 		}
 		return out
 	}
-	if err := w.store.records.SaveRecords(w.ctx, changed, all); err != nil {
+	var err error
+	if len(changed) > 0 {
+		err = w.store.records.SaveRecords(w.ctx, changed, all) // synced: what was deferred before it is durable too
+	} else {
+		err = w.store.syncDeferred(w.ctx) // only deferred documents are owed
+	}
+	if err != nil {
 		w.recs.mu.Lock()
 		for id := range dirty {
 			w.recs.dirty[id] = true // not recorded: the next write carries them

@@ -113,6 +113,15 @@ func (s *Store) commitDeferred(ctx context.Context, partition int, writes []writ
 	return s.commit(ctx, partition, writes)
 }
 
+// syncDeferred makes the changes commitDeferred and insertNewDeferred
+// stored so far durable (nothing to do on an engine that does not defer).
+func (s *Store) syncDeferred(ctx context.Context) error {
+	if d, ok := s.docs.(engine.Deferring); ok {
+		return d.Sync(ctx)
+	}
+	return nil
+}
+
 // insertNewDeferred inserts documents that should be new here, without
 // waiting for the disk where the engine can, as commitDeferred; it returns
 // the keys that were already stored (left untouched).

@@ -55,6 +55,14 @@ func (o observed) InsertNewDeferred(ctx context.Context, partition int, docs []*
 	return held, err
 }
 
+func (o observed) Sync(ctx context.Context) error {
+	d, ok := o.e.(engine.Deferring)
+	if !ok {
+		return nil // every change was durable when it returned
+	}
+	return o.timed("sync", func() error { return d.Sync(ctx) })
+}
+
 func (o observed) Remove(ctx context.Context, partition int, keys []string) error {
 	return o.timed("remove", func() error { return o.e.Remove(ctx, partition, keys) })
 }

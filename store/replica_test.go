@@ -611,3 +611,58 @@ func TestAReplicasAnsweredPositionSurvivesACrash(t *testing.T) {
 		}
 	}
 }
+
+// A batch that stores documents without moving the applied position (a
+// catch-up's chunk, a piece of a run too long for one request: UpTo ==
+// From) is answered after SyncApplied too, with nothing of the records to
+// write: its documents must be durable all the same. Otherwise a replica
+// that crashed after answering takes the rest of the run (From still
+// where it was) and claims its end without the piece (the reviewer's
+// scenario: "Applied 2.4, c not found").
+func TestAPieceThatLeavesThePositionIsDurableWhenAnswered(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewCrashableMem()
+	dataDir := t.TempDir()
+	open := func(fs vfs.FS) *Writer {
+		t.Helper()
+		s, err := Open(ctx, Options{Database: "shoal", DataDir: dataDir, fs: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(ctx) })
+		w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+		t.Cleanup(func() { w.Close(ctx) })
+		if err := w.LoadAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	apply := func(w *Writer, b Batch) {
+		t.Helper()
+		if r := w.Apply(ctx, b); r.Err != nil || r.Applied != b.UpTo {
+			t.Fatalf("applying %s..%s: %+v", b.From, b.UpTo, r)
+		}
+		if err := w.SyncApplied(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := open(fs)
+	apply(w, Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 2},
+		Docs: []*Doc{doc("a", 2, 1, 1, false), doc("b", 2, 2, 1, false)}})
+	// The piece: c at 2.3, the position left at 2.2.
+	apply(w, Batch{Partition: 0, Epoch: 2, From: Position{Epoch: 2, Seq: 2}, UpTo: Position{Epoch: 2, Seq: 2},
+		Docs: []*Doc{doc("c", 2, 3, 1, false)}})
+
+	after := open(fs.CrashClone(vfs.CrashCloneCfg{}))
+	if _, err := after.Get(ctx, 0, DocKey("u", "c", "c")); err != nil {
+		t.Fatalf("the piece answered before the crash: c after it: %v", err)
+	}
+	// The rest of the run, from where the position was.
+	apply(after, Batch{Partition: 0, Epoch: 2, From: Position{Epoch: 2, Seq: 2}, UpTo: Position{Epoch: 2, Seq: 4},
+		Docs: []*Doc{doc("d", 2, 4, 1, false)}})
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if _, err := after.Get(ctx, 0, DocKey("u", "c", id)); err != nil {
+			t.Fatalf("applied up to 2.4, yet %s: %v", id, err)
+		}
+	}
+}

@@ -53,6 +53,10 @@ type Write struct {
 type Deferring interface {
 	CommitDeferred(ctx context.Context, partition int, writes []Write) error
 	InsertNewDeferred(ctx context.Context, partition int, docs []*record.Doc) (held map[string]bool, err error)
+	// Sync makes every deferred change that returned before it durable,
+	// when no other synced write is due (an engine may skip a write that
+	// changes nothing, so that is no sync).
+	Sync(ctx context.Context) error
 }
 
 // CollectionCount is one collection of a user and its live documents.

@@ -288,4 +288,14 @@ func TestADeferredChangeIsDurableAtTheNextSyncedWrite(t *testing.T) {
 	if got := held("c"); !got["c"] {
 		t.Fatalf("a deferred insert did not survive a crash after a synced commit")
 	}
+	// Sync alone, with nothing else to write.
+	if _, err := e.InsertNewDeferred(ctx, 0, []*record.Doc{doc("e", 6)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := held("e"); !got["e"] {
+		t.Fatalf("a deferred insert did not survive a crash after Sync")
+	}
 }
