@@ -34,10 +34,10 @@ func (w *Writer) setRecord(rec appliedDoc) {
 }
 
 // oweSync notes that a change was stored without a sync of its own
-// (Writer.Apply's documents): the next SyncApplied makes it durable even
-// if no record changed (a catch-up's chunk, or a piece of a run, leaves
-// the applied position where it was, yet is answered after SyncApplied).
-// Call it after the change returned.
+// (Writer.Apply's documents, on an engine that defers): the next
+// SyncApplied makes it durable even if no record changed (a catch-up's
+// chunk, or a piece of a run, leaves the applied position where it was,
+// yet is answered after SyncApplied). Call it after the change returned.
 func (w *Writer) oweSync() {
 	w.recs.mu.Lock()
 	defer w.recs.mu.Unlock()

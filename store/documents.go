@@ -113,6 +113,13 @@ func (s *Store) commitDeferred(ctx context.Context, partition int, writes []writ
 	return s.commit(ctx, partition, writes)
 }
 
+// defers reports whether the engine takes changes without waiting for
+// the disk (engine.Deferring): only then does a deferred write owe a sync.
+func (s *Store) defers() bool {
+	_, ok := s.docs.(engine.Deferring)
+	return ok
+}
+
 // syncDeferred makes the changes commitDeferred and insertNewDeferred
 // stored so far durable (nothing to do on an engine that does not defer).
 func (s *Store) syncDeferred(ctx context.Context) error {

@@ -14,9 +14,12 @@ type fullEngine interface {
 	engine.Records
 }
 
+var _ engine.Deferring = observed{}
+
 // observed reports every call to an engine that does not report its own
 // (the embedded one) to the store's observer, under the operation names
-// the mongo engine reports (shoal_store_operation_duration_seconds).
+// the mongo engine reports (shoal_store_operation_duration_seconds), and
+// "sync" for engine.Deferring.Sync, which the mongo engine has no use for.
 type observed struct {
 	e     fullEngine
 	timed func(op string, fn func() error) error

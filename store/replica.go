@@ -188,7 +188,9 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 			p.commits.Add(1)
 			return newLast, err
 		}
-		w.oweSync()
+		if len(dups) < len(created) && w.store.defers() {
+			w.oweSync()
+		}
 		for _, d := range created {
 			if !dups[d.Key] {
 				w.cache.put(p.id, d.Key, d)
@@ -231,7 +233,7 @@ func (w *Writer) commitApplied(p *partition, writes []write, deferred bool) erro
 		commit = w.store.commitDeferred
 	}
 	err := commit(w.ctx, p.id, writes)
-	if err == nil && deferred {
+	if err == nil && deferred && w.store.defers() {
 		w.oweSync()
 	}
 	for _, wr := range writes {
