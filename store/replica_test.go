@@ -565,16 +565,7 @@ func TestAReplicasAnsweredPositionSurvivesACrash(t *testing.T) {
 	ctx := context.Background()
 	fs := vfs.NewCrashableMem()
 	dataDir := t.TempDir()
-	open := func(fs vfs.FS) *Store {
-		t.Helper()
-		s, err := Open(ctx, Options{Database: "shoal", DataDir: dataDir, fs: fs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close(ctx) })
-		return s
-	}
-	w := NewWriter(open(fs), 2, WriterOptions{CacheBytes: 1 << 20})
+	w := NewWriter(openOn(t, dataDir, fs), 2, WriterOptions{CacheBytes: 1 << 20})
 	defer w.Close(ctx)
 	// New documents (inserted), then a change to one of them (replaced),
 	// in two partitions.
@@ -593,7 +584,7 @@ func TestAReplicasAnsweredPositionSurvivesACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	after := NewWriter(open(fs.CrashClone(vfs.CrashCloneCfg{})), 2, WriterOptions{CacheBytes: 1 << 20})
+	after := NewWriter(openOn(t, dataDir, fs.CrashClone(vfs.CrashCloneCfg{})), 2, WriterOptions{CacheBytes: 1 << 20})
 	defer after.Close(ctx)
 	if err := after.LoadAll(ctx); err != nil {
 		t.Fatal(err)
@@ -625,12 +616,7 @@ func TestAPieceThatLeavesThePositionIsDurableWhenAnswered(t *testing.T) {
 	dataDir := t.TempDir()
 	open := func(fs vfs.FS) *Writer {
 		t.Helper()
-		s, err := Open(ctx, Options{Database: "shoal", DataDir: dataDir, fs: fs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close(ctx) })
-		w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+		w := NewWriter(openOn(t, dataDir, fs), 1, WriterOptions{CacheBytes: 1 << 20})
 		t.Cleanup(func() { w.Close(ctx) })
 		if err := w.LoadAll(ctx); err != nil {
 			t.Fatal(err)
@@ -665,4 +651,18 @@ func TestAPieceThatLeavesThePositionIsDurableWhenAnswered(t *testing.T) {
 			t.Fatalf("applied up to 2.4, yet %s: %v", id, err)
 		}
 	}
+}
+
+// openOn opens the embedded store of dataDir on the file system fs (one
+// that can crash: vfs.NewCrashableMem, or a crash's clone of one), closed
+// when the test ends.
+func openOn(t *testing.T, dataDir string, fs vfs.FS) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Database: "shoal", DataDir: dataDir, fs: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(ctx) })
+	return s
 }

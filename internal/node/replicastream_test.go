@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -208,12 +207,7 @@ type clientPeer struct {
 }
 
 func (p clientPeer) Send(_ string, req *http.Request, _ bool) (*http.Response, error) {
-	u, err := url.Parse(p.url)
-	if err != nil {
-		return nil, err
-	}
-	req.URL.Scheme, req.URL.Host, req.Host = u.Scheme, u.Host, u.Host
-	return p.client.Do(req)
+	return sendTo(p.url, p.client, req)
 }
 
 // A replica reached over HTTP/2 (https peer URLs, the transport

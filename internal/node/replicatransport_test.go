@@ -25,12 +25,17 @@ import (
 type loopbackPeer struct{ url string }
 
 func (p loopbackPeer) Send(_ string, req *http.Request, _ bool) (*http.Response, error) {
-	u, err := url.Parse(p.url)
+	return sendTo(p.url, http.DefaultClient, req)
+}
+
+// sendTo sends req to the server at base with client.
+func sendTo(base string, client *http.Client, req *http.Request) (*http.Response, error) {
+	u, err := url.Parse(base)
 	if err != nil {
 		return nil, err
 	}
 	req.URL.Scheme, req.URL.Host, req.Host = u.Scheme, u.Host, u.Host
-	return http.DefaultClient.Do(req)
+	return client.Do(req)
 }
 
 // replicaServer answers replication requests as a replica of an older

@@ -128,10 +128,7 @@ func TestAnInsertOfANewKeyIsRuledOutByTheFilters(t *testing.T) {
 	}
 	defer e.Close()
 	ctx := context.Background()
-	doc := func(id string, seq uint64) *record.Doc {
-		return &record.Doc{Key: record.DocKey("u", "c", id), User: "u", Coll: "c", ID: id,
-			Pos: record.Position{Epoch: 1, Seq: seq}, Updated: time.Now(), Body: map[string]any{"n": int64(seq)}}
-	}
+	doc := numberedDoc
 	for seq := uint64(1); seq <= 100; seq++ {
 		if _, err := e.InsertNew(ctx, 0, []*record.Doc{doc(fmt.Sprintf("old-%03d", seq), seq)}); err != nil {
 			t.Fatal(err)
@@ -165,10 +162,7 @@ func TestAWriteLooksEachKeyUpOnce(t *testing.T) {
 	}
 	defer func() { e.Close() }()
 	ctx := context.Background()
-	doc := func(id string, seq uint64) *record.Doc {
-		return &record.Doc{Key: record.DocKey("u", "c", id), User: "u", Coll: "c", ID: id,
-			Pos: record.Position{Epoch: 1, Seq: seq}, Updated: time.Now(), Body: map[string]any{"n": int64(seq)}}
-	}
+	doc := numberedDoc
 	lookups := func(what string, want int64, do func() error) {
 		t.Helper()
 		before := e.lookups.Load()
@@ -234,10 +228,7 @@ func TestADeferredChangeIsDurableAtTheNextSyncedWrite(t *testing.T) {
 	}
 	defer func() { e.Close() }()
 	ctx := context.Background()
-	doc := func(id string, seq uint64) *record.Doc {
-		return &record.Doc{Key: record.DocKey("u", "c", id), User: "u", Coll: "c", ID: id,
-			Pos: record.Position{Epoch: 1, Seq: seq}, Updated: time.Now(), Body: map[string]any{"n": int64(seq)}}
-	}
+	doc := numberedDoc
 	// held reports which of the keys an engine opened on a crash of fs
 	// holds.
 	held := func(keys ...string) map[string]bool {
@@ -298,4 +289,11 @@ func TestADeferredChangeIsDurableAtTheNextSyncedWrite(t *testing.T) {
 	if got := held("e"); !got["e"] {
 		t.Fatalf("a deferred insert did not survive a crash after Sync")
 	}
+}
+
+// numberedDoc is document id of user u's collection c, at position 1.seq,
+// its body {"n": seq}.
+func numberedDoc(id string, seq uint64) *record.Doc {
+	return &record.Doc{Key: record.DocKey("u", "c", id), User: "u", Coll: "c", ID: id,
+		Pos: record.Position{Epoch: 1, Seq: seq}, Updated: time.Now(), Body: map[string]any{"n": int64(seq)}}
 }
