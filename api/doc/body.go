@@ -68,24 +68,11 @@ func parse(data []byte, what string, lim Limits) (map[string]any, string, error)
 		return nil, "", bodyError("request body is not valid UTF-8: byte 0x%02x at byte offset %d does not belong to a UTF-8 sequence; send UTF-8 encoded JSON", data[off], off)
 	}
 
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, "", decodeError(err, what)
-	}
-	if off := int(dec.InputOffset()); off < len(data) {
-		if rest := skipSpace(data[off:]); len(rest) > 0 {
-			return nil, "", bodyError("request body must be a single JSON %s, but more data follows it at byte offset %d", what, len(data)-len(rest))
-		}
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, "", bodyError("request body must be a JSON object, not %s", describe(v))
-	}
-	if bytes.IndexByte(data, '\\') >= 0 {
-		if off, ok := checkSurrogates(data); !ok {
-			return nil, "", bodyError("request body contains an unpaired UTF-16 surrogate escape %s at byte offset %d; strings must be valid Unicode", data[off:min(off+6, len(data))], off)
+	obj, fast := decodeObject(data) // the common case, without encoding/json's cost
+	if !fast {
+		var err *Error
+		if obj, err = decodeSlowly(data, what); err != nil {
+			return nil, "", err
 		}
 	}
 
@@ -99,6 +86,34 @@ func parse(data []byte, what string, lim Limits) (map[string]any, string, error)
 		}
 	}
 	return obj, id, nil
+}
+
+// decodeSlowly decodes data with encoding/json, for what decodeObject does
+// not take: anything that is not valid, or not a JSON object, is refused
+// here with encoding/json's own description; so are unpaired UTF-16
+// surrogate escapes, which encoding/json would silently replace.
+func decodeSlowly(data []byte, what string) (map[string]any, *Error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, decodeError(err, what)
+	}
+	if off := int(dec.InputOffset()); off < len(data) {
+		if rest := skipSpace(data[off:]); len(rest) > 0 {
+			return nil, bodyError("request body must be a single JSON %s, but more data follows it at byte offset %d", what, len(data)-len(rest))
+		}
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, bodyError("request body must be a JSON object, not %s", describe(v))
+	}
+	if bytes.IndexByte(data, '\\') >= 0 {
+		if off, ok := checkSurrogates(data); !ok {
+			return nil, bodyError("request body contains an unpaired UTF-16 surrogate escape %s at byte offset %d; strings must be valid Unicode", data[off:min(off+6, len(data))], off)
+		}
+	}
+	return obj, nil
 }
 
 // normalizeTop validates the top-level object obj in place (see normalize),
