@@ -59,7 +59,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	ca := fs.String("ca", "", "PEM CA to verify https nodes with (default: $SHOAL_CA, else with --cluster DIR/certs/ca.pem when it exists, else the system's roots)")
 	lagWrites := fs.Int("lag-writes", 2000, "with --cluster: how many writes measure the replication lag")
 	lagRate := fs.Int("lag-rate", 500, "with --cluster: writes per second while the replication lag is measured")
-	compare := fs.String("compare", "", "with --cluster: etcd, to drive the cluster and an etcd cluster side by side with the same clients (majority writes against puts) and print the ratio")
+	compare := fs.String("compare", "", "with --cluster: etcd, to drive the cluster and an etcd cluster side by side with the same clients (majority writes against puts) and print the ratio, and the CPU each operation cost the servers and this bench's own clients")
 	etcdURLs := fs.String("etcd", "", "with --compare etcd: the client URLs of a running etcd cluster, comma separated (default: start three etcd members on loopback, from the etcd on PATH)")
 	rounds := fs.Int("rounds", 3, "with --compare: rounds of each, alternating")
 	routed := fs.Bool("routed", false, "with --compare: Shoal's clients are the Go client over every node, sending each user's calls to the partition's master (default: each client through one node, which forwards)")
