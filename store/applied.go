@@ -39,6 +39,9 @@ func (w *Writer) setRecord(rec appliedDoc) {
 // chunk, or a piece of a run, leaves the applied position where it was,
 // yet is answered after SyncApplied). Call it after the change returned.
 func (w *Writer) oweSync() {
+	if w.store.deferring == nil {
+		return // every change was durable when it returned
+	}
 	w.recs.mu.Lock()
 	defer w.recs.mu.Unlock()
 	w.recs.gen++

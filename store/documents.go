@@ -107,36 +107,29 @@ func engineWrites(writes []write) []engine.Write {
 // A replica's applied documents are written so; SyncApplied, before it
 // answers, is that synced write.
 func (s *Store) commitDeferred(ctx context.Context, partition int, writes []write) error {
-	if d, ok := s.docs.(engine.Deferring); ok {
-		return d.CommitDeferred(ctx, partition, engineWrites(writes))
+	if s.deferring == nil {
+		return s.commit(ctx, partition, writes)
 	}
-	return s.commit(ctx, partition, writes)
-}
-
-// defers reports whether the engine takes changes without waiting for
-// the disk (engine.Deferring): only then does a deferred write owe a sync.
-func (s *Store) defers() bool {
-	_, ok := s.docs.(engine.Deferring)
-	return ok
+	return s.deferring.CommitDeferred(ctx, partition, engineWrites(writes))
 }
 
 // syncDeferred makes the changes commitDeferred and insertNewDeferred
 // stored so far durable (nothing to do on an engine that does not defer).
 func (s *Store) syncDeferred(ctx context.Context) error {
-	if d, ok := s.docs.(engine.Deferring); ok {
-		return d.Sync(ctx)
+	if s.deferring == nil {
+		return nil
 	}
-	return nil
+	return s.deferring.Sync(ctx)
 }
 
 // insertNewDeferred inserts documents that should be new here, without
 // waiting for the disk where the engine can, as commitDeferred; it returns
 // the keys that were already stored (left untouched).
 func (s *Store) insertNewDeferred(ctx context.Context, partition int, docs []*Doc) (map[string]bool, error) {
-	if d, ok := s.docs.(engine.Deferring); ok {
-		return d.InsertNewDeferred(ctx, partition, docs)
+	if s.deferring == nil {
+		return s.docs.InsertNew(ctx, partition, docs)
 	}
-	return s.docs.InsertNew(ctx, partition, docs)
+	return s.deferring.InsertNewDeferred(ctx, partition, docs)
 }
 
 // remove deletes the records of keys from a partition (a replica dropping

@@ -8,13 +8,13 @@ import (
 	"github.com/shoal-db/shoal/store/engine"
 )
 
-// fullEngine is an engine that stores documents and records.
+// fullEngine is an engine that stores documents and records, and may
+// defer the disk (the embedded one).
 type fullEngine interface {
 	engine.Documents
 	engine.Records
+	engine.Deferring
 }
-
-var _ engine.Deferring = observed{}
 
 // observed reports every call to an engine that does not report its own
 // (the embedded one) to the store's observer, under the operation names
@@ -39,31 +39,17 @@ func (o observed) InsertNew(ctx context.Context, partition int, docs []*record.D
 	return held, err
 }
 
-// CommitDeferred and InsertNewDeferred pass engine.Deferring on, or are
-// the synced calls for an engine without it.
 func (o observed) CommitDeferred(ctx context.Context, partition int, writes []engine.Write) error {
-	d, ok := o.e.(engine.Deferring)
-	if !ok {
-		return o.Commit(ctx, partition, writes)
-	}
-	return o.timed("commit", func() error { return d.CommitDeferred(ctx, partition, writes) })
+	return o.timed("commit", func() error { return o.e.CommitDeferred(ctx, partition, writes) })
 }
 
 func (o observed) InsertNewDeferred(ctx context.Context, partition int, docs []*record.Doc) (held map[string]bool, err error) {
-	d, ok := o.e.(engine.Deferring)
-	if !ok {
-		return o.InsertNew(ctx, partition, docs)
-	}
-	err = o.timed("insert_new", func() error { held, err = d.InsertNewDeferred(ctx, partition, docs); return err })
+	err = o.timed("insert_new", func() error { held, err = o.e.InsertNewDeferred(ctx, partition, docs); return err })
 	return held, err
 }
 
 func (o observed) Sync(ctx context.Context) error {
-	d, ok := o.e.(engine.Deferring)
-	if !ok {
-		return nil // every change was durable when it returned
-	}
-	return o.timed("sync", func() error { return d.Sync(ctx) })
+	return o.timed("sync", func() error { return o.e.Sync(ctx) })
 }
 
 func (o observed) Remove(ctx context.Context, partition int, keys []string) error {

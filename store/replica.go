@@ -188,7 +188,7 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 			p.commits.Add(1)
 			return newLast, err
 		}
-		if len(dups) < len(created) && w.store.defers() {
+		if len(dups) < len(created) { // something was stored
 			w.oweSync()
 		}
 		for _, d := range created {
@@ -233,7 +233,7 @@ func (w *Writer) commitApplied(p *partition, writes []write, deferred bool) erro
 		commit = w.store.commitDeferred
 	}
 	err := commit(w.ctx, p.id, writes)
-	if err == nil && deferred && w.store.defers() {
+	if err == nil && deferred {
 		w.oweSync()
 	}
 	for _, wr := range writes {

@@ -73,6 +73,9 @@ type Store struct {
 	// the rest of what a node keeps.
 	docs    engine.Documents
 	records engine.Records
+	// deferring is docs where it can take a change without waiting for
+	// the disk (the embedded engine); nil for the mongo engine.
+	deferring engine.Deferring
 
 	// indexed holds the partitions whose indexes (mongo_indexes.go) the
 	// mongo engine has created in this process.
@@ -157,7 +160,7 @@ func (s *Store) openEmbedded(o Options) error {
 		return fmt.Errorf("store: %w (is another node running on DATA_DIR %s?)", err, dataDir)
 	}
 	o2 := observed{e: e, timed: s.timed}
-	s.docs, s.records, s.closeEngine = o2, o2, e.Close
+	s.docs, s.records, s.deferring, s.closeEngine = o2, o2, o2, e.Close
 	return nil
 }
 

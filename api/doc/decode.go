@@ -41,15 +41,22 @@ type decoder struct {
 
 func (d *decoder) at(c byte) bool { return d.i < len(d.data) && d.data[d.i] == c }
 
-func (d *decoder) skipSpace() {
-	for d.i < len(d.data) {
-		switch d.data[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
+func (d *decoder) skipSpace() { d.i = len(d.data) - len(skipSpace(d.data[d.i:])) }
+
+// more reads what follows a member of a container: a ',' (more members
+// follow) or the container's closing byte (it ends); ok is false for
+// anything else.
+func (d *decoder) more(closing byte) (more, ok bool) {
+	d.skipSpace()
+	switch {
+	case d.at(','):
+		d.i++
+		return true, true
+	case d.at(closing):
+		d.i++
+		return false, true
 	}
+	return false, false
 }
 
 // value reads the value at i, inside a container at depth.
@@ -112,15 +119,12 @@ func (d *decoder) object(depth int) (map[string]any, bool) {
 			return nil, false
 		}
 		obj[key] = v // a key repeated: the last one wins, as in encoding/json
-		d.skipSpace()
-		switch {
-		case d.at(','):
-			d.i++
-		case d.at('}'):
-			d.i++
-			return obj, true
-		default:
+		more, ok := d.more('}')
+		if !ok {
 			return nil, false
+		}
+		if !more {
+			return obj, true
 		}
 	}
 }
@@ -140,15 +144,12 @@ func (d *decoder) array(depth int) (any, bool) {
 			return nil, false
 		}
 		arr = append(arr, v)
-		d.skipSpace()
-		switch {
-		case d.at(','):
-			d.i++
-		case d.at(']'):
-			d.i++
-			return arr, true
-		default:
+		more, ok := d.more(']')
+		if !ok {
 			return nil, false
+		}
+		if !more {
+			return arr, true
 		}
 	}
 }

@@ -177,7 +177,6 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	// One client of the node alone (no routing; it never tries a call
 	// again), shared by the phase's goroutines.
 	nodeAPI := client.New(o.url, o.token, client.WithHTTPClient(httpClient(o)))
-	type written struct{ user, id string }
 	created := make([][]written, o.clients) // what each client wrote
 	writes := runPhase(o, func(c int) error {
 		body := json.RawMessage(`{"payload":"` + payload + `","client":` + fmt.Sprint(c) + `}`)
@@ -319,6 +318,10 @@ func dropDatabase(ctx context.Context, uri, name string) error {
 }
 
 // httpClient is the benchmark's HTTP client over its transport.
+// written is a document a bench client wrote, read back by the read
+// phases.
+type written struct{ user, id string }
+
 // benchUser is the user client c's k-th write goes as: the clients take
 // the users in turn, so that every user is written (with 32 clients and
 // 1,000 users, client c writes as users c, c+32, c+64, ... mod 1,000),

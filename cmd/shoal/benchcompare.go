@@ -96,7 +96,6 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed boo
 	}
 	body := json.RawMessage(`{"payload":"` + payload + `"}`)
 	ctx := context.Background()
-	type written struct{ user, id string }
 	shoalWritten := make([][]written, o.clients)
 	shoalPut := func(c int) error {
 		w := written{fmt.Sprintf("bench-u%d", benchUser(o, c, len(shoalWritten[c]))), fmt.Sprintf("c%d-%d", c, seq.Add(1))}

@@ -110,26 +110,16 @@ func closedByPeer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// takesNoStream reports whether replica is sent requests one by one for
-// now (it took no stream lately, or the transport is closed).
-func (t *replicaTransport) takesNoStream(replica string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.closed || t.stillUntil(t.noStream, replica)
-}
-
 // takeStream takes the open stream to replica for one request, or opens
 // one. A stream is replaced once idle for streamReuse or open for
 // streamMaxAge (so that the replica admits its sender again, with a fresh
 // signature); opening one closes the streams to other replicas idle that
 // long (a replica no longer sent anything).
 func (t *replicaTransport) takeStream(ctx context.Context, sp streamPeer, replica string) (*replicaStream, error) {
-	if t.takesNoStream(replica) {
-		return nil, errNoStreamNow
-	}
 	now := t.now()
 	t.mu.Lock()
-	if t.closed {
+	if t.closed || t.stillUntil(t.noStream, replica) {
+		// Closed, or the replica took no stream lately: one by one.
 		t.mu.Unlock()
 		return nil, errNoStreamNow
 	}
