@@ -283,6 +283,11 @@ func (s *Server) routes() chi.Router {
 		})
 		r.Post("/v1/lease", s.vote)
 		r.Post("/v1/replicate", s.replicate)
+		// v3 and v2 take the same requests (replicate.ReadRequest reads
+		// both versions); masters of this version send on v3, older ones
+		// on v2.
+		r.Post("/v3/replicate", s.replicateBinary)
+		r.Post("/v3/replicate-stream", s.replicateStream)
 		r.Post("/v2/replicate", s.replicateBinary)
 		r.Post("/v2/replicate-stream", s.replicateStream)
 		r.Post("/v1/takeover", s.takeOver)

@@ -17,6 +17,13 @@ type Doc struct {
 	Updated time.Time
 	Body    map[string]any // nil for tombstones; never mutated once stored
 	Size    int            // approximate bytes, for the cache budget
+	// New says the master that wrote this state held no state of the key
+	// before it in its history (not even a tombstone): a replica whose
+	// copy is a prefix of that history ending before Pos, and holds no
+	// tombstone, has nothing of the key to replace (store.Writer.applyRun).
+	// Set by the partition's writer for each write; a state read back
+	// from a store has it false.
+	New bool
 }
 
 // ErrNotFound means the store holds no record of the key.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shoal-db/shoal/record"
@@ -11,10 +12,10 @@ import (
 )
 
 // The binary form of a Request and a Response, which nodes exchange on
-// /internal/v2/replicate (JSON, on /internal/v1/replicate, costs the two
+// /internal/v3/replicate (JSON, on /internal/v1/replicate, costs the two
 // ends several times the CPU: decoding it was 7% of a node's CPU under
-// majority writes, docs/benchmarks.md). Both start with BinaryVersion;
-// then, field by field in the order of the structs, unsigned integers as
+// majority writes, docs/benchmarks.md). A request starts with
+// BinaryVersion, a response with responseVersion; then, field by field in the order of the structs, unsigned integers as
 // uvarints, signed ones as zig-zag varints, strings as a uvarint length
 // and their bytes, booleans as bits of a flags byte, positions as epoch
 // and seq, times as seconds and nanoseconds since 1970 (read back in
@@ -25,10 +26,23 @@ import (
 // than what could follow it or (in a request) than a replica accepts
 // (MaxRequestBatches, MaxRequestKeys, MaxChain), a flag bit it does not
 // know, bytes after the end. It checks the form only; Validate checks the content.
-const BinaryVersion byte = 2
+//
+// Version 3 of a request added a document's New flag (record.Doc.New).
+// A node reads requests of version 2 too, which older masters send on
+// /internal/v2/replicate and its stream; it sends version 3 on the v3
+// paths only, which an older replica answers 404 (it is then sent JSON,
+// as one older still). Responses did not change.
+const BinaryVersion byte = 3
+
+// olderVersion is the version of a request an older master sends: no
+// document of it is New.
+const olderVersion byte = 2
+
+// responseVersion starts a response.
+const responseVersion byte = 2
 
 // ContentTypeBinary is the media type of the binary form.
-const ContentTypeBinary = "application/vnd.shoal.replicate.v2"
+const ContentTypeBinary = "application/vnd.shoal.replicate.v3"
 
 // ErrMalformed marks bytes that are not a request or response in the
 // binary form.
@@ -44,7 +58,8 @@ const (
 const (
 	docDeleted = 1 << iota
 	docHasBody
-	docFlags = docDeleted | docHasBody
+	docNew
+	docFlags = docDeleted | docHasBody | docNew
 )
 
 // AppendRequest encodes r after dst.
@@ -92,6 +107,9 @@ func AppendRequest(dst []byte, r Request) ([]byte, error) {
 			if d.Body != nil {
 				flags |= docHasBody
 			}
+			if d.New {
+				flags |= docNew
+			}
 			dst = append(dst, flags)
 			dst = binary.AppendVarint(dst, d.Updated.Unix())
 			dst = binary.AppendUvarint(dst, uint64(d.Updated.Nanosecond()))
@@ -110,10 +128,14 @@ func appendPosition(dst []byte, p record.Position) []byte {
 	return binary.AppendUvarint(binary.AppendUvarint(dst, p.Epoch), p.Seq)
 }
 
-// ReadRequest decodes a request encoded by AppendRequest.
+// ReadRequest decodes a request encoded by AppendRequest, or by an older
+// master (olderVersion).
 func ReadRequest(b []byte) (Request, error) {
 	r := reader{b: b}
-	r.version()
+	known := byte(docFlags)
+	if r.version(BinaryVersion, olderVersion) == olderVersion {
+		known &^= docNew
+	}
 	var req Request
 	n := r.count(MaxRequestBatches)
 	if n > 0 {
@@ -153,7 +175,7 @@ func ReadRequest(b []byte) (Request, error) {
 			keys += n
 			wb.Docs = make([]WireDoc, n)
 			for k := range wb.Docs {
-				r.doc(&wb.Docs[k])
+				r.doc(&wb.Docs[k], known)
 			}
 		}
 	}
@@ -165,7 +187,7 @@ func ReadRequest(b []byte) (Request, error) {
 
 // AppendResponse encodes r after dst.
 func AppendResponse(dst []byte, r Response) []byte {
-	dst = binary.AppendUvarint(append(dst, BinaryVersion), uint64(len(r.Results)))
+	dst = binary.AppendUvarint(append(dst, responseVersion), uint64(len(r.Results)))
 	for _, res := range r.Results {
 		dst = binary.AppendUvarint(dst, uint64(res.Partition))
 		dst = appendPosition(dst, res.Applied)
@@ -183,7 +205,7 @@ func AppendResponse(dst []byte, r Response) []byte {
 // ReadResponse decodes a response encoded by AppendResponse.
 func ReadResponse(b []byte) (Response, error) {
 	r := reader{b: b}
-	r.version()
+	r.version(responseVersion)
 	var resp Response
 	if n := r.count(MaxRequestBatches); n > 0 {
 		resp.Results = make([]Result, n)
@@ -227,16 +249,20 @@ func (r *reader) fail(format string, args ...any) {
 	}
 }
 
-func (r *reader) version() {
+// version reads the version byte, one of those given (the first is the
+// current one), and returns it.
+func (r *reader) version(versions ...byte) byte {
 	if len(r.b) == 0 {
 		r.fail("empty")
-		return
+		return 0
 	}
-	if r.b[0] != BinaryVersion {
-		r.fail("version %d, this node reads %d", r.b[0], BinaryVersion)
-		return
+	v := r.b[0]
+	if !slices.Contains(versions, v) {
+		r.fail("version %d, this node reads %v", v, versions)
+		return 0
 	}
 	r.b = r.b[1:]
+	return v
 }
 
 func (r *reader) uvarint() uint64 {
@@ -323,14 +349,15 @@ func (r *reader) position() record.Position {
 	return record.Position{Epoch: r.uvarint(), Seq: r.uvarint()}
 }
 
-func (r *reader) doc(d *WireDoc) {
+func (r *reader) doc(d *WireDoc, known byte) {
 	d.User = r.string()
 	d.Coll = r.string()
 	d.ID = r.string()
 	d.Version = r.varint()
 	d.Pos = r.position()
-	flags := r.flags(docFlags)
+	flags := r.flags(known)
 	d.Deleted = flags&docDeleted != 0
+	d.New = flags&docNew != 0
 	sec, nsec := r.varint(), r.uvarint()
 	if nsec >= uint64(time.Second) {
 		r.fail("%d nanoseconds in a second", nsec)

@@ -28,7 +28,7 @@ func wireSample() Request {
 			Docs: []WireDoc{
 				{User: "u", Coll: "c", ID: "a", Version: 4, Pos: record.Position{Epoch: 2, Seq: 10}, Updated: at, Body: body},
 				{User: "u", Coll: "c", ID: "b", Version: 2, Pos: record.Position{Epoch: 2, Seq: 11}, Updated: at.Add(time.Second), Deleted: true},
-				{User: "u", Coll: "c", ID: "e", Version: 1, Pos: record.Position{Epoch: 2, Seq: 11}, Updated: time.Time{}, Body: map[string]any{}},
+				{User: "u", Coll: "c", ID: "e", Version: 1, Pos: record.Position{Epoch: 2, Seq: 11}, Updated: time.Time{}, Body: map[string]any{}, New: true},
 			}},
 		{Partition: 1, Epoch: 3, Restore: true, Absent: []string{"u1/c/a", "u2/c/b"}},
 		{Partition: 70000, Epoch: 1 << 40, Full: true, KeyFrom: "u1/c/a", KeyTo: "u1/c/z", Horizon: record.Position{Epoch: 2, Seq: 1 << 50}},
@@ -87,9 +87,11 @@ func TestBothFormsCarryTheSameRequest(t *testing.T) {
 	in := wireSample()
 	for i := range in.Batches {
 		for j := range in.Batches[i].Docs {
-			if d := &in.Batches[i].Docs[j]; len(d.Body) == 0 {
+			d := &in.Batches[i].Docs[j]
+			if len(d.Body) == 0 {
 				d.Body = nil
 			}
+			d.New = false // not in the JSON form, for older nodes
 		}
 	}
 	js, err := json.Marshal(in)
@@ -135,6 +137,26 @@ func TestTheBinaryReaderRefusesWhatNoWriterMakes(t *testing.T) {
 		if _, err := ReadRequest(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
 		}
+	}
+	// An older master's request (version 2) is read; a document of it
+	// cannot be New.
+	// (Version 2 is version 3 without New.)
+	asOlder := func(r Request) []byte {
+		b, err := AppendRequest(nil, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[0] = olderVersion
+		return b
+	}
+	one := Request{Batches: []WireBatch{{Partition: 1, Epoch: 1, UpTo: record.Position{Epoch: 1, Seq: 1},
+		Docs: []WireDoc{{User: "u", Coll: "c", ID: "a", Version: 1, Pos: record.Position{Epoch: 1, Seq: 1}, Body: map[string]any{}}}}}}
+	if req, err := ReadRequest(asOlder(one)); err != nil || len(req.Batches) != 1 || len(req.Batches[0].Docs) != 1 {
+		t.Fatalf("a request of version 2: %+v, %v", req, err)
+	}
+	one.Batches[0].Docs[0].New = true
+	if _, err := ReadRequest(asOlder(one)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a request of version 2 with a New document: %v, want ErrMalformed", err)
 	}
 	if req, err := ReadRequest([]byte{BinaryVersion, 0}); err != nil || len(req.Batches) != 0 {
 		t.Fatalf("an empty request: %+v, %v", req, err)

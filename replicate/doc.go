@@ -13,7 +13,7 @@
 //     Response, Result) and its decoding from JSON (/internal/v1/replicate,
 //     which nodes of older versions send and read).
 //   - binwire.go: the same in the binary form nodes of this version send
-//     (/internal/v2/replicate).
+//     (/internal/v3/replicate; older masters send version 2 on v2).
 //   - apply.go: the replica's side, Apply, over the store's partition writer.
 //   - shipper.go: the master's side as its callers see it (Config, Shipper):
 //     committed runs in, acknowledgements and majority-held positions out.

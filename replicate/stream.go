@@ -13,11 +13,11 @@ import (
 
 // A replication stream carries a master's requests to one replica, and
 // the replica's answers back, over one long-lived connection: the same
-// requests and answers as /internal/v2/replicate in the same binary form,
+// requests and answers as /internal/v3/replicate in the same binary form,
 // without an HTTP request per batch (whose parsing, headers and signature
 // were about a tenth of the nodes' CPU under `majority` writes,
 // docs/benchmarks.md). The master opens it with a signed request to
-// /internal/v2/replicate-stream asking to switch to StreamProtocol; from
+// /internal/v3/replicate-stream (v2 for an older master) asking to switch to StreamProtocol; from
 // the replica's 101 answer on, the connection carries frames, one request
 // and then its answer at a time.
 //

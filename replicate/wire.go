@@ -47,6 +47,9 @@ type WireDoc struct {
 	Deleted bool            `json:"x,omitempty"`
 	Updated time.Time       `json:"t"`
 	Body    map[string]any  `json:"b,omitempty"`
+	// New is record.Doc.New. The JSON form, sent to older nodes only,
+	// leaves it out: they would not know it.
+	New bool `json:"-"`
 }
 
 // Response answers a Request: one result per batch, in order.
@@ -96,7 +99,7 @@ func ToWire(b record.Batch) WireBatch {
 		Full: b.Full, KeyFrom: b.KeyFrom, KeyTo: b.KeyTo, Horizon: b.Horizon, Committed: b.Committed}
 	for i, d := range b.Docs {
 		w.Docs[i] = WireDoc{User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version, Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated,
-			Body: d.Body}
+			Body: d.Body, New: d.New}
 	}
 	return w
 }
@@ -109,7 +112,7 @@ func FromWire(w WireBatch) record.Batch {
 		Full: w.Full, KeyFrom: w.KeyFrom, KeyTo: w.KeyTo, Horizon: w.Horizon, Committed: w.Committed}
 	for i, d := range w.Docs {
 		b.Docs[i] = &record.Doc{Key: record.DocKey(d.User, d.Coll, d.ID), User: d.User, Coll: d.Coll, ID: d.ID, Version: d.Version,
-			Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body, Size: approxSize(d.Body)}
+			Pos: d.Pos, Deleted: d.Deleted, Updated: d.Updated, Body: d.Body, Size: approxSize(d.Body), New: d.New}
 	}
 	return b
 }

@@ -124,12 +124,18 @@ func (s *Store) syncDeferred(ctx context.Context) error {
 
 // insertNewDeferred inserts documents that should be new here, without
 // waiting for the disk where the engine can, as commitDeferred; it returns
-// the keys that were already stored (left untouched).
-func (s *Store) insertNewDeferred(ctx context.Context, partition int, docs []*Doc) (map[string]bool, error) {
+// the keys that were already stored (left untouched). A write marked
+// insert is known to be new here: the embedded engine does not look its
+// key up.
+func (s *Store) insertNewDeferred(ctx context.Context, partition int, writes []write) (map[string]bool, error) {
 	if s.deferring == nil {
+		docs := make([]*Doc, len(writes))
+		for i, w := range writes {
+			docs[i] = w.doc
+		}
 		return s.docs.InsertNew(ctx, partition, docs)
 	}
-	return s.deferring.InsertNewDeferred(ctx, partition, docs)
+	return s.deferring.InsertNewDeferred(ctx, partition, engineWrites(writes))
 }
 
 // remove deletes the records of keys from a partition (a replica dropping

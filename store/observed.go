@@ -43,8 +43,8 @@ func (o observed) CommitDeferred(ctx context.Context, partition int, writes []en
 	return o.timed("commit", func() error { return o.e.CommitDeferred(ctx, partition, writes) })
 }
 
-func (o observed) InsertNewDeferred(ctx context.Context, partition int, docs []*record.Doc) (held map[string]bool, err error) {
-	err = o.timed("insert_new", func() error { held, err = o.e.InsertNewDeferred(ctx, partition, docs); return err })
+func (o observed) InsertNewDeferred(ctx context.Context, partition int, writes []engine.Write) (held map[string]bool, err error) {
+	err = o.timed("insert_new", func() error { held, err = o.e.InsertNewDeferred(ctx, partition, writes); return err })
 	return held, err
 }
 

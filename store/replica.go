@@ -159,19 +159,32 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 
 // applyRun stores a run's documents that are newer than the copies held,
 // and returns the newest position stored.
-func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, error) {
-	newLast := last
-	// Documents this node has no cached state of are first inserted,
-	// without a lookup (a lookup costs the embedded store a scan): most are
-	// new here (new documents, a replica being filled). One already stored
-	// shows up as a duplicate and goes the slow way, compared by position.
-	var created, rest []*Doc
+func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (newLast Position, err error) {
+	newLast = last
+	defer func() {
+		if err != nil {
+			// Some documents may be stored above last: looking keys up
+			// is the only way to know them from now on.
+			p.unsure = true
+		}
+	}()
+	// Documents this node has no cached state of are first inserted: most
+	// are new here (new documents, a replica being filled). One already
+	// stored shows up as a duplicate and goes the slow way, compared by
+	// position. One known to be new here (newHere) is inserted without a
+	// lookup (it cost the embedded engine 5% of the nodes' CPU under
+	// majority writes, docs/benchmarks.md).
+	p.mu.Lock()
+	follows := !p.unsure && p.restoring == 0 && !p.recopy
+	p.mu.Unlock()
+	var created []write
+	var rest []*Doc
 	for _, d := range docs {
 		if d.Deleted {
 			p.tombstones.Store(true)
 		}
 		if _, cached := w.cache.get(p.id, d.Key); !cached {
-			created = append(created, d)
+			created = append(created, write{doc: d, insert: follows && newHere(d, last) && !p.tombstones.Load()})
 		} else {
 			rest = append(rest, d)
 		}
@@ -182,8 +195,8 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 		if err != nil {
 			// Some of them may be stored, some not: nothing is cached, so
 			// the retry looks each one up instead of taking it as held.
-			for _, d := range created {
-				w.cache.forget(p.id, d.Key)
+			for _, c := range created {
+				w.cache.forget(p.id, c.doc.Key)
 			}
 			p.commits.Add(1)
 			return newLast, err
@@ -191,16 +204,16 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 		if len(dups) < len(created) { // something was stored
 			w.oweSync()
 		}
-		for _, d := range created {
-			if !dups[d.Key] {
-				w.cache.put(p.id, d.Key, d)
-				newLast = maxPosition(newLast, d.Pos)
+		for _, c := range created {
+			if !dups[c.doc.Key] {
+				w.cache.put(p.id, c.doc.Key, c.doc)
+				newLast = maxPosition(newLast, c.doc.Pos)
 			}
 		}
 		p.commits.Add(1)
-		for _, d := range created {
-			if dups[d.Key] {
-				rest = append(rest, d)
+		for _, c := range created {
+			if dups[c.doc.Key] {
+				rest = append(rest, c.doc)
 			}
 		}
 	}
@@ -217,6 +230,19 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 		newLast = maxPosition(newLast, d.Pos)
 	}
 	return newLast, w.commitApplied(p, writes, true)
+}
+
+// newHere reports whether d, of a run of the partition's master, can have
+// no state here to replace, on a copy that holds no tombstone of the
+// partition, is not being restored or replaced by a full copy, and has
+// no document stored above last that it may not know of (partition.unsure):
+// its master held no state of the key before d in its history (d.New),
+// which this copy follows, and d is above everything this copy stored, so
+// it is not a document sent again. (A tombstone the master purged could
+// be of its key; a copy being restored may hold states of a history the
+// master never had.)
+func newHere(d *Doc, last Position) bool {
+	return d.New && !d.Deleted && d.Pos.Compare(last) > 0
 }
 
 // commitApplied writes replicated document states and keeps the cache in

@@ -11,6 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/shoal-db/shoal/internal/storetest"
+	"github.com/shoal-db/shoal/store/engine"
+	"github.com/shoal-db/shoal/store/pebbleengine"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -665,4 +667,152 @@ func openOn(t *testing.T, dataDir string, fs vfs.FS) *Store {
 	}
 	t.Cleanup(func() { s.Close(ctx) })
 	return s
+}
+
+// engineLookups is how many states and counts s's embedded engine has
+// read to keep its indexes (pebbleengine.Engine.Lookups).
+func engineLookups(t *testing.T, s *Store) int64 {
+	t.Helper()
+	e, ok := s.docs.(observed).e.(*pebbleengine.Engine)
+	if !ok {
+		t.Fatalf("the store's engine is %T, not the embedded one", s.docs)
+	}
+	return e.Lookups()
+}
+
+// liveCount is the number of live documents of u's collection c in
+// partition 0, as the store counts them.
+func liveCount(t *testing.T, s *Store) int64 {
+	t.Helper()
+	counts, err := s.Collections(context.Background(), 0, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range counts {
+		if c.Name == "c" {
+			return c.Count
+		}
+	}
+	return 0
+}
+
+// newDoc is doc as its master's write of a key it held no state of.
+func newDoc(id string, epoch, seq uint64) *Doc {
+	d := doc(id, epoch, seq, 1, false)
+	d.New = true
+	return d
+}
+
+// A replica stores the documents its master created (record.Doc.New)
+// without looking their keys up, and a run sent again is still found
+// held (its documents are not counted twice), with or without the cache.
+func TestAReplicaStoresItsMastersNewDocumentsWithoutALookup(t *testing.T) {
+	for _, cache := range []int64{1 << 20, 0} {
+		t.Run(fmt.Sprintf("cache %d", cache), func(t *testing.T) {
+			s := openTestStore(t)
+			ctx := context.Background()
+			w := NewWriter(s, 1, WriterOptions{CacheBytes: cache})
+			defer w.Close(ctx)
+			if err := w.LoadAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			run := Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 3},
+				Docs: []*Doc{newDoc("a", 2, 1), newDoc("b", 2, 2), newDoc("c", 2, 3)}}
+			before := engineLookups(t, s)
+			if r := w.Apply(ctx, run); r.Err != nil {
+				t.Fatalf("the run: %+v", r)
+			}
+			if got := engineLookups(t, s) - before; got != 1 {
+				t.Fatalf("storing 3 new documents read %d states or counts, want 1 (the collection's count)", got)
+			}
+			// The same documents again, as a run from the start: held.
+			again := run
+			again.UpTo = Position{Epoch: 2, Seq: 4}
+			again.Docs = append(slices.Clone(run.Docs), newDoc("d", 2, 4))
+			if r := w.Apply(ctx, again); r.Err != nil || r.Applied != again.UpTo {
+				t.Fatalf("the run again: %+v", r)
+			}
+			if n := liveCount(t, s); n != 4 {
+				t.Fatalf("4 documents counted %d times", n)
+			}
+			if all, err := s.ScanAfter(ctx, 0, Position{}, 0); err != nil || len(all) != 4 {
+				t.Fatalf("the history holds %d states (%v), want 4", len(all), err)
+			}
+		})
+	}
+}
+
+// A document its master created anew over a tombstone that the master
+// purged and this replica still holds is looked up: stored without a
+// look, the tombstone would stay in the indexes beside it.
+func TestANewDocumentOverATombstoneTheMasterPurgedReplacesIt(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 0})
+	defer w.Close(ctx)
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 2},
+		Docs: []*Doc{newDoc("a", 2, 1), doc("a", 2, 2, 2, true)}}
+	if r := w.Apply(ctx, first); r.Err != nil {
+		t.Fatalf("the create and delete: %+v", r)
+	}
+	// The master purged its tombstone of a and created a again.
+	again := Batch{Partition: 0, Epoch: 2, From: first.UpTo, UpTo: Position{Epoch: 2, Seq: 3},
+		Docs: []*Doc{newDoc("a", 2, 3)}}
+	if r := w.Apply(ctx, again); r.Err != nil {
+		t.Fatalf("the new a: %+v", r)
+	}
+	if tombs, err := s.tombstones(ctx, 0); err != nil || len(tombs) != 0 {
+		t.Fatalf("tombstones left beside the new document: %v (%v)", ids(tombs), err)
+	}
+	if all, err := s.ScanAfter(ctx, 0, Position{}, 0); err != nil || len(all) != 1 || all[0].Pos != again.UpTo {
+		t.Fatalf("the history holds %v (%v), want a at %s alone", ids(all), err, again.UpTo)
+	}
+	if n := liveCount(t, s); n != 1 {
+		t.Fatalf("one live document counted %d times", n)
+	}
+}
+
+// failingCommits is an engine whose deferred commits fail (its inserts
+// succeed).
+type failingCommits struct{ engine.Deferring }
+
+func (failingCommits) CommitDeferred(context.Context, int, []engine.Write) error {
+	return fmt.Errorf("%w: the test's engine fails every commit", ErrUnavailable)
+}
+
+// A run whose apply failed after it stored some of its documents is
+// looked up key by key when it comes again, also when the cache no longer
+// holds them: taken as new, they would be counted twice.
+func TestARunSentAgainAfterAFailedApplyIsLookedUp(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 1}, Docs: []*Doc{newDoc("b", 2, 1)}}
+	if r := w.Apply(ctx, first); r.Err != nil {
+		t.Fatalf("the first run: %+v", r)
+	}
+	// a is new and inserted; b, cached, is replaced by a commit, which
+	// fails.
+	run := Batch{Partition: 0, Epoch: 2, From: first.UpTo, UpTo: Position{Epoch: 2, Seq: 3},
+		Docs: []*Doc{newDoc("a", 2, 2), doc("b", 2, 3, 2, false)}}
+	working := s.deferring
+	s.deferring = failingCommits{working}
+	if r := w.Apply(ctx, run); r.Err == nil {
+		t.Fatalf("the run was applied over failing commits: %+v", r)
+	}
+	s.deferring = working
+	w.cache.forget(0, DocKey("u", "c", "a"))
+	if r := w.Apply(ctx, run); r.Err != nil || r.Applied != run.UpTo {
+		t.Fatalf("the run again: %+v", r)
+	}
+	if n := liveCount(t, s); n != 2 {
+		t.Fatalf("2 documents counted %d times", n)
+	}
 }

@@ -163,6 +163,11 @@ type partition struct {
 	// tombstone, so the purge can skip it; set by every committed or
 	// applied delete, cleared by a purge that leaves none.
 	tombstones atomic.Bool
+	// unsure: an apply of a run failed after it may have stored documents
+	// above the newest stored position this copy knows (last): until the
+	// process restarts and reads it again, every key of a run is looked
+	// up (see newHere). Used on the partition's goroutine only.
+	unsure bool
 }
 
 type request struct {
@@ -582,7 +587,7 @@ func (w *Writer) process(p *partition, batch []*request) {
 			}
 			pos.Seq++
 			d := &Doc{Key: key, User: op.User, Coll: op.Coll, ID: op.ID, Version: version,
-				Pos: pos, Deleted: next.Delete, Updated: now, Size: next.Size}
+				Pos: pos, Deleted: next.Delete, Updated: now, Size: next.Size, New: st.doc == nil}
 			if !next.Delete {
 				d.Body = next.Body
 			}

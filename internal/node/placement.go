@@ -164,7 +164,7 @@ func (t leaseTransport) Vote(ctx context.Context, voter string, b lease.Batch) (
 // replicaTransport carries replication requests to replicas: over a
 // replication stream to each (replicastream.go) when the cluster can sign
 // one, else, or for a replica that cannot take one, as signed internal
-// HTTP requests in the binary form (/internal/v2/replicate). A peer that
+// HTTP requests in the binary form (/internal/v3/replicate). A peer that
 // answers 404 route-not-found to that runs an older version: it gets JSON
 // on /internal/v1/replicate until v1Retry has passed, then the binary form
 // is tried again (the peer may have been upgraded meanwhile); a peer that
@@ -180,7 +180,7 @@ type replicaTransport struct {
 	closed   bool
 }
 
-// v1Retry is how long a peer that did not know /internal/v2/replicate is
+// v1Retry is how long a peer that did not know /internal/v3/replicate is
 // sent JSON before the binary form is tried again (and one that did not
 // take a stream, requests one by one).
 const v1Retry = time.Minute
@@ -210,7 +210,7 @@ func (t *replicaTransport) Send(ctx context.Context, replica string, r replicate
 // sendBinary sends one request over HTTP in the binary form (r is the
 // same request, for JSON).
 func (t *replicaTransport) sendBinary(ctx context.Context, replica string, body []byte, r replicate.Request) (replicate.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v2/replicate", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v3/replicate", bytes.NewReader(body))
 	if err != nil {
 		return replicate.Response{}, err
 	}

@@ -80,7 +80,7 @@ func (t *replicaTransport) sendStream(ctx context.Context, sp streamPeer, replic
 	}
 	// Checked once per request, as Send checks a call (a resend below is
 	// the same request).
-	if err := sp.LinkCut(replica, "/internal/v2/replicate"); err != nil {
+	if err := sp.LinkCut(replica, "/internal/v3/replicate"); err != nil {
 		s.conn.Close()
 		return replicate.Response{}, err
 	}
@@ -166,7 +166,7 @@ func (t *replicaTransport) putStream(replica string, s *replicaStream) {
 // openStream opens a stream to replica with a signed request to switch
 // protocols.
 func (t *replicaTransport) openStream(ctx context.Context, sp streamPeer, replica string) (*replicaStream, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v2/replicate-stream", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v3/replicate-stream", nil)
 	if err != nil {
 		return nil, err
 	}

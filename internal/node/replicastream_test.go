@@ -34,7 +34,7 @@ type streamServer struct {
 }
 
 func (s *streamServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/internal/v2/replicate-stream" {
+	if r.URL.Path != "/internal/v3/replicate-stream" {
 		http.NotFound(w, r)
 		return
 	}
@@ -146,12 +146,12 @@ func TestAReplicaWithoutStreamsIsSentRequestsOneByOne(t *testing.T) {
 	defer tr.Close()
 	sendOK(t, tr)
 	sendOK(t, tr)
-	if streams, v2 := rs.took("/internal/v2/replicate-stream"), rs.took("/internal/v2/replicate"); streams != 1 || v2 != 2 {
+	if streams, v2 := rs.took("/internal/v3/replicate-stream"), rs.took("/internal/v3/replicate"); streams != 1 || v2 != 2 {
 		t.Fatalf("two sends asked for %d streams and made %d binary calls, want 1 and 2", streams, v2)
 	}
 	now = now.Add(v1Retry)
 	sendOK(t, tr)
-	if streams := rs.took("/internal/v2/replicate-stream"); streams != 2 {
+	if streams := rs.took("/internal/v3/replicate-stream"); streams != 2 {
 		t.Fatalf("a send a minute later asked for %d streams in all, want 2", streams)
 	}
 }
@@ -180,7 +180,7 @@ func TestAClosedTransportOpensNoStream(t *testing.T) {
 func TestAStreamRefusedForNowIsAskedForAgain(t *testing.T) {
 	rs := &replicaServer{binary: true, calls: map[string]int{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/internal/v2/replicate-stream" {
+		if r.URL.Path == "/internal/v3/replicate-stream" {
 			rs.mu.Lock()
 			rs.calls[r.URL.Path]++
 			rs.mu.Unlock()
@@ -194,7 +194,7 @@ func TestAStreamRefusedForNowIsAskedForAgain(t *testing.T) {
 	defer tr.Close()
 	sendOK(t, tr)
 	sendOK(t, tr)
-	if streams, v2 := rs.took("/internal/v2/replicate-stream"), rs.took("/internal/v2/replicate"); streams != 2 || v2 != 2 {
+	if streams, v2 := rs.took("/internal/v3/replicate-stream"), rs.took("/internal/v3/replicate"); streams != 2 || v2 != 2 {
 		t.Fatalf("two sends asked for %d streams and made %d binary calls, want 2 and 2", streams, v2)
 	}
 }
@@ -227,7 +227,7 @@ func TestAReplicaReachedOverHTTP2IsSentRequestsOneByOne(t *testing.T) {
 	defer tr.Close()
 	sendOK(t, tr)
 	sendOK(t, tr)
-	if v2 := rs.took("/internal/v2/replicate"); v2 != 2 {
+	if v2 := rs.took("/internal/v3/replicate"); v2 != 2 {
 		t.Fatalf("two sends made %d binary calls, want 2", v2)
 	}
 	if got := rs.protos(); len(got) != 1 || !got["HTTP/2.0"] {

@@ -72,7 +72,7 @@ func (s *replicaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_ = json.NewEncoder(w).Encode(answer(req))
-	case r.URL.Path == "/internal/v2/replicate" && s.binary:
+	case r.URL.Path == "/internal/v3/replicate" && s.binary:
 		data, _ := io.ReadAll(r.Body)
 		req, err := replicate.ReadRequest(data)
 		if err != nil {
@@ -134,12 +134,12 @@ func TestReplicationFallsBackToJSONForAnOlderReplica(t *testing.T) {
 			}
 			send()
 			send()
-			if v2, v1 := rs.took("/internal/v2/replicate"), rs.took("/internal/v1/replicate"); v2 != tc.wantV2 || v1 != tc.wantV1 {
+			if v2, v1 := rs.took("/internal/v3/replicate"), rs.took("/internal/v1/replicate"); v2 != tc.wantV2 || v1 != tc.wantV1 {
 				t.Fatalf("two sends made %d binary and %d JSON calls, want %d and %d", v2, v1, tc.wantV2, tc.wantV1)
 			}
 			now = now.Add(v1Retry)
 			send()
-			if v2, v1 := rs.took("/internal/v2/replicate"), rs.took("/internal/v1/replicate"); v2 != tc.wantV2Later || v1 != tc.wantV1Later {
+			if v2, v1 := rs.took("/internal/v3/replicate"), rs.took("/internal/v1/replicate"); v2 != tc.wantV2Later || v1 != tc.wantV1Later {
 				t.Fatalf("a send a minute later made %d binary and %d JSON calls in all, want %d and %d", v2, v1, tc.wantV2Later, tc.wantV1Later)
 			}
 		})
@@ -175,6 +175,6 @@ func TestAnUnreadableBinaryAnswerIsAnError(t *testing.T) {
 	defer srv.Close()
 	tr := newReplicaTransport(loopbackPeer{srv.URL}, time.Now)
 	if _, err := tr.Send(context.Background(), "r", replicate.Request{}); err == nil {
-		t.Fatal("a JSON answer on /internal/v2/replicate was taken")
+		t.Fatal("a JSON answer on /internal/v3/replicate was taken")
 	}
 }

@@ -30,7 +30,9 @@ var ErrUnavailable = errors.New("store unavailable")
 // a retried commit may find it there and must replace it then. Engines
 // rely on it: the embedded one does not look such a key up, so a write
 // marked Insert over a stored state would leave that state's entries in
-// its indexes. Only the partition's writer sets it, from what it read.
+// its indexes. Only the partition's writer sets it: a master from what
+// it read, a replica from what its master's write says (record.Doc.New,
+// see store.Writer.applyRun).
 type Write struct {
 	Doc    *record.Doc
 	Insert bool
@@ -52,7 +54,10 @@ type Write struct {
 // it returns.
 type Deferring interface {
 	CommitDeferred(ctx context.Context, partition int, writes []Write) error
-	InsertNewDeferred(ctx context.Context, partition int, docs []*record.Doc) (held map[string]bool, err error)
+	// InsertNewDeferred is InsertNew of the writes' documents, except
+	// that one marked Insert is stored without looking its key up (and
+	// never reported held).
+	InsertNewDeferred(ctx context.Context, partition int, writes []Write) (held map[string]bool, err error)
 	// Sync makes every deferred change that returned before it durable,
 	// when no other synced write is due (an engine may skip a write that
 	// changes nothing, so that is no sync).

@@ -190,12 +190,19 @@ func TestAWriteLooksEachKeyUpOnce(t *testing.T) {
 		}
 		return err
 	})
+	lookups("a replica's insert of 2 documents, one known to be new", 1, func() error {
+		held, err := e.InsertNewDeferred(ctx, 0, []engine.Write{{Doc: doc("e", 8), Insert: true}, {Doc: doc("f", 9)}})
+		if err == nil && len(held) != 0 {
+			err = fmt.Errorf("new documents reported held: %v", held)
+		}
+		return err
+	})
 	counts, err := e.Collections(ctx, 0, "u")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(counts) != 1 || counts[0].Count != 4 {
-		t.Fatalf("collections %+v, want c with 4 documents", counts)
+	if len(counts) != 1 || counts[0].Count != 6 {
+		t.Fatalf("collections %+v, want c with 6 documents", counts)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -210,8 +217,8 @@ func TestAWriteLooksEachKeyUpOnce(t *testing.T) {
 		d.Deleted, d.Body = true, nil
 		return e.Commit(ctx, 0, []engine.Write{{Doc: d}})
 	})
-	if counts, err = e.Collections(ctx, 0, "u"); err != nil || len(counts) != 1 || counts[0].Count != 3 {
-		t.Fatalf("collections %+v (%v), want c with 3 documents", counts, err)
+	if counts, err = e.Collections(ctx, 0, "u"); err != nil || len(counts) != 1 || counts[0].Count != 5 {
+		t.Fatalf("collections %+v (%v), want c with 5 documents", counts, err)
 	}
 }
 
@@ -250,7 +257,7 @@ func TestADeferredChangeIsDurableAtTheNextSyncedWrite(t *testing.T) {
 		}
 		return out
 	}
-	if _, err := e.InsertNewDeferred(ctx, 0, []*record.Doc{doc("a", 1), doc("b", 2)}); err != nil {
+	if _, err := e.InsertNewDeferred(ctx, 0, []engine.Write{{Doc: doc("a", 1)}, {Doc: doc("b", 2)}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.CommitDeferred(ctx, 0, []engine.Write{{Doc: doc("a", 3)}}); err != nil {
@@ -270,7 +277,7 @@ func TestADeferredChangeIsDurableAtTheNextSyncedWrite(t *testing.T) {
 	}
 	// A synced commit of documents makes the deferred changes before it
 	// durable too.
-	if _, err := e.InsertNewDeferred(ctx, 0, []*record.Doc{doc("c", 4)}); err != nil {
+	if _, err := e.InsertNewDeferred(ctx, 0, []engine.Write{{Doc: doc("c", 4)}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Commit(ctx, 1, []engine.Write{{Doc: doc("d", 5)}}); err != nil {
@@ -280,7 +287,7 @@ func TestADeferredChangeIsDurableAtTheNextSyncedWrite(t *testing.T) {
 		t.Fatalf("a deferred insert did not survive a crash after a synced commit")
 	}
 	// Sync alone, with nothing else to write.
-	if _, err := e.InsertNewDeferred(ctx, 0, []*record.Doc{doc("e", 6)}); err != nil {
+	if _, err := e.InsertNewDeferred(ctx, 0, []engine.Write{{Doc: doc("e", 6)}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Sync(ctx); err != nil {
