@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -154,20 +155,31 @@ func (p *partition) held() Position {
 // processApply runs one batch on the partition's goroutine: the driver in
 // replicate/applybatch decides, over the primitives of applyTx.
 func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
-	return applybatch.Run(applyTx{w, p}, b, w.log)
+	r := applybatch.Run(applyTx{w, p}, b, w.log)
+	if r.Err != nil && !refusal(r.Err) {
+		// It failed part way (a run, a chunk of a full copy, a restore):
+		// it may have stored documents above the newest position this
+		// copy knows of.
+		p.unsure = true
+	}
+	return r
+}
+
+// refusal reports whether err is an answer of the apply's rules, given
+// before anything is stored or once all of it is, rather than a failure.
+func refusal(err error) bool {
+	for _, answer := range []error{ErrStaleEpoch, ErrGap, ErrIsMaster, ErrDiverged, ErrNeedsFullCopy} {
+		if errors.Is(err, answer) {
+			return true
+		}
+	}
+	return false
 }
 
 // applyRun stores a run's documents that are newer than the copies held,
 // and returns the newest position stored.
-func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (newLast Position, err error) {
-	newLast = last
-	defer func() {
-		if err != nil {
-			// Some documents may be stored above last: looking keys up
-			// is the only way to know them from now on.
-			p.unsure = true
-		}
-	}()
+func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, error) {
+	newLast := last
 	// Documents this node has no cached state of are first inserted: most
 	// are new here (new documents, a replica being filled). One already
 	// stored shows up as a duplicate and goes the slow way, compared by

@@ -163,10 +163,10 @@ type partition struct {
 	// tombstone, so the purge can skip it; set by every committed or
 	// applied delete, cleared by a purge that leaves none.
 	tombstones atomic.Bool
-	// unsure: an apply of a run failed after it may have stored documents
-	// above the newest stored position this copy knows (last): until the
-	// process restarts and reads it again, every key of a run is looked
-	// up (see newHere). Used on the partition's goroutine only.
+	// unsure: an apply failed after it may have stored documents above
+	// the newest stored position this copy knows (last): until the process
+	// restarts and reads it again, every key of a run is looked up (see
+	// newHere). Used on the partition's goroutine only.
 	unsure bool
 }
 
