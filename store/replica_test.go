@@ -816,3 +816,61 @@ func TestARunSentAgainAfterAFailedApplyIsLookedUp(t *testing.T) {
 		t.Fatalf("2 documents counted %d times", n)
 	}
 }
+
+// failingDocCommits is an engine whose synced commits of documents fail
+// (its removes succeed).
+type failingDocCommits struct{ engine.Documents }
+
+func (failingDocCommits) Commit(context.Context, int, []engine.Write) error {
+	return fmt.Errorf("%w: the test's engine fails every commit", ErrUnavailable)
+}
+
+// A full copy's chunk that removes a document whose delete the master
+// purged, then fails to write the rest, leaves the copy with the master's
+// horizon, durably: before, it kept its own, and as a master it would
+// not have sent a full copy to a copy still holding that document.
+func TestAFullCopysChunkCutShortKeepsTheHorizonItRemovedUnder(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openOn(t, dir, nil)
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run := Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 2},
+		Docs: []*Doc{doc("k", 2, 1, 1, false), doc("j", 2, 2, 1, false)}}
+	if r := w.Apply(ctx, run); r.Err != nil {
+		t.Fatalf("the run: %+v", r)
+	}
+	// The master deleted k at 2.3, purged the tombstone, and sends a full
+	// copy: j, and l written since.
+	horizon := Position{Epoch: 2, Seq: 3}
+	full := Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 4}, Full: true, Horizon: horizon,
+		Docs: []*Doc{doc("j", 2, 2, 1, false), doc("l", 2, 4, 1, false)}}
+	working := s.docs
+	s.docs = failingDocCommits{working}
+	r := w.Apply(ctx, full)
+	s.docs = working
+	if r.Err == nil {
+		t.Fatalf("the chunk was applied over failing commits: %+v", r)
+	}
+	if _, err := s.Get(ctx, 0, DocKey("u", "c", "k")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("k after the chunk: %v; the test expects the chunk to have removed it", err)
+	}
+	if got := w.Horizon(0); got.Compare(horizon) < 0 {
+		t.Fatalf("k is gone, and the copy's horizon is %s, below the master's %s", got, horizon)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(ctx)
+	s = openOn(t, dir, nil)
+	w = NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Horizon(0); got.Compare(horizon) < 0 {
+		t.Fatalf("after a restart the copy's horizon is %s, below the master's %s", got, horizon)
+	}
+}

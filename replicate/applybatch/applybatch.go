@@ -232,6 +232,20 @@ func Run(tx Tx, b *record.Batch, log *slog.Logger) Result {
 	var newLast record.Position
 	var err error
 	if b.Full {
+		if now := tx.State(); b.Horizon.Compare(now.Horizon) > 0 {
+			// The chunk removes the documents whose deletes the master
+			// purged: this copy takes the master's horizon, durably,
+			// before it removes the first. A chunk cut short by a failure
+			// then leaves no document gone without the horizon that says
+			// so (were this node to become master, a copy behind it would
+			// be sent a full copy; without it, that copy kept what this
+			// one had removed).
+			tx.SaveRecord(now.Applied, b.Horizon)
+			if err := tx.SyncRecord(); err != nil {
+				return refuse(res(err))
+			}
+			tx.Advance(now.Applied, applyrule.MaxPosition(now.Last, b.Horizon), b.Horizon, b.Committed)
+		}
 		newLast, err = tx.ApplyFull(b, chain, last)
 	} else {
 		newLast, err = tx.ApplyRun(b.Docs, last)
