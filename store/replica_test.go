@@ -707,39 +707,31 @@ func newDoc(id string, epoch, seq uint64) *Doc {
 // without looking their keys up, and a run sent again is still found
 // held (its documents are not counted twice), with or without the cache.
 func TestAReplicaStoresItsMastersNewDocumentsWithoutALookup(t *testing.T) {
-	for _, cache := range []int64{1 << 20, 0} {
-		t.Run(fmt.Sprintf("cache %d", cache), func(t *testing.T) {
-			s := openTestStore(t)
-			ctx := context.Background()
-			w := NewWriter(s, 1, WriterOptions{CacheBytes: cache})
-			defer w.Close(ctx)
-			if err := w.LoadAll(ctx); err != nil {
-				t.Fatal(err)
-			}
-			run := Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 3},
-				Docs: []*Doc{newDoc("a", 2, 1), newDoc("b", 2, 2), newDoc("c", 2, 3)}}
-			before := engineLookups(t, s)
-			if r := w.Apply(ctx, run); r.Err != nil {
-				t.Fatalf("the run: %+v", r)
-			}
-			if got := engineLookups(t, s) - before; got != 1 {
-				t.Fatalf("storing 3 new documents read %d states or counts, want 1 (the collection's count)", got)
-			}
-			// The same documents again, as a run from the start: held.
-			again := run
-			again.UpTo = Position{Epoch: 2, Seq: 4}
-			again.Docs = append(slices.Clone(run.Docs), newDoc("d", 2, 4))
-			if r := w.Apply(ctx, again); r.Err != nil || r.Applied != again.UpTo {
-				t.Fatalf("the run again: %+v", r)
-			}
-			if n := liveCount(t, s); n != 4 {
-				t.Fatalf("4 documents counted %d times", n)
-			}
-			if all, err := s.ScanAfter(ctx, 0, Position{}, 0); err != nil || len(all) != 4 {
-				t.Fatalf("the history holds %d states (%v), want 4", len(all), err)
-			}
-		})
-	}
+	withAndWithoutCache(t, func(t *testing.T, s *Store, w *Writer) {
+		ctx := context.Background()
+		run := Batch{Partition: 0, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 3},
+			Docs: []*Doc{newDoc("a", 2, 1), newDoc("b", 2, 2), newDoc("c", 2, 3)}}
+		before := engineLookups(t, s)
+		if r := w.Apply(ctx, run); r.Err != nil {
+			t.Fatalf("the run: %+v", r)
+		}
+		if got := engineLookups(t, s) - before; got != 1 {
+			t.Fatalf("storing 3 new documents read %d states or counts, want 1 (the collection's count)", got)
+		}
+		// The same documents again, as a run from the start: held.
+		again := run
+		again.UpTo = Position{Epoch: 2, Seq: 4}
+		again.Docs = append(slices.Clone(run.Docs), newDoc("d", 2, 4))
+		if r := w.Apply(ctx, again); r.Err != nil || r.Applied != again.UpTo {
+			t.Fatalf("the run again: %+v", r)
+		}
+		if n := liveCount(t, s); n != 4 {
+			t.Fatalf("4 documents counted %d times", n)
+		}
+		if all, err := s.ScanAfter(ctx, 0, Position{}, 0); err != nil || len(all) != 4 {
+			t.Fatalf("the history holds %d states (%v), want 4", len(all), err)
+		}
+	})
 }
 
 // A document its master created anew over a tombstone that the master

@@ -399,27 +399,38 @@ func TestTheWriterFencesEveryEpochSeen(t *testing.T) {
 // replace, nor a create over a tombstone the master still holds, with or
 // without the cache.
 func TestAWriteSaysWhetherItsKeyHeldNothingBefore(t *testing.T) {
+	withAndWithoutCache(t, func(t *testing.T, s *Store, w *Writer) {
+		ctx := context.Background()
+		write := func(what string, next Next, want bool) {
+			t.Helper()
+			res := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "a", Mutate: func(*Doc) (Next, error) { return next, nil }})
+			if res.Err != nil || res.Doc.New != want {
+				t.Fatalf("%s: New %v (%v), want %v", what, res.Doc.New, res.Err, want)
+			}
+		}
+		write("a create", Next{Body: map[string]any{"n": int64(1)}}, true)
+		write("a replace", Next{Body: map[string]any{"n": int64(2)}}, false)
+		write("a delete", Next{Delete: true}, false)
+		write("a create over the tombstone", Next{Body: map[string]any{"n": int64(3)}}, false)
+		stored, err := s.Get(ctx, 0, DocKey("u", "c", "a"))
+		if err != nil || stored.New {
+			t.Fatalf("a state read back from the store: %+v, %v; want New false", stored, err)
+		}
+	})
+}
+
+// withAndWithoutCache runs test twice, as subtests, each on a store and a
+// writer of its own (loaded), with the document cache on and off.
+func withAndWithoutCache(t *testing.T, test func(t *testing.T, s *Store, w *Writer)) {
 	for _, cache := range []int64{1 << 20, 0} {
 		t.Run(fmt.Sprintf("cache %d", cache), func(t *testing.T) {
 			s := openTestStore(t)
-			ctx := context.Background()
 			w := NewWriter(s, 1, WriterOptions{CacheBytes: cache})
-			defer w.Close(ctx)
-			write := func(what string, next Next, want bool) {
-				t.Helper()
-				res := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "a", Mutate: func(*Doc) (Next, error) { return next, nil }})
-				if res.Err != nil || res.Doc.New != want {
-					t.Fatalf("%s: New %v (%v), want %v", what, res.Doc.New, res.Err, want)
-				}
+			defer w.Close(context.Background())
+			if err := w.LoadAll(context.Background()); err != nil {
+				t.Fatal(err)
 			}
-			write("a create", Next{Body: map[string]any{"n": int64(1)}}, true)
-			write("a replace", Next{Body: map[string]any{"n": int64(2)}}, false)
-			write("a delete", Next{Delete: true}, false)
-			write("a create over the tombstone", Next{Body: map[string]any{"n": int64(3)}}, false)
-			stored, err := s.Get(ctx, 0, DocKey("u", "c", "a"))
-			if err != nil || stored.New {
-				t.Fatalf("a state read back from the store: %+v, %v; want New false", stored, err)
-			}
+			test(t, s, w)
 		})
 	}
 }
