@@ -184,7 +184,7 @@ func (w *Writer) applyRun(p *partition, docs []*Doc, last Position) (Position, e
 	// are new here (new documents, a replica being filled). One already
 	// stored shows up as a duplicate and goes the slow way, compared by
 	// position. One known to be new here (newHere) is inserted without a
-	// lookup (it cost the embedded engine 5% of the nodes' CPU under
+	// lookup (it cost the embedded engine about 4% of the nodes' CPU under
 	// majority writes, docs/benchmarks.md).
 	p.mu.Lock()
 	follows := !p.unsure && p.restoring == 0 && !p.recopy
