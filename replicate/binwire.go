@@ -15,8 +15,9 @@ import (
 // /internal/v3/replicate (JSON, on /internal/v1/replicate, costs the two
 // ends several times the CPU: decoding it was 7% of a node's CPU under
 // majority writes, docs/benchmarks.md). A request starts with
-// BinaryVersion, a response with responseVersion; then, field by field in the order of the structs, unsigned integers as
-// uvarints, signed ones as zig-zag varints, strings as a uvarint length
+// BinaryVersion, a response with responseVersion; then, field by field
+// in the order of the structs, unsigned integers as uvarints, signed
+// ones as zig-zag varints, strings as a uvarint length
 // and their bytes, booleans as bits of a flags byte, positions as epoch
 // and seq, times as seconds and nanoseconds since 1970 (read back in
 // UTC), lists as a uvarint count and their elements, and a document's

@@ -17,9 +17,9 @@ import (
 // without an HTTP request per batch (whose parsing, headers and signature
 // were about a tenth of the nodes' CPU under `majority` writes,
 // docs/benchmarks.md). The master opens it with a signed request to
-// /internal/v3/replicate-stream (v2 for an older master) asking to switch to StreamProtocol; from
-// the replica's 101 answer on, the connection carries frames, one request
-// and then its answer at a time.
+// /internal/v3/replicate-stream (v2 from an older master) asking to
+// switch to StreamProtocol; from the replica's 101 answer on, the
+// connection carries frames, one request and then its answer at a time.
 //
 // A request frame is its length (4 bytes, big-endian), the request, and
 // an HMAC-SHA256 of the frame's number in the stream (8 bytes, counting

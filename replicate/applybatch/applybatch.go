@@ -244,7 +244,8 @@ func Run(tx Tx, b *record.Batch, log *slog.Logger) Result {
 			if err := tx.SyncRecord(); err != nil {
 				return refuse(res(err))
 			}
-			tx.Advance(now.Applied, applyrule.MaxPosition(now.Last, b.Horizon), b.Horizon, b.Committed)
+			last = applyrule.MaxPosition(now.Last, b.Horizon)
+			tx.Advance(now.Applied, last, b.Horizon, b.Committed)
 		}
 		newLast, err = tx.ApplyFull(b, chain, last)
 	} else {
@@ -253,14 +254,9 @@ func Run(tx Tx, b *record.Batch, log *slog.Logger) Result {
 	if err != nil {
 		return refuse(res(err))
 	}
+	// (A full copy's chunk took the master's horizon above, before it
+	// removed anything.)
 	now := tx.State()
-	horizon := now.Horizon
-	if b.Full {
-		// The copy lacks the deletes the master purged: this node's
-		// history now has the master's horizon.
-		horizon = applyrule.MaxPosition(horizon, b.Horizon)
-		newLast = applyrule.MaxPosition(newLast, horizon)
-	}
 	next := applyrule.MaxPosition(applied, b.UpTo)
 	recopyDone := now.Recopy && b.Full && b.KeyTo == ""
 	if recopyDone {
@@ -271,11 +267,11 @@ func Run(tx Tx, b *record.Batch, log *slog.Logger) Result {
 	if adopt {
 		tx.SetChain(chain)
 	}
-	if next != applied || now.EpochSeen != seenBefore || horizon != now.Horizon || recopyDone || adopt {
+	if next != applied || now.EpochSeen != seenBefore || recopyDone || adopt {
 		// Durable at the caller's SyncApplied, before it answers.
-		tx.SaveRecord(next, horizon)
+		tx.SaveRecord(next, now.Horizon)
 	}
-	tx.Advance(next, newLast, horizon, b.Committed)
+	tx.Advance(next, newLast, now.Horizon, b.Committed)
 	return Result{Applied: next, Epoch: max(newest, b.Epoch)}
 }
 
