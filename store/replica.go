@@ -159,8 +159,10 @@ func (w *Writer) processApply(p *partition, b *Batch) ApplyResult {
 	if r.Err != nil && !refusal(r.Err) {
 		// It failed part way (a run, a chunk of a full copy, a restore):
 		// it may have stored documents above the newest position this
-		// copy knows of.
+		// copy knows of, which the next load reads from the store.
+		p.mu.Lock()
 		p.unsure = true
+		p.mu.Unlock()
 	}
 	return r
 }

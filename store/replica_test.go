@@ -777,7 +777,8 @@ func (failingCommits) CommitDeferred(context.Context, int, []engine.Write) error
 
 // A run whose apply failed after it stored some of its documents is
 // looked up key by key when it comes again, also when the cache no longer
-// holds them: taken as new, they would be counted twice.
+// holds them: taken as new, they would be counted twice. The runs after
+// it take the shortcut again (the newest stored position read anew).
 func TestARunSentAgainAfterAFailedApplyIsLookedUp(t *testing.T) {
 	s := openTestStore(t)
 	ctx := context.Background()
@@ -806,6 +807,20 @@ func TestARunSentAgainAfterAFailedApplyIsLookedUp(t *testing.T) {
 	}
 	if n := liveCount(t, s); n != 2 {
 		t.Fatalf("2 documents counted %d times", n)
+	}
+	// The newest stored position read again, the master's new documents
+	// are stored without a lookup again.
+	next := Batch{Partition: 0, Epoch: 2, From: run.UpTo, UpTo: Position{Epoch: 2, Seq: 5},
+		Docs: []*Doc{newDoc("d", 2, 4), newDoc("e", 2, 5)}}
+	before := engineLookups(t, s)
+	if r := w.Apply(ctx, next); r.Err != nil || r.Applied != next.UpTo {
+		t.Fatalf("the next run: %+v", r)
+	}
+	if got := engineLookups(t, s) - before; got != 0 {
+		t.Fatalf("storing 2 new documents after the run came again read %d states or counts, want none (the collection's count is known)", got)
+	}
+	if n := liveCount(t, s); n != 4 {
+		t.Fatalf("4 documents counted %d times", n)
 	}
 }
 

@@ -415,3 +415,63 @@ func TestStartTenureCarriesWithoutAWrite(t *testing.T) {
 		t.Fatalf("a tenure with nothing to carry was started: tenure %d (stored %d), position %s", w.Tenure(1), rec.TenureEpoch, w.Position(1))
 	}
 }
+
+// A run whose apply failed part way may have stored some of its
+// documents beyond the copy's position (here c, inserted before the
+// replace of b failed). If the master goes and this node takes the
+// partition before the run comes again, its tenure carries them into its
+// history as it carries a catch-up's: before, the writer kept its newest
+// position where it was until a restart read it again, nothing was
+// carried, and the new master held c at 1.3, in no history, never sent to
+// its replicas.
+func TestANewMasterCarriesWhatAFailedApplyStored(t *testing.T) {
+	ctx := context.Background()
+	l := &lease{epoch: 2}
+	var shipped runs
+	s := openTestStore(t)
+	w := NewWriter(s, 1, WriterOptions{Lease: l.get, OnCommitted: shipped.add, CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	complete := Batch{Partition: 0, Epoch: 1, UpTo: at(1, 2), Docs: []*Doc{doc("a", 1, 1, 1, false), doc("b", 1, 2, 1, false)}}
+	if r := w.Apply(ctx, complete); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	working := s.deferring
+	s.deferring = failingCommits{working}
+	r := w.Apply(ctx, Batch{Partition: 0, Epoch: 1, From: at(1, 2), UpTo: at(1, 4),
+		Docs: []*Doc{newDoc("c", 1, 3), doc("b", 1, 4, 2, false)}})
+	s.deferring = working
+	if r.Err == nil {
+		t.Fatalf("the run was applied over failing commits: %+v", r)
+	}
+	if _, err := s.Get(ctx, 0, DocKey("u", "c", "c")); err != nil {
+		t.Fatalf("c after the failed run: %v; the test expects its insert to have been stored", err)
+	}
+	l.set(2, true)
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "x", Mutate: put(map[string]any{"n": int64(1)})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	after, err := s.ScanAfter(ctx, 0, at(1, 2), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(after), []string{"c@2.4", "x@2.5"}; !slices.Equal(got, want) {
+		t.Fatalf("after the tenure's start (1.2) the master holds %v, want %v", got, want)
+	}
+	// A replica complete up to 1.2 that applies what the master handed on
+	// holds exactly the master's documents.
+	replica := NewWriter(openTestStore(t), 1, WriterOptions{})
+	defer replica.Close(ctx)
+	if res := replica.Apply(ctx, complete); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, b := range shipped.all {
+		if res := replica.Apply(ctx, stamped(w, b)); res.Err != nil {
+			t.Fatalf("the replica refused %+v: %v", b, res.Err)
+		}
+	}
+	mine, _ := s.ScanKeys(ctx, 0, "", 0)
+	theirs, _ := replica.store.ScanKeys(ctx, 0, "", 0)
+	if !slices.Equal(ids(mine), ids(theirs)) {
+		t.Fatalf("the replica holds %v, its master %v", ids(theirs), ids(mine))
+	}
+}

@@ -164,9 +164,9 @@ type partition struct {
 	// applied delete, cleared by a purge that leaves none.
 	tombstones atomic.Bool
 	// unsure: an apply failed after it may have stored documents above
-	// the newest stored position this copy knows (last): until the process
-	// restarts and reads it again, every key of a run is looked up (see
-	// newHere). Used on the partition's goroutine only.
+	// the newest stored position this copy knows (last), until load reads
+	// it again from the store. Set and cleared on the partition's
+	// goroutine, with mu held.
 	unsure bool
 }
 
@@ -765,7 +765,7 @@ func (w *Writer) StartTenure(ctx context.Context, partition int, epoch uint64) e
 	p.mu.Lock()
 	// Nothing to carry, as startTenure would find. (Nothing else stores
 	// documents while this node holds the lease.)
-	idle := p.loaded && !p.toCarry(epoch)
+	idle := p.loaded && !p.unsure && !p.toCarry(epoch)
 	p.mu.Unlock()
 	if idle {
 		return nil
@@ -914,14 +914,24 @@ func (w *Writer) carryOver(p *partition, epoch uint64) error {
 	}
 }
 
-// load reads the partition's newest position on first use.
+// load reads the partition's newest position on first use, and again
+// after an apply failed part way (partition.unsure).
 func (w *Writer) load(p *partition) error {
-	if p.loaded {
+	if p.loaded && !p.unsure {
 		return nil
 	}
 	last, err := w.store.LastPosition(w.ctx, p.id)
 	if err != nil {
 		return err
+	}
+	if p.loaded {
+		// What the failed apply stored is in the store's newest position:
+		// a tenure carries it (toCarry), and a run's documents above it
+		// are new here again (newHere).
+		p.mu.Lock()
+		p.last, p.unsure = maxPosition(p.last, last), false
+		p.mu.Unlock()
+		return nil
 	}
 	rec, err := w.recordOf(p.id)
 	if err != nil {
