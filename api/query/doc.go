@@ -73,7 +73,9 @@
 // Limits: the filter text is at most 64 KiB of UTF-8, JSON nesting at most
 // 32 levels, a regular expression at most 1024 bytes and at most about 5000
 // instructions once compiled (matching time grows with both the text and
-// the program), and $in, $nin, $all and $type arrays at most 1000 items.
+// the program), all of a filter's regular expressions together at most
+// about 20,000 (each is compiled, which costs memory in proportion), and
+// $in, $nin, $all and $type arrays at most 1000 items.
 //
 // # Work
 //

@@ -32,7 +32,8 @@ func ParseFilter(raw string) (*Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := parseQuery(obj, true, "")
+	var p parser
+	root, err := p.parseQuery(obj, true, "")
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +41,16 @@ func ParseFilter(raw string) (*Filter, error) {
 		root = nil
 	}
 	return &Filter{root: root}, nil
+}
+
+// parser is what one filter's parse has used of the limits that hold for
+// the filter as a whole.
+type parser struct {
+	// regexProgram is the estimated size of the filter's $regex patterns
+	// compiled so far, together (see progSize): each is bounded by
+	// maxRegexProgram, all of them by maxFilterRegexProgram, before they
+	// are compiled (a compile costs memory in proportion).
+	regexProgram int
 }
 
 // Match reports whether doc satisfies the filter, however much work that
@@ -111,7 +122,7 @@ func checkOperatorNames(obj *jobject) error {
 // top is true for the document itself (where reserved fields are refused)
 // and false inside $elemMatch, whose field names are prefixed by prefix in
 // messages.
-func parseQuery(obj *jobject, top bool, prefix string) (node, error) {
+func (p *parser) parseQuery(obj *jobject, top bool, prefix string) (node, error) {
 	if err := checkOperatorNames(obj); err != nil {
 		return nil, err
 	}
@@ -122,7 +133,7 @@ func parseQuery(obj *jobject, top bool, prefix string) (node, error) {
 			if !isLogical(key) {
 				return nil, filterError("operator %q must be applied to a field, as in {\"field\": {%q: ...}}; where field names are expected only $and, $or and $nor may be used", key, key)
 			}
-			n, err := parseLogical(key, val, top, prefix)
+			n, err := p.parseLogical(key, val, top, prefix)
 			if err != nil {
 				return nil, err
 			}
@@ -136,7 +147,7 @@ func parseQuery(obj *jobject, top bool, prefix string) (node, error) {
 		if top && reservedField(path[0]) {
 			return nil, filterError("field %q is reserved for the server: apart from _id and _version, top-level fields starting with '_' cannot be queried", truncate(path[0], 80))
 		}
-		c, err := parseCondition(val, prefix+key)
+		c, err := p.parseCondition(val, prefix+key)
 		if err != nil {
 			return nil, err
 		}
@@ -152,7 +163,7 @@ func parseQuery(obj *jobject, top bool, prefix string) (node, error) {
 }
 
 // parseLogical parses the operand of $and, $or or $nor.
-func parseLogical(op string, v any, top bool, prefix string) (node, error) {
+func (p *parser) parseLogical(op string, v any, top bool, prefix string) (node, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) == 0 {
 		return nil, filterError("%s must be a non-empty array of filter objects, as in {%q: [{\"a\": 1}, {\"b\": 2}]}, not %s", op, op, describe(v))
@@ -163,7 +174,7 @@ func parseLogical(op string, v any, top bool, prefix string) (node, error) {
 		if !ok {
 			return nil, filterError("%s must be an array of filter objects, but item %d is %s", op, i, describe(x))
 		}
-		n, err := parseQuery(obj, top, prefix)
+		n, err := p.parseQuery(obj, top, prefix)
 		if err != nil {
 			return nil, err
 		}
@@ -180,7 +191,7 @@ func parseLogical(op string, v any, top bool, prefix string) (node, error) {
 
 // parseCondition parses the value given for a field: an operator object or
 // a literal value to compare with for equality.
-func parseCondition(v any, field string) (cond, error) {
+func (p *parser) parseCondition(v any, field string) (cond, error) {
 	if obj, ok := v.(*jobject); ok {
 		if err := checkOperatorNames(obj); err != nil {
 			return nil, err
@@ -193,7 +204,7 @@ func parseCondition(v any, field string) (cond, error) {
 		}
 		switch {
 		case ops > 0 && ops == len(obj.keys):
-			return parseOperators(obj, field)
+			return p.parseOperators(obj, field)
 		case ops > 0:
 			return nil, fieldError(field, "an object mixes operators and field names; use either an operator object such as {\"$gt\": 1} or a plain value, and write conditions on sub-fields as {\"%s.sub\": ...}", truncate(field, 80))
 		}
@@ -241,7 +252,7 @@ func literal(v any, field string) (any, error) {
 
 // parseOperators parses an object whose keys are all operators applying to
 // one field; the conditions are combined with AND.
-func parseOperators(obj *jobject, field string) (cond, error) {
+func (p *parser) parseOperators(obj *jobject, field string) (cond, error) {
 	var (
 		conds               []cond
 		pattern, options    string
@@ -274,13 +285,13 @@ func parseOperators(obj *jobject, field string) (cond, error) {
 		case "$type":
 			c, err = parseType(v, field)
 		case "$not":
-			c, err = parseNot(v, field)
+			c, err = p.parseNot(v, field)
 		case "$all":
-			c, err = parseAll(v, field)
+			c, err = p.parseAll(v, field)
 		case "$size":
 			c, err = parseSize(v, field)
 		case "$elemMatch":
-			c, err = parseElemMatch(v, field)
+			c, err = p.parseElemMatch(v, field)
 		case "$regex":
 			s, ok := v.(string)
 			if !ok {
@@ -309,7 +320,7 @@ func parseOperators(obj *jobject, field string) (cond, error) {
 		return nil, fieldError(field, "$options is only allowed next to $regex, as in {\"$regex\": \"^a\", \"$options\": \"i\"}")
 	}
 	if hasRegex {
-		c, err := compileRegex(pattern, options, field)
+		c, err := p.compileRegex(pattern, options, field)
 		if err != nil {
 			return nil, err
 		}
@@ -386,7 +397,7 @@ func parseType(v any, field string) (cond, error) {
 	return leafCond{typePred{mask}}, nil
 }
 
-func parseNot(v any, field string) (cond, error) {
+func (p *parser) parseNot(v any, field string) (cond, error) {
 	obj, ok := v.(*jobject)
 	if !ok || len(obj.keys) == 0 {
 		return nil, fieldError(field, "$not must be a non-empty operator object such as {\"$gt\": 5} or {\"$regex\": \"^a\"}, not %s", describe(v))
@@ -399,14 +410,14 @@ func parseNot(v any, field string) (cond, error) {
 			return nil, fieldError(field, "$not must contain only operators, such as {\"$gt\": 5} or {\"$regex\": \"^a\"}; it has the field name %q", truncate(k, 40))
 		}
 	}
-	inner, err := parseOperators(obj, field)
+	inner, err := p.parseOperators(obj, field)
 	if err != nil {
 		return nil, err
 	}
 	return notCond{inner}, nil
 }
 
-func parseAll(v any, field string) (cond, error) {
+func (p *parser) parseAll(v any, field string) (cond, error) {
 	arr, err := parseList("$all", v, field)
 	if err != nil {
 		return nil, err
@@ -419,7 +430,7 @@ func parseAll(v any, field string) (cond, error) {
 				return nil, fieldError(field, "an $elemMatch object inside $all must have no other keys")
 			}
 			elemMatches++
-			conds[i], err = parseElemMatch(obj.vals[0], field)
+			conds[i], err = p.parseElemMatch(obj.vals[0], field)
 		} else {
 			var lit any
 			if lit, err = literal(x, field); err == nil {
@@ -443,7 +454,7 @@ func parseSize(v any, field string) (cond, error) {
 	return nil, fieldError(field, "$size must be a non-negative integer, not %s", describe(v))
 }
 
-func parseElemMatch(v any, field string) (cond, error) {
+func (p *parser) parseElemMatch(v any, field string) (cond, error) {
 	obj, ok := v.(*jobject)
 	if !ok || len(obj.keys) == 0 {
 		return nil, fieldError(field, "$elemMatch must be a non-empty object: operators for the elements such as {\"$gt\": 1}, or conditions on fields of object elements such as {\"sku\": \"a\"}; not %s", describe(v))
@@ -463,20 +474,20 @@ func parseElemMatch(v any, field string) (cond, error) {
 		return nil, fieldError(field, "$elemMatch must contain either operators for the elements, such as {\"$gt\": 1}, or conditions on fields of the elements, such as {\"sku\": \"a\"}, not both")
 	}
 	if ops > 0 {
-		inner, err := parseOperators(obj, field)
+		inner, err := p.parseOperators(obj, field)
 		if err != nil {
 			return nil, err
 		}
 		return elemMatchValue{inner}, nil
 	}
-	q, err := parseQuery(obj, false, field+".$elemMatch.")
+	q, err := p.parseQuery(obj, false, field+".$elemMatch.")
 	if err != nil {
 		return nil, err
 	}
 	return elemMatchDoc{q}, nil
 }
 
-func compileRegex(pattern, options, field string) (cond, error) {
+func (p *parser) compileRegex(pattern, options, field string) (cond, error) {
 	if len(pattern) > maxRegexBytes {
 		return nil, fieldError(field, "the $regex pattern is %d bytes long; at most %d bytes are allowed", len(pattern), maxRegexBytes)
 	}
@@ -499,8 +510,12 @@ func compileRegex(pattern, options, field string) (cond, error) {
 	if err != nil {
 		return nil, fieldError(field, "invalid $regex: %v; patterns use Go's RE2 syntax (no backreferences or lookaround)", err)
 	}
-	if progSize(parsed) > maxRegexProgram {
+	size := progSize(parsed)
+	if size > maxRegexProgram {
 		return nil, fieldError(field, "the $regex is too complex: it would compile to more than %d instructions; use smaller repetition counts", maxRegexProgram)
+	}
+	if p.regexProgram += size; p.regexProgram > maxFilterRegexProgram {
+		return nil, fieldError(field, "the filter's $regex patterns together would compile to more than %d instructions; use fewer patterns or smaller repetition counts", maxFilterRegexProgram)
 	}
 	re, err := regexp.Compile(expr)
 	if err != nil {

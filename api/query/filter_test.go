@@ -414,6 +414,10 @@ var rejectTests = []struct{ filter, msg string }{
 	{`{"a": {"$regex": "(?<=a)b"}}`, "invalid $regex"},
 	{`{"a": {"$regex": "(a)\\1"}}`, "invalid $regex"},
 	{`{"a": {"$regex": "` + strings.Repeat("a", maxRegexBytes+1) + `"}}`, "at most 1024 bytes"},
+	// Each pattern within its own limit, five of them past the filter's
+	// (a 64 KiB filter held 1,985 such, and its parse allocated 2 GB).
+	{`{"$or": [` + strings.TrimSuffix(strings.Repeat(`{"a": {"$regex": "(?:abcd){900}"}},`, 5), ",") + `]}`, "the filter's $regex patterns together would compile to more than 20000 instructions"},
+	{`{"a": {"$not": {"$regex": "(?:abcd){900}"}}, "b": {"$elemMatch": {"$regex": "(?:abcd){900}"}}, "c": {"$all": [{"$elemMatch": {"$regex": "(?:abcd){900}"}}]}, "$and": [{"d": {"$regex": "(?:abcd){900}"}}, {"e": {"$regex": "(?:abcd){900}", "$options": "i"}}]}`, "together would compile"},
 	{`{"a": {"$type": "date"}}`, `unsupported $type "date"`},
 	{`{"a": {"$type": "objectId"}}`, `unsupported $type`},
 	{`{"a": {"$type": 2}}`, "$type must be a type name"},
@@ -490,6 +494,7 @@ func TestParseFilterLimitsAccepted(t *testing.T) {
 		`{"a": {"$regex": "^[a-z]{0,1000}$", "$options": "i"}}`,
 		`{"a": {"$regex": "(?i)` + strings.Repeat("ab", maxRegexBytes/2-2) + `"}}`,
 		`{"a": {"$elemMatch": {"$and": [{"b": 1}]}}}`,
+		`{"$or": [` + strings.TrimSuffix(strings.Repeat(`{"a": {"$regex": "(?:abcd){999}"}},`, 4), ",") + `]}`,
 	}
 	for _, s := range ok {
 		if _, err := ParseFilter(s); err != nil {

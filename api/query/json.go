@@ -12,11 +12,12 @@ import (
 
 // Limits on filters.
 const (
-	maxFilterBytes  = 64 << 10 // length of the filter text
-	maxFilterDepth  = 32       // nesting of JSON objects and arrays
-	maxRegexBytes   = 1024     // length of a $regex pattern
-	maxRegexProgram = 5000     // estimated size of a compiled $regex (see progSize)
-	maxListItems    = 1000     // items in an $in, $nin, $all or $type array
+	maxFilterBytes        = 64 << 10            // length of the filter text
+	maxFilterDepth        = 32                  // nesting of JSON objects and arrays
+	maxRegexBytes         = 1024                // length of a $regex pattern
+	maxRegexProgram       = 5000                // estimated size of a compiled $regex (see progSize)
+	maxFilterRegexProgram = 4 * maxRegexProgram // the same, of all a filter's $regex patterns together
+	maxListItems          = 1000                // items in an $in, $nin, $all or $type array
 )
 
 // jobject is a JSON object decoded with its keys in document order. The
