@@ -127,7 +127,7 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { c.AuthSecret = v; return nil }},
 	{Key: "TOKEN_AUDIENCE", Default: "shoal", Help: "the aud claim every client token must carry (`shoal token` mints it); empty: aud is not checked",
 		set: func(c *Config, v string) error { c.TokenAudience = v; return nil }},
-	{Key: "TOKEN_MAX_TTL", Default: "24h", Help: "longest a client token may be valid (exp - iat, and exp - now); longer-lived tokens get 401",
+	{Key: "TOKEN_MAX_TTL", Default: "24h", Help: "longest a client token may be valid (exp - iat, and exp - now); longer-lived tokens get 401; 1m..87600h",
 		set: func(c *Config, v string) error { return parseDuration(&c.TokenMaxTTL, v) }},
 	{Key: "INSECURE", Default: "false", Help: "accept every request as admin without a token (development only; logs a warning)",
 		set: func(c *Config, v string) error { return parseBool(&c.Insecure, v) }},
@@ -153,7 +153,7 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.TombstoneRetention, v) }},
 	{Key: "PARTITION_COUNT", Default: "271", Help: "number of partitions users are hashed into; stored on first start and fixed for the life of the data",
 		set: func(c *Config, v string) error { return parseInt(&c.PartitionCount, v) }},
-	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413)",
+	{Key: "MAX_BODY_BYTES", Default: "1048576", Help: "largest request body accepted, in bytes (larger: 413); 1024..67108864",
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxBodyBytes, v) }},
 	{Key: "MAX_DOCUMENT_BYTES", Default: "1048576", Help: "largest document stored, in bytes of compact JSON, whatever route makes it (a PATCH is checked once merged; larger: 413)",
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxDocumentBytes, v) }},
@@ -296,6 +296,14 @@ func readDotEnv(path string) (map[string]string, error) {
 // no document over 16 MiB, and its BSON is often larger than the JSON.
 const maxDocumentBytes = 16 << 20
 
+// maxBodyBytes is the most MAX_BODY_BYTES may be: four times the largest
+// document, and what a node forwards to another must fit one internal
+// request (cluster.MaxInternalBody).
+const maxBodyBytes = 64 << 20
+
+// maxTokenTTL is the most TOKEN_MAX_TTL may be.
+const maxTokenTTL = 10 * 365 * 24 * time.Hour
+
 // Validate explains the first thing wrong with c.
 func (c Config) Validate() error {
 	switch {
@@ -305,10 +313,12 @@ func (c Config) Validate() error {
 		return errors.New("AUTH_SECRET is shorter than 16 bytes: use a long random value")
 	case c.TokenMaxTTL < time.Minute:
 		return fmt.Errorf("TOKEN_MAX_TTL %s is too short: use at least 1m (default 24h)", c.TokenMaxTTL)
+	case c.TokenMaxTTL > maxTokenTTL:
+		return fmt.Errorf("TOKEN_MAX_TTL %s is too long: use at most %s (ten years; default 24h)", c.TokenMaxTTL, maxTokenTTL)
 	case c.PartitionCount < 1 || c.PartitionCount > 65536:
 		return fmt.Errorf("PARTITION_COUNT %d is out of range: use 1..65536 (default 271)", c.PartitionCount)
-	case c.MaxBodyBytes < 1024:
-		return fmt.Errorf("MAX_BODY_BYTES %d is too small: use at least 1024", c.MaxBodyBytes)
+	case c.MaxBodyBytes < 1024 || c.MaxBodyBytes > maxBodyBytes:
+		return fmt.Errorf("MAX_BODY_BYTES %d is out of range: use 1024..%d (default 1048576)", c.MaxBodyBytes, maxBodyBytes)
 	case c.MaxDocumentBytes < 1024 || c.MaxDocumentBytes > maxDocumentBytes:
 		return fmt.Errorf("MAX_DOCUMENT_BYTES %d is out of range: use 1024..%d (default 1048576)", c.MaxDocumentBytes, maxDocumentBytes)
 	case c.MaxDocumentFields < 1:

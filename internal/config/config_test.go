@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shoal-db/shoal/cluster"
 )
 
 func resolve(t *testing.T, args []string, env map[string]string, dotenv string) (Config, error) {
@@ -63,6 +65,12 @@ func TestRefusals(t *testing.T) {
 		{"document limit over MongoDB's", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "MAX_DOCUMENT_BYTES": "33554432"}, "", "MAX_DOCUMENT_BYTES 33554432 is out of range"},
 		{"no fields", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "MAX_DOCUMENT_FIELDS": "0"}, "", "MAX_DOCUMENT_FIELDS 0"},
 		{"token lifetime too short", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TOKEN_MAX_TTL": "10s"}, "", "TOKEN_MAX_TTL 10s is too short"},
+		// (Past 292 years the lifetime and the clock skew added to it
+		// overflowed, and every token was refused.)
+		{"token lifetime past ten years", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TOKEN_MAX_TTL": "2562047h47m"}, "", "TOKEN_MAX_TTL 2562047h47m0s is too long"},
+		// (A node sized its buffer by the declared length, up to this
+		// bound: one request's header could exhaust its memory.)
+		{"body limit past 64 MiB", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "MAX_BODY_BYTES": "1099511627776"}, "", "MAX_BODY_BYTES 1099511627776 is out of range"},
 		{"a certificate without its key", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TLS_CERT_FILE": "node1.pem"}, "", "TLS_CERT_FILE and TLS_KEY_FILE go together"},
 		{"node certificates required without a CA", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TLS_CERT_FILE": "node1.pem", "TLS_KEY_FILE": "node1-key.pem", "TLS_CLIENT_AUTH": "require"}, "", "TLS_CLIENT_AUTH=require needs"},
 		{"an unknown client auth", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TLS_CLIENT_AUTH": "maybe"}, "", `TLS_CLIENT_AUTH "maybe"`},
@@ -93,5 +101,13 @@ func TestDefaultsAreValidWithASecret(t *testing.T) {
 	c.AuthSecret = "0123456789abcdef"
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A request a node forwards to another carries the client's body in one
+// internal request, which the receiver takes up to cluster.MaxInternalBody.
+func TestTheLargestBodyFitsAForward(t *testing.T) {
+	if maxBodyBytes > cluster.MaxInternalBody {
+		t.Fatalf("MAX_BODY_BYTES may be %d, more than an internal request carries (%d)", maxBodyBytes, cluster.MaxInternalBody)
 	}
 }

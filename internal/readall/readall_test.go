@@ -31,3 +31,30 @@ func TestSizedReadsTheWholeBody(t *testing.T) {
 		t.Errorf("a failing reader: %v", err)
 	}
 }
+
+// A declared length is believed only as far as the body has come: a
+// sender that declares a gigabyte and sends ten bytes makes no buffer
+// of a gigabyte (one header made a node allocate whatever MAX_BODY_BYTES
+// allowed; past its memory, the node died). A body that does come as
+// long as declared is read whole, with one allocation for the rest.
+func TestADeclaredLengthIsNotAllocatedBeforeTheBodyComes(t *testing.T) {
+	got, err := Sized(strings.NewReader("0123456789"), 1<<30)
+	if err != nil || string(got) != "0123456789" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if cap(got) > 2*Believed {
+		t.Fatalf("10 bytes declared as 1 GiB were read into a buffer of %d bytes; want at most %d", cap(got), 2*Believed)
+	}
+	body := strings.Repeat("y", 3*Believed+7)
+	got, err = Sized(iotest.HalfReader(strings.NewReader(body)), int64(len(body)))
+	if err != nil || string(got) != body {
+		t.Fatalf("a body of %d bytes: read %d bytes, %v", len(body), len(got), err)
+	}
+	if allocs := testing.AllocsPerRun(20, func() {
+		if _, err := Sized(bytes.NewReader([]byte(body)), int64(len(body))); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs > 5 { // two are the test's reader; the first part, its limit, the rest
+		t.Errorf("a long body of its declared length took %v allocations", allocs)
+	}
+}
