@@ -1000,17 +1000,29 @@ func (m *Manager) isKept(partition int, l *record.CopyList) bool {
 	return m.onVoters[partition].Same(l)
 }
 
-// KeptMatches reports whether a majority of the voters keeps this node's
-// list of copies of partition at epoch, and it names copies (master
-// first): the list its table counts writes on.
-func (m *Manager) KeptMatches(partition int, epoch uint64, copies []string) bool {
+// KeptCovers reports whether a majority of the voters keeps this node's
+// list of copies of partition at epoch, and it names every one of copies
+// (master first): the copies its table counts writes on. It may name
+// more: copies leaving the regular ones while the count of copies falls
+// stay on it until the copies left hold what they held
+// (placement.KeepReplacedCopies), and a node that takes the partition
+// over then asks them too.
+func (m *Manager) KeptCovers(partition int, epoch uint64, copies []string) bool {
 	if partition < 0 || partition >= m.cfg.Partitions {
 		return false
 	}
 	m.listMu.Lock()
 	defer m.listMu.Unlock()
 	l := m.onVoters[partition]
-	return l != nil && l.Epoch == epoch && slices.Equal(l.Copies, copies)
+	if l == nil || l.Epoch != epoch {
+		return false
+	}
+	for _, c := range copies {
+		if !slices.Contains(l.Copies, c) {
+			return false
+		}
+	}
+	return true
 }
 
 // report tells OnChange what changed: partitions gained or lost, and

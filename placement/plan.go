@@ -21,6 +21,10 @@ type ReplicaFacts struct {
 	Asking            []string        // nodes that asked to have their copy checked
 	Owner             string          // the partition's preferred master
 	OwnerUpListed     bool            // the owner is UP and in the peer list
+	// ListCopies is how many regular copies Current has, the master
+	// included, as this master recorded it: Copies, unless the peer
+	// list changed the count since (see KeepReplacedCopies).
+	ListCopies int
 }
 
 // ReplicaProgress is what the master's shipper knows of the copies'
@@ -41,6 +45,10 @@ type ReplicaPlan struct {
 	// Replicas is the new list after the master, regular copies first,
 	// without Incoming.
 	Replicas []string
+	// Regular is how many of Replicas are regular copies: Copies-1 (fewer
+	// when the list is shorter), or more while copies that left the
+	// regular ones keep their slots (KeepReplacedCopies).
+	Regular int
 	// Paused names the newcomers of a swap that waits for the partition's
 	// writes to pause (ReplacePaused; nil: none).
 	Paused []string
@@ -89,12 +97,16 @@ type KeptDrain struct {
 func PlanReplicas(f ReplicaFacts, pr ReplicaProgress) ReplicaPlan {
 	var plan ReplicaPlan
 	chosen := shard.ChooseReplicas(f.Self, f.Current, TieBreak(f.Candidates, f.Partition), f.ReplicationFactor)
-	chosen = KeepReplacedCopies(f.Current, chosen, f.Copies, func(newcomers, replaced []string) bool {
-		switch pr.Replacement(newcomers, replaced) {
+	listCopies := f.ListCopies
+	if listCopies == 0 {
+		listCopies = f.Copies
+	}
+	chosen, plan.Regular = KeepReplacedCopies(f.Current, chosen, listCopies, f.Copies, func(mustHold, replaced []string) bool {
+		switch pr.Replacement(mustHold, replaced) {
 		case ReplaceNow:
 			return true
 		case ReplacePaused:
-			plan.Paused = newcomers
+			plan.Paused = mustHold
 		}
 		return false
 	})
@@ -122,6 +134,9 @@ func PlanReplicas(f ReplicaFacts, pr ReplicaProgress) ReplicaPlan {
 		}
 	}
 	plan.Replicas = keepShortListsIncoming(f, pr, chosen, replicas)
+	// A short list's first copies-1 are its regular copies, whatever
+	// placed them there (shard.WriteQuorum is positional).
+	plan.Regular = max(plan.Regular, len(shard.WriteQuorum(f.Copies).Replicas(plan.Replicas)))
 	return plan
 }
 

@@ -120,3 +120,38 @@ func TestAdmitMovesKeepsToTheBudget(t *testing.T) {
 		t.Fatalf("plans after: %+v", plans)
 	}
 }
+
+// The count of copies fell from 3 to 2 (the peer list lost d, a node that
+// held replicas): d keeps its regular slot, and the list 2 regular
+// replicas, until b, the regular copy left, holds what d held; nearly
+// there, the master pauses writes to let it. Then d goes (after the
+// draining rule's own wait), and the list has 1 regular replica.
+func TestPlanReplicasKeepsACopyLeavingTheRegularOnesWhenTheCountFalls(t *testing.T) {
+	base := ReplicaFacts{Partition: 7, Self: "a", ReplicationFactor: 3, Copies: 2, ListCopies: 3,
+		Current: []string{"b", "d"}, Candidates: candidates("a", "b"), Draining: map[string]bool{"d": true}}
+	for _, c := range []struct {
+		name    string
+		pr      progress
+		want    []string
+		regular int
+		paused  []string
+	}{
+		{"b behind", progress{step: ReplaceKeep}, []string{"b", "d"}, 2, nil},
+		{"b nearly there", progress{step: ReplacePaused}, []string{"b", "d"}, 2, []string{"b"}},
+		{"b holds what d held, d not heard yet in this tenure", progress{step: ReplaceNow, caughtUp: true}, []string{"b", "d"}, 1, nil},
+		{"b holds what d held, d heard", progress{step: ReplaceNow, caughtUp: true, heard: map[string]bool{"d": true}}, []string{"b"}, 1, nil},
+	} {
+		got := PlanReplicas(base, c.pr.probes())
+		if !slices.Equal(got.Replicas, c.want) || got.Regular != c.regular || !slices.Equal(got.Paused, c.paused) {
+			t.Errorf("%s: %v with %d regular, paused %v; want %v with %d, paused %v", c.name, got.Replicas, got.Regular, got.Paused, c.want, c.regular, c.paused)
+		}
+	}
+	// The same list, as a master that recorded it with 2 regular copies
+	// (or a first list of a tenure): d is an extra copy, the draining rule
+	// alone keeps it.
+	f := base
+	f.ListCopies = 0
+	if got := PlanReplicas(f, progress{step: ReplaceKeep}.probes()); !slices.Equal(got.Replicas, []string{"b", "d"}) || got.Regular != 1 {
+		t.Errorf("a list recorded at the count: %v with %d regular, want [b d] with 1", got.Replicas, got.Regular)
+	}
+}

@@ -35,18 +35,29 @@ func TenureAssignment(self string, partition int, epoch, listEpoch uint64, listR
 }
 
 // KeepReplacedCopies orders the replicas chosen for a partition so that a
-// replica replacing one of the regular copies (the first copies-1
-// replicas: those write concerns and the promotion rule count, by
-// shard.WriteQuorum) takes its slot only once it holds what the copy it
-// replaces held (caughtUp). Until then the replaced copies keep their
-// slots and the newcomers follow them as extra copies: an empty newcomer
-// counted at once could promote itself (with RF 2 the promotion quorum is
-// the candidate alone) while the copy that has every majority write stood
-// aside.
-func KeepReplacedCopies(current, chosen []string, copies int, caughtUp func(newcomers, replaced []string) bool) []string {
-	q := shard.WriteQuorum(copies)
-	oldRegular := q.Replicas(current)
-	newRegular := q.Replicas(chosen)
+// replica replacing one of the regular copies (those write concerns and
+// the promotion rule count, by shard.WriteQuorum) takes its slot only once
+// it holds what the copy it replaces held (caughtUp). Until then the
+// replaced copies keep their slots and the newcomers follow them as extra
+// copies: an empty newcomer counted at once could promote itself (with
+// RF 2 the promotion quorum is the candidate alone) while the copy that
+// has every majority write stood aside.
+//
+// The current list has listCopies regular copies (the master included),
+// as its master recorded it; the chosen one gets copies. When copies is
+// the smaller (the peer list lost a node that could hold a copy), the
+// regular copies left must each hold what every copy leaving the regular
+// ones held, newcomers or not: a majority write acknowledged by the
+// master and a copy leaving them is on a majority of the fewer copies
+// only once those hold it, and before, the promotion of a copy left, by
+// the smaller quorum, could lose it. (With the count unchanged, a copy
+// leaving with no newcomer leaves the quorums as they were: it is
+// dropped.) It returns the list and how many of its first replicas are
+// regular copies: those of copies, or of listCopies while the replaced
+// copies keep their slots.
+func KeepReplacedCopies(current, chosen []string, listCopies, copies int, caughtUp func(mustHold, replaced []string) bool) ([]string, int) {
+	oldRegular := shard.WriteQuorum(listCopies).Replicas(current)
+	newRegular := shard.WriteQuorum(copies).Replicas(chosen)
 	var newcomers, replaced []string
 	for _, r := range newRegular {
 		if !slices.Contains(oldRegular, r) {
@@ -58,8 +69,12 @@ func KeepReplacedCopies(current, chosen []string, copies int, caughtUp func(newc
 			replaced = append(replaced, r)
 		}
 	}
-	if len(newcomers) == 0 || len(replaced) == 0 || caughtUp(newcomers, replaced) {
-		return chosen
+	mustHold, fell := newcomers, listCopies > copies
+	if fell {
+		mustHold = newRegular
+	}
+	if len(replaced) == 0 || !fell && len(newcomers) == 0 || caughtUp(mustHold, replaced) {
+		return chosen, len(newRegular)
 	}
 	out := slices.Clone(oldRegular)
 	for _, r := range chosen {
@@ -67,7 +82,23 @@ func KeepReplacedCopies(current, chosen []string, copies int, caughtUp func(newc
 			out = append(out, r)
 		}
 	}
-	return out
+	return out, len(oldRegular)
+}
+
+// ListCopies is how many regular copies (the master included) the
+// current list of a partition mastered at epoch has, for
+// KeepReplacedCopies: as this master recorded it in this tenure
+// (recordedEpoch, recordedRegular); in a tenure that recorded none yet,
+// as many as it lists, up to rf. The previous master may have counted
+// writes on every one of them (under a count of copies the peer list
+// has lowered since), and they keep their slots until the copies left
+// hold what they held: else this master's loss could promote, by the
+// lower count's quorum, a copy left without them.
+func ListCopies(epoch, recordedEpoch uint64, recordedRegular, current []string, rf int) int {
+	if recordedEpoch == epoch {
+		return len(recordedRegular) + 1
+	}
+	return min(rf, len(current)+1)
 }
 
 // Ack is what a replica has acknowledged of a partition (Known false: not
@@ -101,6 +132,12 @@ const (
 // reach it (a copy that keeps taking live changes is a target they may
 // never be found level with); otherwise the replaced copies stay.
 func DecideReplacement(epoch uint64, last record.Position, newcomers, replaced []Ack) ReplaceStep {
+	if last == (record.Position{}) {
+		// The partition has no history: every copy holds all of it (and a
+		// copy of a partition nobody wrote to may never be sent anything
+		// to answer).
+		return ReplaceNow
+	}
 	holds := true
 	for _, nc := range newcomers {
 		if !nc.Known || nc.Pos.Compare(last) < 0 && nc.Pos.Epoch != epoch {
@@ -170,15 +207,15 @@ func SwapsDue(due []PausedSwap, retryAt map[int]time.Time, now time.Time) []Paus
 
 // ListToApply is the replica list a master applies this round to a
 // partition it masters at epoch: chosen, unless chosen's regular copies
-// (the first copies-1, those write concerns count) differ from the ones
+// (its first regular replicas, those write concerns count) differ from the ones
 // recorded for this tenure in the node's store (recordedEpoch,
 // recordedRegular) and recording chosen's failed (recordedNow false):
 // then current stays. A write counted on a regular copy no recorded list
 // names could be lost to a full restart: the master, restarted, names the
 // recorded list, and a copy of it without the write could be promoted.
 // Extra copies come and go unrecorded: they count for nothing.
-func ListToApply(current, chosen []string, epoch, recordedEpoch uint64, recordedRegular []string, copies int, recordedNow bool) []string {
-	if recordedNow || recordedEpoch == epoch && slices.Equal(shard.WriteQuorum(copies).Replicas(chosen), recordedRegular) {
+func ListToApply(current, chosen []string, regular int, epoch, recordedEpoch uint64, recordedRegular []string, recordedNow bool) []string {
+	if recordedNow || recordedEpoch == epoch && slices.Equal(chosen[:min(regular, len(chosen))], recordedRegular) {
 		return chosen
 	}
 	return current

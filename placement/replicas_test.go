@@ -21,17 +21,72 @@ func TestAReplacementReplicaCountsOnlyOnceCaughtUp(t *testing.T) {
 		copies          int
 		caughtUp        func([]string, []string) bool
 		want            []string
+		regular         int
 	}{
-		{"unchanged", []string{"r"}, []string{"r"}, 2, no, []string{"r"}},
-		{"a first replica counts at once: it replaces nobody", nil, []string{"r"}, 2, no, []string{"r"}},
-		{"replacement still copying: the old copy keeps its slot", []string{"old"}, []string{"new"}, 2, no, []string{"old", "new"}},
-		{"replacement caught up: it takes the slot", []string{"old"}, []string{"new"}, 2, yes, []string{"new"}},
-		{"RF 3, one of two replaced", []string{"a", "old"}, []string{"a", "new"}, 3, no, []string{"a", "old", "new"}},
-		{"extra copies after the regular ones stay after", []string{"old", "x"}, []string{"new", "x"}, 2, no, []string{"old", "new", "x"}},
+		{"unchanged", []string{"r"}, []string{"r"}, 2, no, []string{"r"}, 1},
+		{"a first replica counts at once: it replaces nobody", nil, []string{"r"}, 2, no, []string{"r"}, 1},
+		{"replacement still copying: the old copy keeps its slot", []string{"old"}, []string{"new"}, 2, no, []string{"old", "new"}, 1},
+		{"replacement caught up: it takes the slot", []string{"old"}, []string{"new"}, 2, yes, []string{"new"}, 1},
+		{"RF 3, one of two replaced", []string{"a", "old"}, []string{"a", "new"}, 3, no, []string{"a", "old", "new"}, 2},
+		{"extra copies after the regular ones stay after", []string{"old", "x"}, []string{"new", "x"}, 2, no, []string{"old", "new", "x"}, 1},
+		{"RF 3, a regular copy gone and none to replace it, the count unchanged: dropped", []string{"a", "old"}, []string{"a"}, 3, no, []string{"a"}, 1},
 	}
 	for _, c := range cases {
-		if got := KeepReplacedCopies(c.current, c.chosen, c.copies, c.caughtUp); !slices.Equal(got, c.want) {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		got, regular := KeepReplacedCopies(c.current, c.chosen, c.copies, c.copies, c.caughtUp)
+		if !slices.Equal(got, c.want) || regular != c.regular {
+			t.Errorf("%s: %v with %d regular, want %v with %d", c.name, got, regular, c.want, c.regular)
+		}
+	}
+}
+
+// When the peer list loses a node that could hold a copy and the count of
+// copies falls (RF 3 with three such nodes, one removed: 3 to 2), a copy
+// that leaves the regular ones keeps its slot, and the list its count of
+// regular copies, until the regular copies left hold what it held, even
+// with no newcomer (a helper's review: the count of the list was taken
+// as the new one, the copy leaving looked replaced by nobody, and it was
+// dropped at once; the master's loss then promoted the copy left alone,
+// which lacked the majority writes the master and the removed copy held:
+// 10 of 10 lost).
+func TestACopyLeavingTheRegularOnesWhenTheCountFallsStaysUntilTheOthersHoldWhatItHeld(t *testing.T) {
+	var asked [][2][]string
+	decide := func(answer bool) func(mustHold, replaced []string) bool {
+		return func(mustHold, replaced []string) bool {
+			asked = append(asked, [2][]string{mustHold, replaced})
+			return answer
+		}
+	}
+	for _, c := range []struct {
+		name            string
+		current, chosen []string
+		listCopies      int
+		copies          int
+		caughtUp        bool
+		want            []string
+		regular         int
+		mustHold        []string
+		replaced        []string
+	}{
+		{"3 to 2, the copy left behind: kept, 3 regular", []string{"a", "gone"}, []string{"a"}, 3, 2, false, []string{"a", "gone"}, 2, []string{"a"}, []string{"gone"}},
+		{"3 to 2, the copy left holds it: dropped", []string{"a", "gone"}, []string{"a"}, 3, 2, true, []string{"a"}, 1, []string{"a"}, []string{"gone"}},
+		{"3 to 2, a draining copy listed after: it follows", []string{"a", "gone", "x"}, []string{"a", "x"}, 3, 2, false, []string{"a", "gone", "x"}, 2, []string{"a"}, []string{"gone"}},
+		{"5 to 4, two replaced by one newcomer: all the regular copies left must hold it", []string{"a", "b", "c", "d"}, []string{"a", "b", "x"}, 5, 4, false, []string{"a", "b", "c", "d", "x"}, 4, []string{"a", "b", "x"}, []string{"c", "d"}},
+		{"2 to 3: the count grows, nothing to hold", []string{"a"}, []string{"a", "b"}, 2, 3, false, []string{"a", "b"}, 2, nil, nil},
+		{"3 to 1: no regular replica left, none must hold it", []string{"a", "b"}, nil, 3, 1, true, nil, 0, nil, []string{"a", "b"}},
+	} {
+		asked = nil
+		got, regular := KeepReplacedCopies(c.current, c.chosen, c.listCopies, c.copies, decide(c.caughtUp))
+		if !slices.Equal(got, c.want) || regular != c.regular {
+			t.Errorf("%s: %v with %d regular, want %v with %d", c.name, got, regular, c.want, c.regular)
+		}
+		if c.replaced == nil {
+			if len(asked) != 0 {
+				t.Errorf("%s: asked %v, want nothing asked", c.name, asked)
+			}
+			continue
+		}
+		if len(asked) != 1 || !slices.Equal(asked[0][0], c.mustHold) || !slices.Equal(asked[0][1], c.replaced) {
+			t.Errorf("%s: asked %v, want whether %v hold what %v held", c.name, asked, c.mustHold, c.replaced)
 		}
 	}
 }
@@ -67,6 +122,12 @@ func TestANewcomerBehindAMovingReplacedCopyIsCaughtUpUnderAPause(t *testing.T) {
 		if got := DecideReplacement(6, last, c.newcomers, c.replaced); got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
+	}
+	// A partition with no history: nothing to hold, and nobody may ever
+	// have been sent anything to answer (a copy leaving the regular ones of
+	// an empty partition stayed there for good).
+	if got := DecideReplacement(6, record.Position{}, []Ack{unknown}, []Ack{unknown}); got != ReplaceNow {
+		t.Errorf("an empty partition, nobody heard from: got %v, want ReplaceNow", got)
 	}
 }
 
@@ -134,9 +195,32 @@ func TestAChangeOfRegularCopiesWaitsForItsRecord(t *testing.T) {
 		{"not recorded, regular copies reordered: held", []string{"c", "b"}, 5, []string{"b", "c"}, false, []string{"b", "c"}},
 		{"a new tenure not recorded yet: held", []string{"b", "d"}, 4, []string{"b", "c"}, false, []string{"b", "c"}},
 	} {
-		got := ListToApply(current, c.chosen, 5, c.recordedEpoch, c.recorded, 3, c.recordedNow)
+		got := ListToApply(current, c.chosen, 2, 5, c.recordedEpoch, c.recorded, c.recordedNow)
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// The regular copies of a list: as recorded in this tenure, or, in a
+// tenure that recorded none yet, every copy it lists up to RF (the
+// previous master may have counted writes on each, under a count the
+// peer list lowered since).
+func TestListCopies(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		recordedEpoch uint64
+		recorded, cur []string
+		want          int
+	}{
+		{"recorded in this tenure, as many as the count", 5, []string{"b", "c"}, []string{"b", "c", "x"}, 3},
+		{"recorded in this tenure, one kept after the count fell", 5, []string{"b"}, []string{"b", "c"}, 2},
+		{"a new tenure: what it lists", 4, []string{"b"}, []string{"b", "c"}, 3},
+		{"a new tenure: up to RF", 0, nil, []string{"b", "c", "d", "e"}, 3},
+		{"a new tenure alone", 0, nil, nil, 1},
+	} {
+		if got := ListCopies(5, c.recordedEpoch, c.recorded, c.cur, 3); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}
 }

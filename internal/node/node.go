@@ -569,7 +569,7 @@ func (n *Node) writable(p int) (uint64, bool) {
 		return 0, false
 	}
 	a := n.table.Peek(p) // on every commit's path: only read
-	if a.Master != n.cfg.NodeID || a.Epoch != e || !n.leases.KeptMatches(p, e, shard.WriteQuorum(n.copies()).Regular(a.Responsible)) {
+	if a.Master != n.cfg.NodeID || a.Epoch != e || !n.leases.KeptCovers(p, e, shard.WriteQuorum(n.copies()).Regular(a.Responsible)) {
 		return 0, false
 	}
 	return e, true
@@ -871,8 +871,13 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 			current = a.Responsible[1:]
 		}
 		owner := ring.Owner(p)
+		// More regular copies than copies counts now when the peer list
+		// lost a node that could hold one: they stay until the copies left
+		// hold what they held.
+		recorded := n.tenureLists[p]
+		listCopies := placement.ListCopies(epoch, recorded.Epoch, recorded.Replicas, current, n.cfg.ReplicationFactor)
 		plan := placement.PlanReplicas(placement.ReplicaFacts{Partition: p, Self: n.cfg.NodeID, Current: current,
-			Candidates: cands, ReplicationFactor: n.cfg.ReplicationFactor, Copies: copies, Draining: draining,
+			Candidates: cands, ReplicationFactor: n.cfg.ReplicationFactor, Copies: copies, ListCopies: listCopies, Draining: draining,
 			Asking: n.checks.asking(p, now, checkAskedFor*n.cfg.LeaseTTL), Owner: owner, OwnerUpListed: upListed[owner]},
 			placement.ReplicaProgress{
 				Replacement: func(newcomers, replaced []string) placement.ReplaceStep {
@@ -915,7 +920,7 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 	recordedNow := true // no change to record, or recorded
 	lists := maps.Clone(n.tenureLists)
 	for i, a := range masters {
-		next := store.TenureList{Epoch: a.Epoch, Replicas: slices.Clone(q.Replicas(plans[i].Replicas)), Seq: 1}
+		next := store.TenureList{Epoch: a.Epoch, Replicas: slices.Clone(plans[i].Replicas[:plans[i].Regular]), Seq: 1}
 		if before, ok := lists[a.Partition]; ok && before.Epoch == a.Epoch {
 			next.Seq = before.Seq
 			if !slices.Equal(before.Replicas, next.Replicas) {
@@ -956,7 +961,7 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 			current = a.Responsible[1:]
 		}
 		recorded := n.tenureLists[a.Partition]
-		replicas := placement.ListToApply(current, plans[i].Replicas, a.Epoch, recorded.Epoch, recorded.Replicas, copies, recordedNow)
+		replicas := placement.ListToApply(current, plans[i].Replicas, plans[i].Regular, a.Epoch, recorded.Epoch, recorded.Replicas, recordedNow)
 		if !slices.Equal(q.Replicas(replicas), q.Replicas(current)) && !n.listKept(a.Partition, recorded) {
 			// A change of regular copies waits until the lease voters keep
 			// the new list: a node that takes the partition over reads the

@@ -237,6 +237,18 @@ func (c *Cluster) RemoveFromPeers(id string) {
 	c.writePeers()
 }
 
+// SetHoldsData rewrites the peer list so that id holds partitions
+// (sharding and replica) or none, and has every node re-read it now.
+func (c *Cluster) SetHoldsData(id string, holds bool) {
+	c.t.Helper()
+	for _, p := range c.peers {
+		if p["id"] == id {
+			p["sharding"], p["replica"] = holds, holds
+		}
+	}
+	c.writePeers()
+}
+
 // SetVoters rewrites the peer list so that exactly ids are lease voters,
 // and has every node re-read it now.
 func (c *Cluster) SetVoters(ids ...string) {
