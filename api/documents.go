@@ -21,10 +21,11 @@ const (
 	headerConsistencyToken = "X-Consistency-Token"
 	defaultQueryLimit      = 100
 	maxQueryLimit          = 1000
-	// eraseChunk bounds how many deletions one commit carries when a user
-	// is erased.
-	eraseChunk = 500
 )
+
+// eraseChunk bounds how many documents an erase of a user reads, and
+// deletes in one commit, at a time.
+var eraseChunk = 500
 
 // readBody reads a request body up to the configured limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
@@ -502,43 +503,72 @@ func (s *Server) listCollections(w http.ResponseWriter, r *http.Request) {
 // the writer during an erase; it is not an error for the caller.
 var errAlreadyGone = errors.New("already deleted")
 
+// errChunkFull stops an erase's read once it has a chunk of ids.
+var errChunkFull = errors.New("chunk full")
+
+// eraseUser deletes every live document of the user, collection by
+// collection, a chunk at a time (eraseChunk): it holds the ids of one
+// chunk, never the user's documents.
 func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 	user := chi.URLParam(r, "user")
 	p := s.partitionOf(user)
-	docs, err := s.store.ScanUser(r.Context(), p, user)
+	colls, err := s.store.Collections(r.Context(), p, user)
 	if err != nil {
 		s.storeError(w, r, err)
 		return
 	}
+	var held int64 // live documents when the erase began
+	for _, c := range colls {
+		held += c.Count
+	}
 	deleted := 0
 	var first, last store.Position // the oldest and newest deletions, for the write concern
-	for start := 0; start < len(docs); start += eraseChunk {
-		chunk := docs[start:min(start+eraseChunk, len(docs))]
-		ops := make([]store.Op, len(chunk))
-		for i, d := range chunk {
-			ops[i] = store.Op{Partition: p, User: d.User, Coll: d.Coll, ID: d.ID,
-				Mutate: func(cur *store.Doc) (store.Next, error) {
-					if !exists(cur) {
-						return store.Next{}, errAlreadyGone
-					}
-					return store.Next{Delete: true}, nil
-				}}
-		}
-		for _, res := range s.writer.DoAll(r.Context(), ops) {
-			switch {
-			case res.Err == nil:
-				deleted++
-				if res.Doc.Pos.Compare(last) > 0 {
-					last = res.Doc.Pos
+	for _, c := range colls {
+		for after := ""; ; {
+			var ids []string
+			err := s.store.ScanEach(r.Context(), p, user, c.Name, after, func(d *store.Doc) error {
+				if ids = append(ids, d.ID); len(ids) == eraseChunk {
+					return errChunkFull
 				}
-				if deleted == 1 || res.Doc.Pos.Compare(first) < 0 {
-					first = res.Doc.Pos
-				}
-			case errors.Is(res.Err, errAlreadyGone):
-			default:
-				s.storeError(w, r, fmt.Errorf("erased %d documents of %d, then: %w", deleted, len(docs), res.Err))
+				return nil
+			})
+			if err != nil && !errors.Is(err, errChunkFull) {
+				s.storeError(w, r, fmt.Errorf("erased %d documents of %d, then: %w", deleted, held, err))
 				return
 			}
+			if len(ids) == 0 {
+				break
+			}
+			ops := make([]store.Op, len(ids))
+			for i, id := range ids {
+				ops[i] = store.Op{Partition: p, User: user, Coll: c.Name, ID: id,
+					Mutate: func(cur *store.Doc) (store.Next, error) {
+						if !exists(cur) {
+							return store.Next{}, errAlreadyGone
+						}
+						return store.Next{Delete: true}, nil
+					}}
+			}
+			for _, res := range s.writer.DoAll(r.Context(), ops) {
+				switch {
+				case res.Err == nil:
+					deleted++
+					if res.Doc.Pos.Compare(last) > 0 {
+						last = res.Doc.Pos
+					}
+					if deleted == 1 || res.Doc.Pos.Compare(first) < 0 {
+						first = res.Doc.Pos
+					}
+				case errors.Is(res.Err, errAlreadyGone):
+				default:
+					s.storeError(w, r, fmt.Errorf("erased %d documents of %d, then: %w", deleted, held, res.Err))
+					return
+				}
+			}
+			if len(ids) < eraseChunk {
+				break
+			}
+			after = ids[len(ids)-1]
 		}
 	}
 	if deleted > 0 {
