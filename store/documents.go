@@ -20,12 +20,15 @@ func (s *Store) Get(ctx context.Context, partition int, key string) (*Doc, error
 	return s.docs.Get(ctx, partition, key)
 }
 
-// Scan returns the live documents of one collection of a user.
+// Scan returns the live documents of one collection of a user, all in
+// memory at once: for tests and checks of small collections; a request
+// reads with ScanEach.
 func (s *Store) Scan(ctx context.Context, partition int, user, coll string) ([]*Doc, error) {
 	return s.collect(ctx, partition, engine.Scope{User: user, Coll: coll})
 }
 
-// ScanUser returns the live documents of every collection of a user.
+// ScanUser returns the live documents of every collection of a user, all
+// in memory at once, as Scan.
 func (s *Store) ScanUser(ctx context.Context, partition int, user string) ([]*Doc, error) {
 	return s.collect(ctx, partition, engine.Scope{User: user})
 }
