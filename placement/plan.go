@@ -45,9 +45,9 @@ type ReplicaPlan struct {
 	// Replicas is the new list after the master, regular copies first,
 	// without Incoming.
 	Replicas []string
-	// Regular is how many of Replicas are regular copies: Copies-1 (fewer
-	// when the list is shorter), or more while copies that left the
-	// regular ones keep their slots (KeepReplacedCopies).
+	// Regular is how many of Replicas at least are regular copies: more
+	// than copies-1 while copies that left the regular ones keep their
+	// slots (KeepReplacedCopies). See RegularReplicas.
 	Regular int
 	// Paused names the newcomers of a swap that waits for the partition's
 	// writes to pause (ReplacePaused; nil: none).
@@ -62,6 +62,16 @@ type ReplicaPlan struct {
 	// Moving: the preferred master is an incoming copy already (it counts
 	// against the move budget).
 	Moving bool
+}
+
+// RegularReplicas are the regular copies among the plan's replicas, when
+// copies is the count of copies now: its first copies-1, whatever placed
+// them there (shard.WriteQuorum is positional: an incoming copy appended
+// to a short list by AdmitMoves is one), or its first Regular while
+// copies that left the regular ones keep their slots. The result shares
+// Replicas' array.
+func (p ReplicaPlan) RegularReplicas(copies int) []string {
+	return p.Replicas[:max(p.Regular, len(shard.WriteQuorum(copies).Replicas(p.Replicas)))]
 }
 
 // KeptDrain is a draining copy kept in a partition's list: the replicas
@@ -134,9 +144,6 @@ func PlanReplicas(f ReplicaFacts, pr ReplicaProgress) ReplicaPlan {
 		}
 	}
 	plan.Replicas = keepShortListsIncoming(f, pr, chosen, replicas)
-	// A short list's first copies-1 are its regular copies, whatever
-	// placed them there (shard.WriteQuorum is positional).
-	plan.Regular = max(plan.Regular, len(shard.WriteQuorum(f.Copies).Replicas(plan.Replicas)))
 	return plan
 }
 

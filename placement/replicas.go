@@ -207,15 +207,15 @@ func SwapsDue(due []PausedSwap, retryAt map[int]time.Time, now time.Time) []Paus
 
 // ListToApply is the replica list a master applies this round to a
 // partition it masters at epoch: chosen, unless chosen's regular copies
-// (its first regular replicas, those write concerns count) differ from the ones
+// (chosenRegular, those write concerns count) differ from the ones
 // recorded for this tenure in the node's store (recordedEpoch,
 // recordedRegular) and recording chosen's failed (recordedNow false):
 // then current stays. A write counted on a regular copy no recorded list
 // names could be lost to a full restart: the master, restarted, names the
 // recorded list, and a copy of it without the write could be promoted.
 // Extra copies come and go unrecorded: they count for nothing.
-func ListToApply(current, chosen []string, regular int, epoch, recordedEpoch uint64, recordedRegular []string, recordedNow bool) []string {
-	if recordedNow || recordedEpoch == epoch && slices.Equal(chosen[:min(regular, len(chosen))], recordedRegular) {
+func ListToApply(current, chosen, chosenRegular []string, epoch, recordedEpoch uint64, recordedRegular []string, recordedNow bool) []string {
+	if recordedNow || recordedEpoch == epoch && slices.Equal(chosenRegular, recordedRegular) {
 		return chosen
 	}
 	return current

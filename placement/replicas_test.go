@@ -195,7 +195,7 @@ func TestAChangeOfRegularCopiesWaitsForItsRecord(t *testing.T) {
 		{"not recorded, regular copies reordered: held", []string{"c", "b"}, 5, []string{"b", "c"}, false, []string{"b", "c"}},
 		{"a new tenure not recorded yet: held", []string{"b", "d"}, 4, []string{"b", "c"}, false, []string{"b", "c"}},
 	} {
-		got := ListToApply(current, c.chosen, 2, 5, c.recordedEpoch, c.recorded, c.recordedNow)
+		got := ListToApply(current, c.chosen, c.chosen[:min(2, len(c.chosen))], 5, c.recordedEpoch, c.recorded, c.recordedNow)
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}

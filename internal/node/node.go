@@ -890,6 +890,18 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 			due = append(due, placement.PausedSwap{Partition: p, Newcomers: plan.Paused})
 		}
 		n.checks.done(p, plan.Checked)
+		if regular := plan.RegularReplicas(copies); len(regular) > max(copies-1, 0) {
+			// The count of copies fell: copies leaving the regular ones
+			// wait for the others to hold what they acknowledged.
+			for _, r := range regular[max(copies-1, 0):] {
+				keptDraining[drainWait{p, r}] = true
+				if kept, log := n.drainWaits.kept(p, r, now); log {
+					n.log.Info("a copy that no longer counts (the peer list holds fewer nodes for copies than REPLICATION_FACTOR) is kept until the copies that count hold what it acknowledged",
+						"partition", p, "epoch", epoch, "replica", r, "kept_for", kept.Round(time.Second), "position", n.writer.Position(p),
+						"copies", describeCopies(n.shipper, p, plan.Replicas))
+				}
+			}
+		}
 		for _, k := range plan.KeptDraining {
 			keptDraining[drainWait{p, k.Replica}] = true
 			if kept, log := n.drainWaits.kept(p, k.Replica, now); log {
@@ -920,7 +932,7 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 	recordedNow := true // no change to record, or recorded
 	lists := maps.Clone(n.tenureLists)
 	for i, a := range masters {
-		next := store.TenureList{Epoch: a.Epoch, Replicas: slices.Clone(plans[i].Replicas[:plans[i].Regular]), Seq: 1}
+		next := store.TenureList{Epoch: a.Epoch, Replicas: slices.Clone(plans[i].RegularReplicas(copies)), Seq: 1}
 		if before, ok := lists[a.Partition]; ok && before.Epoch == a.Epoch {
 			next.Seq = before.Seq
 			if !slices.Equal(before.Replicas, next.Replicas) {
@@ -961,7 +973,7 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 			current = a.Responsible[1:]
 		}
 		recorded := n.tenureLists[a.Partition]
-		replicas := placement.ListToApply(current, plans[i].Replicas, plans[i].Regular, a.Epoch, recorded.Epoch, recorded.Replicas, recordedNow)
+		replicas := placement.ListToApply(current, plans[i].Replicas, plans[i].RegularReplicas(copies), a.Epoch, recorded.Epoch, recorded.Replicas, recordedNow)
 		if !slices.Equal(q.Replicas(replicas), q.Replicas(current)) && !n.listKept(a.Partition, recorded) {
 			// A change of regular copies waits until the lease voters keep
 			// the new list: a node that takes the partition over reads the
