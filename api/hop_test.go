@@ -42,6 +42,13 @@ type seen struct {
 // that checks each request's signature as b would.
 func hopSetup(t *testing.T) (a *httptest.Server, bSigner *cluster.Signer, got func() []seen) {
 	t.Helper()
+	return hopSetupWith(t, 0, nil)
+}
+
+// hopSetupWith is hopSetup with a's READ_TRY_TIMEOUT (0: the default), and
+// work that b does before it answers each request (nil: none).
+func hopSetupWith(t *testing.T, readTry time.Duration, work func(r *http.Request)) (a *httptest.Server, bSigner *cluster.Signer, got func() []seen) {
+	t.Helper()
 	var mu sync.Mutex
 	var log []seen
 	bSigner = cluster.NewSigner([]byte(hopSecret), "b", nil, func(id string) bool { return id == "a" })
@@ -51,6 +58,9 @@ func hopSetup(t *testing.T) (a *httptest.Server, bSigner *cluster.Signer, got fu
 		mu.Lock()
 		log = append(log, seen{r.Method, r.URL.Path, r.Header.Get("X-Shoal-Hop"), err == nil})
 		mu.Unlock()
+		if work != nil {
+			work(r)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		fmt.Fprint(w, `{"served_by":"b"}`)
@@ -67,7 +77,7 @@ func hopSetup(t *testing.T) (a *httptest.Server, bSigner *cluster.Signer, got fu
 		table.Merge(shard.Assignment{Partition: p, Master: "b", Epoch: 1, Responsible: []string{"b"}})
 	}
 	srv := api.New(api.Config{NodeID: "a", PartitionCount: partitions, MaxBodyBytes: 1 << 20, AuthSecret: []byte(testnode.Secret), Logger: logger,
-		Cluster: cl, Leases: notMaster{"b"}, Table: table}, st, w)
+		Cluster: cl, Leases: notMaster{"b"}, Table: table, ReadTryTimeout: readTry}, st, w)
 	a = httptest.NewServer(srv)
 	t.Cleanup(a.Close)
 	return a, bSigner, func() []seen {
@@ -275,5 +285,35 @@ func TestAForwardedReadIsNotServedByANodeThatGuessesItselfMaster(t *testing.T) {
 		if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotFound {
 			t.Errorf("read preference %q: a node holding nothing of the partition answered %d %s; want it not to answer from its store", pref, resp.StatusCode, body)
 		}
+	}
+}
+
+// A query forwarded to a copy is waited for past READ_TRY_TIMEOUT: its
+// work (bounded by QUERY_BUDGET) may take seconds, and a try cut at
+// READ_TRY_TIMEOUT cancelled it there and sent it to the next copy, which
+// did the same work, until none was left (a helper's review: a sorted
+// query of 400,000 documents took 1.4 s on its own node, and 503 from any
+// other). A read of one document keeps its short try.
+func TestAQueryForwardedToACopyIsWaitedForPastTheReadTry(t *testing.T) {
+	const try = 50 * time.Millisecond
+	cancelled := make(chan string, 8)
+	a, _, _ := hopSetupWith(t, try, func(r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			cancelled <- r.URL.Path
+		case <-time.After(10 * try): // the work of the request
+		}
+	})
+	c := testnode.NewClient(t, a.URL, testnode.Token(t, "alice"))
+	if r := c.Do("GET", "/v1/users/alice/collections/c/documents?sort=v", nil); r.Status != http.StatusOK {
+		t.Fatalf("a query that takes its copy 10 read tries: status %d, want 200: %s", r.Status, r.Body)
+	}
+	select {
+	case path := <-cancelled:
+		t.Fatalf("the query was cancelled on its copy (%s)", path)
+	default:
+	}
+	if r := c.Do("GET", "/v1/users/alice/collections/c/documents/d", nil); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("a read of one document that takes its copy 10 read tries: status %d, want 503 (its try is READ_TRY_TIMEOUT)", r.Status)
 	}
 }

@@ -386,6 +386,12 @@ func (s *Server) readTimeout() time.Duration {
 	return 500 * time.Millisecond
 }
 
+// queryTryTimeout bounds the wait for one copy's answer to a query (or a
+// list of collections) forwarded to it: its work, bounded by QUERY_BUDGET
+// and the page, may take seconds, and a try given up cancels it there
+// and has the next copy start it over.
+const queryTryTimeout = 30 * time.Second
+
 // Read headers.
 const (
 	headerReadPreference = "X-Read-Preference"
@@ -467,7 +473,7 @@ type readTry struct {
 // by a replica (see routeMasterRead). A read that presents
 // X-Consistency-Token is served only by a copy holding that position (one
 // that is behind answers 503, so the next is tried).
-func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int, local http.HandlerFunc) {
+func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int, tryTimeout time.Duration, local http.HandlerFunc) {
 	token, prob := readToken(r, partition)
 	if prob != nil {
 		writeProblem(w, prob)
@@ -550,7 +556,7 @@ func (s *Server) routeRead(w http.ResponseWriter, r *http.Request, partition int
 			tries = append(tries, readTry{node: n, asMaster: n == a.Master || (n == s.cfg.NodeID && master)})
 		}
 	}
-	timeout := s.readTimeout()
+	timeout := tryTimeout
 	if concern != ConcernLocal {
 		timeout += concernWait
 	}

@@ -306,11 +306,11 @@ func (s *Server) routes() chi.Router {
 			r.Use(s.userScope)
 			r.Delete("/", s.writes(s.eraseUser))
 			r.Get("/placement", s.placement)
-			r.Get("/collections", s.reads(s.listCollections))
+			r.Get("/collections", s.scans(s.listCollections))
 			r.Route("/collections/{coll}/documents", func(r chi.Router) {
 				r.Use(s.collectionScope)
 				r.Post("/", s.writes(s.createDocument))
-				r.Get("/", s.reads(s.queryDocuments))
+				r.Get("/", s.scans(s.queryDocuments))
 				r.Route("/{id}", func(r chi.Router) {
 					r.Use(s.idScope)
 					r.Get("/", s.reads(s.getDocument))
@@ -933,10 +933,20 @@ func (s *Server) countedReplicas(partition int, pos store.Position) func() []str
 	return replicas
 }
 
-// reads routes a handler that reads a user's data down the responsible list.
+// reads routes a handler that reads a user's data down the responsible
+// list, trying each copy for READ_TRY_TIMEOUT.
 func (s *Server) reads(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s.routeRead(w, r, s.partitionOf(chi.URLParam(r, "user")), h)
+		s.routeRead(w, r, s.partitionOf(chi.URLParam(r, "user")), s.readTimeout(), h)
+	}
+}
+
+// scans is reads for a handler whose work grows with the data it reads
+// (a query, the list of collections): each copy is tried for
+// queryTryTimeout.
+func (s *Server) scans(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.routeRead(w, r, s.partitionOf(chi.URLParam(r, "user")), max(s.readTimeout(), queryTryTimeout), h)
 	}
 }
 
