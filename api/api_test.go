@@ -424,3 +424,50 @@ func TestProfilerIsAdminOnlyAndOffByDefault(t *testing.T) {
 		t.Fatalf("the goroutine profile reads %.200q", r.Body)
 	}
 }
+
+// A page never hands out a cursor too long to be sent back: past
+// maxCursorBytes (sort values of about 48 KiB), the page ends before the
+// document whose cursor it would be, and a page that cannot hold even one
+// document so is refused, saying why (a helper's review: documents sorted
+// on 800 KB strings, limit 1, gave a cursor of 1 MB, and the next page was
+// refused by the HTTP server, 431, so the next document could never be
+// read).
+func TestAPageNeverHandsOutACursorTooLongToSendBack(t *testing.T) {
+	n := testnode.StartNew(t)
+	c := n.Client(testnode.Token(t, "hugo"))
+	base := docsPath("hugo", "big")
+	expectStatus(t, c.Do("PUT", base+"/small", `{"s":"a"}`), 201, "PUT small")
+	for _, id := range []string{"x", "y", "z"} {
+		expectStatus(t, c.Do("PUT", base+"/"+id, fmt.Sprintf(`{"s":%q}`, id+strings.Repeat("v", 800<<10))), 201, "PUT "+id)
+	}
+	// Each page's cursor is sent back until none follows, or a page is
+	// refused: never a cursor the node then cannot read.
+	after, read := "", 0
+	for {
+		q := "?sort=s&limit=1"
+		if after != "" {
+			q += "&after=" + url.QueryEscape(after)
+		}
+		r := c.Do("GET", base+q, nil)
+		if r.Status == 400 {
+			expectProblem(t, r, 400, "urn:shoal:problem:invalid-query", "a page whose cursor would be too long")
+			if !strings.Contains(string(r.Body), "sort by") {
+				t.Fatalf("the refusal does not say what to do: %s", r.Body)
+			}
+			break
+		}
+		if r.Status != 200 {
+			t.Fatalf("the page after %d documents (a cursor of %d bytes): status %d: %.200s", read, len(after), r.Status, r.Body)
+		}
+		page := r.JSON(t)
+		read += len(page["documents"].([]any))
+		next, _ := page["next"].(string)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if read != 1 {
+		t.Fatalf("%d documents read before the refusal, want 1 (small: the cursor after x is the first too long)", read)
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/shoal-db/shoal/api/query"
+	"github.com/shoal-db/shoal/internal/logsafe"
 )
 
 // defaultMaxPageBytes bounds a query page when Config.MaxPageBytes is 0.
@@ -44,6 +46,12 @@ const (
 	pageNextTail = "\"}\n"
 )
 
+// maxCursorBytes bounds a page's cursor (next): it comes back in the
+// next request's URL, which the node reads only up to its header limit
+// (1 MiB, Go's default), and through a forward. Sort values of up to
+// about 48 KiB fit.
+const maxCursorBytes = 64 << 10
+
 // pageTailLen is the length of what ends a page whose cursor is next.
 func pageTailLen(next string) int64 {
 	if next == "" {
@@ -74,6 +82,16 @@ func (s *Server) writePage(w http.ResponseWriter, res *query.Result, maxBytes in
 		if err != nil {
 			s.abortPage(w, i, err)
 			return
+		}
+		if len(n) > maxCursorBytes {
+			// The page ends before this document: the cursor after it
+			// could not be sent back.
+			if i == 0 {
+				writeProblem(w, badRequest(TypeInvalidQuery, fmt.Sprintf("document %q has sort values too large to page past (a cursor of %d bytes, at most %d): sort by a field with smaller values, or by _id (the default)",
+					logsafe.ClipTo(fmt.Sprint(d["_id"]), 64), len(n), maxCursorBytes)))
+				return
+			}
+			break
 		}
 		sep := int64(min(i, 1))
 		if i > 0 && written+sep+int64(len(b))+pageTailLen(n) > maxBytes {
