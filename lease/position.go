@@ -95,8 +95,34 @@ func ConfirmTenure(self string, own Position, up, over map[string]Position, rf i
 // than rf (fewer nodes could hold a copy) needs that many fewer answers,
 // and one of fewer than rf/2+1 copies, which never held a majority
 // write, none: only a copy of it ahead still counts.
+//
+// A copy of list whose lease is over that is ahead makes this node wait,
+// as for ConfirmTenure, unless the list's other copies (this node
+// included, if it counts) could never be enough without it: then waiting
+// is for good, and this node steps down (it took no write) so that that
+// copy campaigns (a master restarted after a copy that lacked its writes
+// was promoted alone: found with the count of copies rising).
 func ConfirmOnList(self string, own Position, up, over map[string]Position, list []string, rf int) (confirmed, stepDown bool, why string) {
-	return confirmOnList(self, own, up, over, list, rf, slices.Contains(list, self))
+	selfCounts := slices.Contains(list, self)
+	confirmed, stepDown, why = confirmOnList(self, own, up, over, list, rf, selfCounts)
+	if confirmed || stepDown {
+		return confirmed, stepDown, why
+	}
+	others := 0
+	for _, id := range list {
+		if _, o := over[id]; !o && id != self {
+			others++
+		}
+	}
+	if selfCounts {
+		others++
+	}
+	for _, id := range slices.Sorted(maps.Keys(over)) {
+		if pos := over[id]; id != self && slices.Contains(list, id) && pos.Compare(own) > 0 && others < len(list)-rf/2 {
+			return false, true, fmt.Sprintf("%s, whose lease is over, is ahead at %s, and without it too few copies of the list %v remain to confirm this node (at %s): it yields so that %s campaigns", id, pos, list, own, id)
+		}
+	}
+	return confirmed, stepDown, why
 }
 
 // confirmOnList is ConfirmOnList with this node counted as a copy of list
@@ -129,8 +155,22 @@ func ConfirmOnLists(self string, own Position, up, over map[string]Position, tab
 		confirmed, stepDown, why = ConfirmOnList(self, own, up, over, table, rf)
 	}
 	return onEveryList(confirmed, stepDown, why, lists, func(l *record.CopyList) (bool, bool, string) {
-		return ConfirmOnList(self, own, up, over, l.Copies, rf)
+		return ConfirmOnList(self, own, up, over, l.Copies, countedOn(l, rf))
 	})
+}
+
+// countedOn is the count of copies the writes counted on l were
+// acknowledged under (record.CopyList.Counted), or rf, the count now, for
+// a list that does not say. A list recorded while a copy that joined the
+// regular ones, the count having risen, did not hold the master's whole
+// history yet says the lower count: a write acknowledged then is on a
+// majority of that many of its copies, and a check asks enough of them to
+// find it.
+func countedOn(l *record.CopyList, rf int) int {
+	if l.Counted > 0 {
+		return min(l.Counted, rf)
+	}
+	return rf
 }
 
 // NamedAtIncarnation reports whether one of lists names id at
@@ -208,7 +248,8 @@ func ConfirmHoldingNothing(self string, incarnation int64, up, over map[string]P
 	}
 	return onEveryList(true, false, "", lists, func(l *record.CopyList) (bool, bool, string) {
 		selfCounts := NamedAtIncarnation(self, incarnation, lists) && slices.Contains(l.Copies, self)
-		ok, step, why := confirmOnList(self, zero, up, over, l.Copies, rf, selfCounts)
+		counted := countedOn(l, rf)
+		ok, step, why := confirmOnList(self, zero, up, over, l.Copies, counted, selfCounts)
 		if ok || step {
 			return ok, step, why
 		}
@@ -225,7 +266,7 @@ func ConfirmHoldingNothing(self string, incarnation int64, up, over map[string]P
 		if selfCounts {
 			others++
 		}
-		if id, holds := holdingAny(over, l.Copies); holds && others < len(l.Copies)-rf/2 {
+		if id, holds := holdingAny(over, l.Copies); holds && others < len(l.Copies)-counted/2 {
 			return false, true, fmt.Sprintf("%s, whose lease is over, holds the partition at %s, and without it too few copies of the list %v remain to confirm this node, which holds nothing of it that counts: it yields so that %s campaigns", id, over[id], l.Copies, id)
 		}
 		return ok, step, why

@@ -134,6 +134,10 @@ func TestConfirmOnList(t *testing.T) {
 		{"RF 3, on the list, one other answer: confirmed", map[string]Position{"b": p(2, 5)}, none, []string{"a", "b", "c"}, 3, true, false},
 		{"RF 3, a list of one copy never held a majority write", none, none, []string{"c"}, 3, true, false},
 		{"RF 3, a list of one copy, a copy of it ahead", map[string]Position{"a": p(2, 9)}, none, []string{"a"}, 3, false, true},
+		{"RF 3, a copy whose lease is over ahead, enough others to decide (b, not heard yet): wait", none, map[string]Position{"a": p(2, 9)}, []string{"a", "b", "c"}, 3, false, false},
+		// (A master restarted after a copy that lacked its writes won the
+		// lease: waiting would be for good, and the master could not win.)
+		{"a copy whose lease is over ahead, too few others without it: step down", none, map[string]Position{"a": p(2, 9)}, []string{"a", "c"}, 1, false, true},
 	}
 	for _, c := range cases {
 		confirmed, stepDown, why := ConfirmOnList("c", own, c.up, c.over, c.list, c.rf)
@@ -184,9 +188,19 @@ func TestConfirmOnLists(t *testing.T) {
 		{"a copy ahead on a voters' list: step down", map[string]Position{"b": p(2, 5), "y": p(2, 9)}, []string{"a", "b", "c"}, false, kept("a", "x", "y"), false, true},
 		{"no voters' list: the table's decides", map[string]Position{"b": p(2, 5)}, []string{"a", "b", "c"}, false, nil, true, false},
 		{"every member asked: ConfirmTenure decides", map[string]Position{"z": p(2, 4)}, nil, true, nil, true, false},
+		// The count rose from 1 to 2 while c, which joined, did not hold
+		// a's writes: the voters' list says 1, and c alone is not enough
+		// (a write acknowledged by a alone may be missing), where the count
+		// now (2) would take c's own answer.
+		{"a list counted under a lower count asks more of its copies", none, []string{"c", "a"}, false, []*record.CopyList{{Epoch: 2, Seq: 2, Copies: []string{"a", "c"}, Counted: 1}}, false, false},
+		{"the same list counted under the count now", none, []string{"c", "a"}, false, []*record.CopyList{{Epoch: 2, Seq: 2, Copies: []string{"a", "c"}, Counted: 2}}, true, false},
 	}
 	for _, c := range cases {
-		confirmed, stepDown, why := ConfirmOnLists("c", own, c.up, none, c.table, c.everyone, c.lists, 3)
+		rf := 3
+		if len(c.table) == 2 {
+			rf = 2
+		}
+		confirmed, stepDown, why := ConfirmOnLists("c", own, c.up, none, c.table, c.everyone, c.lists, rf)
 		if confirmed != c.confirmed || stepDown != c.stepDn {
 			t.Errorf("%s: confirmed %v step down %v (%s), want %v %v", c.name, confirmed, stepDown, why, c.confirmed, c.stepDn)
 		}

@@ -170,6 +170,60 @@ func NearlyCaughtUp(last record.Position, acks []Ack) bool {
 	return true
 }
 
+// DecideJoined decides whether copies that joined a partition's regular
+// ones when the count of copies rose (joined: their acknowledgements)
+// hold its whole history, as its master at last knows it: every write the
+// master acknowledged under the lower count, on fewer copies, is then on
+// them too. Short of that, nearly there, the master pauses writes to let
+// them reach it (as for a replacement: ReplacePaused).
+func DecideJoined(last record.Position, joined []Ack) ReplaceStep {
+	holds := last == (record.Position{}) // no history: nothing to hold
+	if !holds {
+		holds = true
+		for _, a := range joined {
+			if !a.Known || a.Pos.Compare(last) < 0 {
+				holds = false
+			}
+		}
+	}
+	switch {
+	case holds:
+		return ReplaceNow
+	case NearlyCaughtUp(last, joined):
+		return ReplacePaused
+	}
+	return ReplaceKeep
+}
+
+// CountedFor is the count of copies the writes of a partition's list are
+// counted under (record.CopyList.Counted), from the count before (prev:
+// as this tenure last recorded it, or, in a tenure that recorded none,
+// the copies its list held, up to rf) and the count now (copies): copies,
+// unless it rose and the regular replicas that joined (those of regular
+// past the first prev-1) do not hold the master's whole history yet
+// (joined, as DecideJoined): then prev, and paused names them when the
+// master should pause writes to let them reach it. A check of the list
+// then asks as many of its copies as a write acknowledged under prev
+// needs (lease.ConfirmOnList): a copy that joined stale, promoted alone
+// by the higher count's quorum, would lose the writes the fewer copies
+// held.
+func CountedFor(prev, copies int, regular []string, joined func(ids []string) ReplaceStep) (counted int, paused []string) {
+	if prev <= 0 || prev >= copies {
+		return copies, nil
+	}
+	newly := regular[min(prev-1, len(regular)):]
+	if len(newly) == 0 {
+		return copies, nil
+	}
+	switch joined(newly) {
+	case ReplaceNow:
+		return copies, nil
+	case ReplacePaused:
+		return prev, newly
+	}
+	return prev, nil
+}
+
 // TieBreak gives candidates a per-partition order among about equal disks,
 // so that the replicas of many partitions spread over them.
 func TieBreak(cands []shard.Candidate, partition int) []shard.Candidate {

@@ -224,3 +224,59 @@ func TestListCopies(t *testing.T) {
 		}
 	}
 }
+
+// A list says the count its writes were counted under: the count now,
+// unless the count rose and the replicas that joined the regular ones do
+// not hold the master's whole history yet (then the count before, and,
+// nearly there, a pause of the partition's writes for them).
+func TestCountedFor(t *testing.T) {
+	answer := func(step ReplaceStep, asked *[]string) func([]string) ReplaceStep {
+		return func(ids []string) ReplaceStep { *asked = ids; return step }
+	}
+	for _, c := range []struct {
+		name           string
+		prev, copies   int
+		regular        []string
+		step           ReplaceStep
+		counted        int
+		paused, joined []string
+	}{
+		{"the count unchanged", 3, 3, []string{"a", "b"}, ReplaceKeep, 3, nil, nil},
+		{"the count fell", 3, 2, []string{"a", "b"}, ReplaceKeep, 2, nil, nil},
+		{"risen, the one that joined holds it all", 1, 2, []string{"a"}, ReplaceNow, 2, nil, []string{"a"}},
+		{"risen, it is nearly there", 1, 2, []string{"a"}, ReplacePaused, 1, []string{"a"}, []string{"a"}},
+		{"risen, it is behind", 1, 2, []string{"a"}, ReplaceKeep, 1, nil, []string{"a"}},
+		{"2 to 3: only the one past the first", 2, 3, []string{"a", "b"}, ReplaceKeep, 2, nil, []string{"b"}},
+		{"risen, no replica chosen yet", 1, 3, nil, ReplaceKeep, 3, nil, nil},
+		{"no count recorded", 0, 3, []string{"a", "b"}, ReplaceKeep, 3, nil, nil},
+	} {
+		var asked []string
+		counted, paused := CountedFor(c.prev, c.copies, c.regular, answer(c.step, &asked))
+		if counted != c.counted || !slices.Equal(paused, c.paused) || !slices.Equal(asked, c.joined) {
+			t.Errorf("%s: counted %d, paused %v, asked about %v; want %d, %v, %v", c.name, counted, paused, asked, c.counted, c.paused, c.joined)
+		}
+	}
+}
+
+// Copies that joined as the count rose hold the history only at the
+// master's position; a partition with no history needs nothing.
+func TestDecideJoined(t *testing.T) {
+	last := record.Position{Epoch: 2, Seq: 15}
+	at := func(s uint64) Ack { return Ack{Pos: record.Position{Epoch: 2, Seq: s}, Known: true} }
+	for _, c := range []struct {
+		name   string
+		last   record.Position
+		joined []Ack
+		want   ReplaceStep
+	}{
+		{"at the master's position", last, []Ack{at(15)}, ReplaceNow},
+		{"in the master's epoch but behind (its older writes of the epoch missing)", last, []Ack{at(5)}, ReplacePaused},
+		{"not heard from", last, []Ack{{}}, ReplaceKeep},
+		{"far behind", record.Position{Epoch: 2, Seq: 1500}, []Ack{at(5)}, ReplaceKeep},
+		{"no history", record.Position{}, []Ack{{}}, ReplaceNow},
+	} {
+		if got := DecideJoined(c.last, c.joined); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -25,6 +25,15 @@ type CopyList struct {
 	// nothing acknowledged none (lease.ConfirmHoldingNothing). Unset on
 	// any other list.
 	Incarnations []int64 `bson:"i,omitempty" json:"incarnations,omitempty"`
+	// Counted, when set, is the count of copies the writes counted on the
+	// list were acknowledged under, the smallest since the tenure began
+	// (a majority of Counted copies, among the first Counted of the list):
+	// lower than the copies listed while a copy that joined the regular
+	// ones, the count of copies having risen, does not hold the master's
+	// whole history yet. A check of the list asks enough of its copies to
+	// find every such write (lease.ConfirmOnList). 0: the count of copies
+	// now (a list recorded before Counted was kept).
+	Counted int `bson:"n,omitempty" json:"counted,omitempty"`
 }
 
 // NamesAt reports whether l names id as a copy whose process had
@@ -62,7 +71,7 @@ func (l *CopyList) Same(o *CopyList) bool {
 	if l == nil || o == nil {
 		return l == nil && o == nil
 	}
-	return l.Epoch == o.Epoch && l.Seq == o.Seq && slices.Equal(l.Copies, o.Copies)
+	return l.Epoch == o.Epoch && l.Seq == o.Seq && slices.Equal(l.Copies, o.Copies) && l.Counted == o.Counted
 }
 
 // Clone returns a copy of l that shares nothing with it (nil for nil).

@@ -47,6 +47,7 @@ type tenureList struct {
 	Epoch     uint64   `bson:"e"`
 	Replicas  []string `bson:"r"`
 	Seq       uint64   `bson:"s,omitempty"`
+	Counted   int      `bson:"n,omitempty"`
 }
 
 // All lists live in one document, like the lease votes: one small write
@@ -258,7 +259,7 @@ func (m *mongoEngine) TenureLists(ctx context.Context) (map[int]TenureList, erro
 	}
 	out := make(map[int]TenureList, len(doc.Lists))
 	for _, l := range doc.Lists {
-		out[l.Partition] = TenureList{Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq}
+		out[l.Partition] = TenureList{Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq, Counted: l.Counted}
 	}
 	return out, nil
 }
@@ -267,7 +268,7 @@ func (m *mongoEngine) TenureLists(ctx context.Context) (map[int]TenureList, erro
 func (m *mongoEngine) SaveTenureLists(ctx context.Context, lists map[int]TenureList) error {
 	doc := tenureListsDoc{ID: "tenure-replicas", Lists: make([]tenureList, 0, len(lists))}
 	for p, l := range lists {
-		doc.Lists = append(doc.Lists, tenureList{Partition: p, Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq})
+		doc.Lists = append(doc.Lists, tenureList{Partition: p, Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq, Counted: l.Counted})
 	}
 	slices.SortFunc(doc.Lists, func(a, b tenureList) int { return a.Partition - b.Partition })
 	return m.writeLeaseDoc(ctx, "tenure_replicas_save", "tenure-replicas", "the replica lists of this node's tenures", doc)

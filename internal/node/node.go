@@ -3,6 +3,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -854,6 +855,7 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 	// The partitions this node masters, and the plan of each.
 	var masters []shard.Assignment
 	var plans []placement.ReplicaPlan
+	var prevCounted []int // per plan: the count its list's writes were counted under
 	keptDraining := map[drainWait]bool{}
 	defer n.drainWaits.forgetAllBut(keptDraining)
 	copies := n.copies()
@@ -913,6 +915,14 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		}
 		masters = append(masters, a)
 		plans = append(plans, plan)
+		// The count the list's writes are counted under before this round:
+		// as recorded in this tenure (none said: the count now), or, in a
+		// tenure that recorded none, at most the copies its list held.
+		prev := min(copies, listCopies)
+		if recorded.Epoch == epoch {
+			prev = cmp.Or(recorded.Counted, copies)
+		}
+		prevCounted = append(prevCounted, prev)
 	}
 	for _, i := range placement.AdmitMoves(plans, n.cfg.MaxConcurrentMoves) {
 		n.log.Info("copying a partition to its preferred master before handing it over", "partition", masters[i].Partition, "to", plans[i].Incoming)
@@ -932,17 +942,27 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 	recordedNow := true // no change to record, or recorded
 	lists := maps.Clone(n.tenureLists)
 	for i, a := range masters {
-		next := store.TenureList{Epoch: a.Epoch, Replicas: slices.Clone(plans[i].RegularReplicas(copies)), Seq: 1}
-		if before, ok := lists[a.Partition]; ok && before.Epoch == a.Epoch {
+		p, regular := a.Partition, plans[i].RegularReplicas(copies)
+		// Copies that joined the regular ones as the count rose count
+		// towards a check of the list only once they hold the partition's
+		// whole history: until then the list says the lower count.
+		counted, joined := placement.CountedFor(prevCounted[i], copies, regular, func(ids []string) placement.ReplaceStep {
+			return n.joined(p, ids)
+		})
+		if joined != nil && plans[i].Paused == nil {
+			due = append(due, placement.PausedSwap{Partition: p, Newcomers: joined})
+		}
+		next := store.TenureList{Epoch: a.Epoch, Replicas: slices.Clone(regular), Seq: 1, Counted: counted}
+		if before, ok := lists[p]; ok && before.Epoch == a.Epoch {
 			next.Seq = before.Seq
-			if !slices.Equal(before.Replicas, next.Replicas) {
+			if !slices.Equal(before.Replicas, next.Replicas) || before.Counted != next.Counted {
 				next.Seq++
 			}
 		}
-		lists[a.Partition] = next
+		lists[p] = next
 	}
 	if !maps.EqualFunc(lists, n.tenureLists, func(a, b store.TenureList) bool {
-		return a.Epoch == b.Epoch && a.Seq == b.Seq && slices.Equal(a.Replicas, b.Replicas)
+		return a.Epoch == b.Epoch && a.Seq == b.Seq && slices.Equal(a.Replicas, b.Replicas) && a.Counted == b.Counted
 	}) {
 		saveCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
 		err := n.store.SaveTenureReplicas(saveCtx, lists)
@@ -1027,7 +1047,7 @@ func (n *Node) copyList(p int) *record.CopyList {
 		// counted.
 		return nil
 	}
-	list := &record.CopyList{Epoch: l.Epoch, Seq: max(l.Seq, 1), Copies: append([]string{n.cfg.NodeID}, l.Replicas...)}
+	list := &record.CopyList{Epoch: l.Epoch, Seq: max(l.Seq, 1), Copies: append([]string{n.cfg.NodeID}, l.Replicas...), Counted: l.Counted}
 	if first, ok := n.noteOf(p); ok && first.epoch == list.Epoch && first.seq == list.Seq && len(first.incarnations) == len(list.Copies) {
 		list.Incarnations = first.incarnations
 	}
@@ -1109,6 +1129,17 @@ func (n *Node) replacement(p int, epoch uint64, newcomers, replaced []string) pl
 		return out
 	}
 	return placement.DecideReplacement(epoch, n.writer.Position(p), acks(newcomers), acks(replaced))
+}
+
+// joined is what the master does this round about copies that joined
+// partition p's regular ones as the count of copies rose (see
+// placement.CountedFor), from what each has acknowledged.
+func (n *Node) joined(p int, ids []string) placement.ReplaceStep {
+	acks := make([]placement.Ack, len(ids))
+	for i, id := range ids {
+		acks[i].Pos, acks[i].Known = n.shipper.Acked(id, p)
+	}
+	return placement.DecideJoined(n.writer.Position(p), acks)
 }
 
 // memberLost says a member is gone for good, by this node's view now

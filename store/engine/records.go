@@ -54,6 +54,8 @@ type TenureList struct {
 	// Seq numbers the lists recorded for one tenure (from 1): the lease
 	// voters keep the newest (record.CopyList).
 	Seq uint64
+	// Counted is record.CopyList.Counted (0: recorded before it was kept).
+	Counted int
 }
 
 // RolledBack is a document state this node held that the partition's new

@@ -898,6 +898,7 @@ type tenureList struct {
 	Epoch     uint64   `json:"e"`
 	Replicas  []string `json:"r"`
 	Seq       uint64   `json:"s,omitempty"`
+	Counted   int      `json:"n,omitempty"`
 }
 
 func (e *Engine) doTenureLists(_ context.Context) (map[int]engine.TenureList, error) {
@@ -905,7 +906,7 @@ func (e *Engine) doTenureLists(_ context.Context) (map[int]engine.TenureList, er
 	_, err := e.getJSON([]byte{'l'}, "the replica lists of this node's tenures", &lists)
 	out := make(map[int]engine.TenureList, len(lists))
 	for _, l := range lists {
-		out[l.Partition] = engine.TenureList{Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq}
+		out[l.Partition] = engine.TenureList{Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq, Counted: l.Counted}
 	}
 	return out, err
 }
@@ -913,7 +914,7 @@ func (e *Engine) doTenureLists(_ context.Context) (map[int]engine.TenureList, er
 func (e *Engine) doSaveTenureLists(_ context.Context, lists map[int]engine.TenureList) error {
 	out := make([]tenureList, 0, len(lists))
 	for p, l := range lists {
-		out = append(out, tenureList{Partition: p, Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq})
+		out = append(out, tenureList{Partition: p, Epoch: l.Epoch, Replicas: l.Replicas, Seq: l.Seq, Counted: l.Counted})
 	}
 	slices.SortFunc(out, func(a, b tenureList) int { return a.Partition - b.Partition })
 	return e.setJSON([]byte{'l'}, "the replica lists of this node's tenures", out)

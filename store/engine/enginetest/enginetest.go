@@ -557,7 +557,7 @@ func leaseVotes(t *testing.T, e Engine) {
 
 func tenureLists(t *testing.T, e Engine) {
 	ctx := context.Background()
-	lists := map[int]engine.TenureList{3: {Epoch: 4, Replicas: []string{"node2", "node3"}, Seq: 2}, 9: {Epoch: 1, Replicas: []string{"node1"}, Seq: 1}}
+	lists := map[int]engine.TenureList{3: {Epoch: 4, Replicas: []string{"node2", "node3"}, Seq: 2, Counted: 2}, 9: {Epoch: 1, Replicas: []string{"node1"}, Seq: 1}}
 	if err := e.SaveTenureLists(ctx, lists); err != nil {
 		t.Fatal(err)
 	}
