@@ -917,10 +917,19 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		plans = append(plans, plan)
 		// The count the list's writes are counted under before this round:
 		// as recorded in this tenure (none said: the count now), or, in a
-		// tenure that recorded none, at most the copies its list held.
+		// tenure that recorded none, at most the copies its list held and
+		// the count of the lists it was confirmed on (the voters' newest
+		// hides them once this tenure's is kept: a copy that joined under a
+		// lower count and has not caught up must not count at once).
 		prev := min(copies, listCopies)
 		if recorded.Epoch == epoch {
 			prev = cmp.Or(recorded.Counted, copies)
+		} else {
+			for _, l := range n.leases.NewestLists(p, epoch) {
+				if l.Counted > 0 {
+					prev = min(prev, l.Counted)
+				}
+			}
 		}
 		prevCounted = append(prevCounted, prev)
 	}
