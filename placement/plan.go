@@ -22,8 +22,9 @@ type ReplicaFacts struct {
 	Owner             string          // the partition's preferred master
 	OwnerUpListed     bool            // the owner is UP and in the peer list
 	// ListCopies is how many regular copies Current has, the master
-	// included, as this master recorded it: Copies, unless the peer
-	// list changed the count since (see KeepReplacedCopies).
+	// included, as this master recorded it (ListCopies; 0: Copies): more
+	// than Copies when the peer list lowered the count since (see
+	// KeepReplacedCopies).
 	ListCopies int
 }
 
