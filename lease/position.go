@@ -108,6 +108,18 @@ func ConfirmOnList(self string, own Position, up, over map[string]Position, list
 	if confirmed || stepDown {
 		return confirmed, stepDown, why
 	}
+	if id, ok := waitedForGood(self, own, over, list, rf, selfCounts); ok {
+		return false, true, fmt.Sprintf("%s, whose lease is over, is ahead at %s, and without it too few copies of the list %v remain to confirm this node (at %s): it yields so that %s campaigns", id, over[id], list, own, id)
+	}
+	return confirmed, stepDown, why
+}
+
+// waitedForGood returns a copy of list whose lease is over, ahead of own,
+// without which the list's other copies (this node included if
+// selfCounts) are too few ever to confirm this node: waiting for it is
+// waiting for good, and this node, which took no write, yields so that
+// that copy campaigns (the first such copy by id).
+func waitedForGood(self string, own Position, over map[string]Position, list []string, rf int, selfCounts bool) (string, bool) {
 	others := 0
 	for _, id := range list {
 		if _, o := over[id]; !o && id != self {
@@ -117,12 +129,15 @@ func ConfirmOnList(self string, own Position, up, over map[string]Position, list
 	if selfCounts {
 		others++
 	}
+	if others >= len(list)-rf/2 {
+		return "", false
+	}
 	for _, id := range slices.Sorted(maps.Keys(over)) {
-		if pos := over[id]; id != self && slices.Contains(list, id) && pos.Compare(own) > 0 && others < len(list)-rf/2 {
-			return false, true, fmt.Sprintf("%s, whose lease is over, is ahead at %s, and without it too few copies of the list %v remain to confirm this node (at %s): it yields so that %s campaigns", id, pos, list, own, id)
+		if id != self && slices.Contains(list, id) && over[id].Compare(own) > 0 {
+			return id, true
 		}
 	}
-	return confirmed, stepDown, why
+	return "", false
 }
 
 // confirmOnList is ConfirmOnList with this node counted as a copy of list
@@ -241,7 +256,7 @@ func ConfirmHoldingNothing(self string, incarnation int64, up, over map[string]P
 				return false, false, fmt.Sprintf("no list of copies kept, and %s has not answered yet", id)
 			}
 		}
-		if id, ok := holdingAny(over, nil); ok {
+		if id, ok := holdingAny(over); ok {
 			return false, true, fmt.Sprintf("%s, whose lease is over, holds the partition at %s, and this node holds nothing of it that counts: it yields so that %s campaigns", id, over[id], id)
 		}
 		return true, false, ""
@@ -253,31 +268,19 @@ func ConfirmHoldingNothing(self string, incarnation int64, up, over map[string]P
 		if ok || step {
 			return ok, step, why
 		}
-		// Waiting for copies whose lease is over that hold the partition
-		// is waiting for good when the list's other copies cannot be
-		// enough: this node yields (it took no write), so that such a copy
-		// campaigns.
-		others := 0
-		for _, id := range l.Copies {
-			if _, o := over[id]; !o && id != self {
-				others++
-			}
-		}
-		if selfCounts {
-			others++
-		}
-		if id, holds := holdingAny(over, l.Copies); holds && others < len(l.Copies)-counted/2 {
+		// A copy holding anything is ahead of this node's nothing.
+		if id, yields := waitedForGood(self, zero, over, l.Copies, counted, selfCounts); yields {
 			return false, true, fmt.Sprintf("%s, whose lease is over, holds the partition at %s, and without it too few copies of the list %v remain to confirm this node, which holds nothing of it that counts: it yields so that %s campaigns", id, over[id], l.Copies, id)
 		}
 		return ok, step, why
 	})
 }
 
-// holdingAny returns the first copy (by id) of answers, among those of
-// list (nil: any), that holds anything of the partition.
-func holdingAny(answers map[string]Position, list []string) (string, bool) {
+// holdingAny returns the first copy (by id) of answers that holds
+// anything of the partition.
+func holdingAny(answers map[string]Position) (string, bool) {
 	for _, id := range slices.Sorted(maps.Keys(answers)) {
-		if answers[id] != (Position{}) && (list == nil || slices.Contains(list, id)) {
+		if answers[id] != (Position{}) {
 			return id, true
 		}
 	}
