@@ -970,30 +970,22 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		}
 		lists[p] = next
 	}
+	saved := false
 	if !maps.EqualFunc(lists, n.tenureLists, func(a, b store.TenureList) bool {
 		return a.Epoch == b.Epoch && a.Seq == b.Seq && slices.Equal(a.Replicas, b.Replicas) && a.Counted == b.Counted
 	}) {
 		saveCtx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
 		err := n.store.SaveTenureReplicas(saveCtx, lists)
 		cancel()
-		recordedNow = err == nil
-		if err == nil {
-			var carry []int
-			for p, l := range lists {
-				if before, ok := n.tenureLists[p]; !ok || before.Epoch != l.Epoch || before.Seq != l.Seq {
-					carry = append(carry, p)
-				}
-			}
-			n.noteFirstLists(lists, carry) // before renewals can carry them
-			n.tenureLists = lists
-			n.recordedLists.Store(&lists)
-			for _, p := range carry {
-				n.leases.CarryList(p)
-			}
-		} else if time.Since(n.listsSaveLogged) > time.Minute {
+		recordedNow, saved = err == nil, err == nil
+		if err != nil && time.Since(n.listsSaveLogged) > time.Minute {
 			n.listsSaveLogged = time.Now()
 			n.log.Warn("could not record the regular copies of this node's partitions; tried again every round (logged once a minute)", "err", err)
 		}
+	}
+	recordedLists := n.tenureLists
+	if saved {
+		recordedLists = lists
 	}
 	var changed []shard.Assignment
 	for i, a := range masters {
@@ -1001,12 +993,15 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		if len(a.Responsible) > 1 {
 			current = a.Responsible[1:]
 		}
-		recorded := n.tenureLists[a.Partition]
+		recorded := recordedLists[a.Partition]
 		replicas := placement.ListToApply(current, plans[i].Replicas, plans[i].RegularReplicas(copies), a.Epoch, recorded.Epoch, recorded.Replicas, recordedNow)
-		if !slices.Equal(q.Replicas(replicas), q.Replicas(current)) && !n.listKept(a.Partition, recorded) {
+		if !slices.Equal(q.Replicas(replicas), q.Replicas(current)) && !n.listKept(a.Partition, recorded) &&
+			!n.leases.KeptCovers(a.Partition, a.Epoch, q.Regular(append([]string{n.cfg.NodeID}, replicas...))) {
 			// A change of regular copies waits until the lease voters keep
 			// the new list: a node that takes the partition over reads the
 			// list from them, not from gossip (the next renewal carries it).
+			// A copy leaving them does not wait: the list the voters keep
+			// still names it, and a node that takes over asks it too.
 			replicas = current
 		}
 		if slices.Equal(replicas, current) {
@@ -1016,6 +1011,24 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		a.Revision++
 		if n.table.Merge(a) {
 			changed = append(changed, a)
+		}
+	}
+	if saved {
+		// The new lists go to the voters only now, after the table: a
+		// list without a copy the table still counts writes on would
+		// leave the voters' list short of it (writable refuses every
+		// commit until the table drops the copy too).
+		var carry []int
+		for p, l := range lists {
+			if before, ok := n.tenureLists[p]; !ok || before.Epoch != l.Epoch || before.Seq != l.Seq {
+				carry = append(carry, p)
+			}
+		}
+		n.noteFirstLists(lists, carry) // before renewals can carry them
+		n.tenureLists = lists
+		n.recordedLists.Store(&lists)
+		for _, p := range carry {
+			n.leases.CarryList(p)
 		}
 	}
 	// Broadcasts must fit a UDP packet: a few assignments each.
