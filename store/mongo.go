@@ -61,7 +61,7 @@ func (m *mongoEngine) Each(ctx context.Context, partition int, scope engine.Scop
 // partition's are created before it is first read at start (Last, which
 // Writer.LoadAll asks of every partition that exists) or written.
 func (m *mongoEngine) ensureAllIndexes(ctx context.Context) error {
-	return m.createIndexes(ctx, rollbackCollection, rollbackIndexes)
+	return m.createIndexes(ctx, rollbackCollection, rollbackIndexes())
 }
 
 // Partitions lists the partitions whose collection exists.
@@ -199,8 +199,7 @@ func (m *mongoEngine) Commit(ctx context.Context, partition int, writes []engine
 	}
 	defer m.s.releaseWrite()
 	coll := m.s.db.Collection(CollectionName(partition))
-	backoff := 20 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	return m.s.retryBusy(ctx, "commit", partition, func(attempt int) error {
 		models := make([]mongo.WriteModel, len(writes))
 		for i, w := range writes {
 			rec := docToBSON(w.Doc)
@@ -214,20 +213,11 @@ func (m *mongoEngine) Commit(ctx context.Context, partition int, writes []engine
 			_, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
 			return err
 		})
-		if err == nil {
-			return nil
+		if err != nil {
+			return fmt.Errorf("%w: committing %d changes to partition %d: %w", ErrUnavailable, len(writes), partition, err)
 		}
-		if !transient(err) || attempt >= 8 {
-			return fmt.Errorf("%w: committing %d changes to partition %d: %v", ErrUnavailable, len(writes), partition, err)
-		}
-		m.s.log.Warn("store busy, retrying commit", "partition", partition, "attempt", attempt+1, "err", err)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		backoff = min(backoff*2, time.Second)
-	}
+		return nil
+	})
 }
 
 // CountAfter counts a partition's documents and tombstones whose position
@@ -402,7 +392,7 @@ func (m *mongoEngine) ensureIndexes(ctx context.Context, partition int) error {
 	if _, done := m.s.indexed.Load(partition); done {
 		return nil
 	}
-	if err := m.createIndexes(ctx, CollectionName(partition), partitionIndexes); err != nil {
+	if err := m.createIndexes(ctx, CollectionName(partition), partitionIndexes()); err != nil {
 		return err
 	}
 	m.s.indexed.Store(partition, true)
@@ -414,6 +404,12 @@ func (m *mongoEngine) ensureIndexes(ctx context.Context, partition int) error {
 // drops the connection when one createIndexes command names several
 // indexes that all exist already.
 func (m *mongoEngine) createIndexes(ctx context.Context, coll string, models []mongo.IndexModel) error {
+	m.s.indexing.Lock()
+	defer m.s.indexing.Unlock()
+	return m.s.retryBusy(ctx, "create_indexes", -1, func(int) error { return m.createIndexesOnce(ctx, coll, models) })
+}
+
+func (m *mongoEngine) createIndexesOnce(ctx context.Context, coll string, models []mongo.IndexModel) error {
 	return m.s.timed("create_indexes", func() error {
 		have := map[string]bool{}
 		var specs []struct {
@@ -426,7 +422,7 @@ func (m *mongoEngine) createIndexes(ctx context.Context, coll string, models []m
 		// MongoDB answers NamespaceNotFound (26) for a collection that
 		// does not exist yet; FerretDB lists nothing.
 		if ce := (mongo.CommandError{}); err != nil && !(errors.As(err, &ce) && ce.Code == namespaceNotFound) {
-			return fmt.Errorf("%w: listing the indexes of %s: %v", ErrUnavailable, coll, err)
+			return fmt.Errorf("%w: listing the indexes of %s: %w", ErrUnavailable, coll, err)
 		}
 		for _, spec := range specs {
 			have[spec.Name] = true
@@ -442,7 +438,7 @@ func (m *mongoEngine) createIndexes(ctx context.Context, coll string, models []m
 				continue
 			}
 			if _, err := m.s.db.Collection(coll).Indexes().CreateOne(ctx, model); err != nil {
-				return fmt.Errorf("%w: creating the indexes of %s: %v", ErrUnavailable, coll, err)
+				return fmt.Errorf("%w: creating the indexes of %s: %w", ErrUnavailable, coll, err)
 			}
 		}
 		return nil

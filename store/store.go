@@ -78,8 +78,12 @@ type Store struct {
 	deferring engine.Deferring
 
 	// indexed holds the partitions whose indexes (mongo_indexes.go) the
-	// mongo engine has created in this process.
-	indexed sync.Map
+	// mongo engine has created in this process; indexing makes their
+	// creation one collection at a time (a schema change takes the whole
+	// database's lock on FerretDB's SQLite, and the first writes of many
+	// partitions at once had their creations refused as busy).
+	indexed  sync.Map
+	indexing sync.Mutex
 
 	// writeSlots bounds the mongo engine's concurrent write commands (16);
 	// waiting happens here, with no deadline of its own, and partitions
@@ -240,6 +244,28 @@ func (s *Store) timed(op string, fn func() error) error {
 	err := fn()
 	s.observe(op, time.Since(start), err)
 	return err
+}
+
+// retryBusy runs op (attempt counts from 0) until it succeeds, fails for
+// good, or has been tried 9 times, waiting 20 ms after the first failure
+// and twice as long after each next one (at most 1 s): a store busy with
+// another writer (SQLite's lock, held by a schema change or a commit)
+// answers again shortly. partition is for the log (-1: none).
+func (s *Store) retryBusy(ctx context.Context, what string, partition int, op func(attempt int) error) error {
+	backoff := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := op(attempt)
+		if err == nil || !transient(err) || attempt >= 8 {
+			return err
+		}
+		s.log.Warn("store busy, retrying", "op", what, "partition", partition, "attempt", attempt+1, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, time.Second)
+	}
 }
 
 // transient reports whether err is worth retrying: the store was busy or a
