@@ -143,19 +143,7 @@ func TestAFullRestartDuringAHandoffCopyLosesNoMajorityWrite(t *testing.T) {
 	cl := c.Node(master).Client(token)
 	lost := 0
 	for _, id := range acked {
-		// A read no master can answer right now (a lease lapsed, or the
-		// partition is being handed to node4) is tried again: the node
-		// routes it to the master, wherever it is by then.
-		var r *testnode.Response
-		testnode.Eventually(t, 30*time.Second, "an answer to a linearizable read of "+id, func() (bool, string) {
-			var err error
-			r, err = cl.TryDo("GET", base+id, nil, "X-Read-Concern", "linearizable")
-			if err != nil {
-				return false, err.Error()
-			}
-			return r.Status < 500, fmt.Sprintf("%d %s", r.Status, r.Body)
-		})
-		if r.Status != 200 {
+		if r := readAnswered(t, cl, base+id, "X-Read-Concern", "linearizable"); r.Status != 200 {
 			lost++
 			t.Errorf("majority write %s reads %d %s through %s, the master after the restart", id, r.Status, r.Body, master)
 		}

@@ -60,7 +60,7 @@ func TestAMasterThatDiesRightAfterAListChangeLosesNoMajorityWrite(t *testing.T) 
 	master := awaitMasterTakingWrites(t, c, token, p, base+"after", 30*time.Second)
 	lost := 0
 	for _, id := range acked {
-		if r := c.Node(master).Client(token).Do("GET", base+id, nil, "X-Read-Concern", "linearizable"); r.Status != 200 {
+		if r := readAnswered(t, c.Node(master).Client(token), base+id, "X-Read-Concern", "linearizable"); r.Status != 200 {
 			lost++
 			t.Errorf("majority write %s reads %d %s (served by %q)", id, r.Status, r.Body, r.Header.Get("X-Served-By"))
 		}

@@ -214,12 +214,31 @@ func readsLost(t *testing.T, c *testcluster.Cluster, token, master, base string,
 	cl := c.Node(master).Client(token)
 	lost := 0
 	for _, id := range ids {
-		if r := cl.Do("GET", base+id, nil, "X-Read-Concern", "linearizable"); r.Status != 200 {
+		if r := readAnswered(t, cl, base+id, "X-Read-Concern", "linearizable"); r.Status != 200 {
 			lost++
 			t.Errorf("majority write %s reads %d %s on %s, the master after the restart", id, r.Status, r.Body, master)
 		}
 	}
 	return lost
+}
+
+// readAnswered reads path through cl until a node answers it: a read no
+// master can serve right now (503: a lease lapsed, a tenure not confirmed
+// yet, the partition being handed back to its preferred master) is tried
+// again, and the node routes it to the master, wherever it is by then.
+// Only the answer (200, or 404 for a document missing) is evidence.
+func readAnswered(t *testing.T, cl *testnode.Client, path string, headers ...string) *testnode.Response {
+	t.Helper()
+	var r *testnode.Response
+	testnode.Eventually(t, 30*time.Second, "an answer to a read of "+path, func() (bool, string) {
+		var err error
+		r, err = cl.TryDo("GET", path, nil, headers...)
+		if err != nil {
+			return false, err.Error()
+		}
+		return r.Status < 500, fmt.Sprintf("%d %s", r.Status, r.Body)
+	})
+	return r
 }
 
 // awaitMasterTakingWrites waits until the master of partition p
@@ -287,7 +306,7 @@ func TestAReplacementStillCopyingIsNotPromoted(t *testing.T) {
 	for _, id := range acked {
 		// A master read (routed to the master wherever it is by now: a
 		// draining node hands its partitions on).
-		if r := c.Node("node2").Client(token).Do("GET", base+id, nil); r.Status != 200 {
+		if r := readAnswered(t, c.Node("node2").Client(token), base+id); r.Status != 200 {
 			lost++
 			t.Errorf("majority write %s reads %d %s (served by %q) from the master after node1 (%s took over)", id, r.Status, r.Body, r.Header.Get("X-Served-By"), master)
 			for _, n := range c.Nodes {
@@ -323,7 +342,7 @@ func TestAMasterCutFromTheVotersIsFailedOverByANonVoter(t *testing.T) {
 		return ok, fmt.Sprintf("node4 sees node1 %s", c.Node("node4").Placement(p).States["node1"])
 	})
 	for _, id := range acked {
-		if r := c.Node("node4").Client(token).Do("GET", base+id, nil); r.Status != 200 {
+		if r := readAnswered(t, c.Node("node4").Client(token), base+id); r.Status != 200 {
 			t.Errorf("majority write %s reads %d %s from the master", id, r.Status, r.Body)
 		}
 	}
@@ -452,7 +471,7 @@ func TestAPromotionOnAStaleAnswerDoesNotLoseMajorityWrites(t *testing.T) {
 	for _, id := range append([]string{"first"}, acked...) {
 		// Read from the master, wherever it is by now (the partition may
 		// still move): every node routes a master read there.
-		if r := c.Node("node4").Client(token).Do("GET", base+id, nil); r.Status != 200 {
+		if r := readAnswered(t, c.Node("node4").Client(token), base+id); r.Status != 200 {
 			lost++
 			t.Errorf("majority write %s reads %d %s from the master", id, r.Status, r.Body)
 		}
