@@ -68,6 +68,12 @@ type WriterOptions struct {
 	// Lease, if set, says whether this node may change a partition now and
 	// at which epoch. It is asked before and after every commit.
 	Lease func(partition int) (epoch uint64, ok bool)
+	// AwaitLease, if set, is asked when Lease refuses right after a
+	// commit at epoch. It waits while the refusal may pass with the lease
+	// still held at epoch (the node's list of copies is changing) and
+	// reports whether Lease grants epoch again; if it does, the commit is
+	// acknowledged. Without it, or when it reports false, it is not.
+	AwaitLease func(ctx context.Context, partition int, epoch uint64) bool
 	// OnCommit, if set, is told of every acknowledged commit: its partition,
 	// epoch and when the writer checked the lease and finished (tests
 	// record the history of accepted writes with it).
@@ -640,7 +646,7 @@ func (w *Writer) process(p *partition, batch []*request) {
 		return
 	}
 	if w.opts.Lease != nil {
-		if e, ok := w.opts.Lease(p.id); !ok || e != epoch {
+		if e, ok := w.opts.Lease(p.id); (!ok || e != epoch) && (w.opts.AwaitLease == nil || !w.opts.AwaitLease(w.ctx, p.id, epoch)) {
 			w.log.Error("lease ran out during a commit", "partition", p.id, "epoch", epoch, "changes", len(changed))
 			for _, a := range changed {
 				a.r.results[a.i] = Result{Err: ErrLeaseLost}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -364,6 +365,40 @@ func TestARunIsHandedOnBeforeThePositionMoves(t *testing.T) {
 	}
 	if len(handed) != 1 || w.Position(0) != (Position{Epoch: 1, Seq: 2}) {
 		t.Fatalf("after a lost lease: %d runs handed on, position %v (want one, and 1.2)", len(handed), w.Position(0))
+	}
+}
+
+// A commit the lease refuses right after it is acknowledged when
+// AwaitLease finds the lease granted again at the commit's epoch (the
+// node's list of copies was changing), and fails as of unknown outcome
+// when it does not.
+func TestACommitWaitsForTheLeaseWhenAwaitLeaseSaysItComesBack(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	var checks atomic.Int64
+	var awaited []uint64
+	back := true
+	var handed []Batch
+	w := NewWriter(s, 1, WriterOptions{
+		Lease: func(int) (uint64, bool) { return 1, checks.Add(1)%2 == 1 }, // every check after a commit refuses
+		AwaitLease: func(_ context.Context, _ int, epoch uint64) bool {
+			awaited = append(awaited, epoch)
+			return back
+		},
+		OnCommitted: func(b Batch) { handed = append(handed, b) }})
+	defer w.Close(ctx)
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "a", Mutate: put(map[string]any{"n": int64(1)})}); r.Err != nil {
+		t.Fatalf("a commit whose lease came back: %v", r.Err)
+	}
+	if len(handed) != 1 || !slices.Equal(awaited, []uint64{1}) {
+		t.Fatalf("after a lease that came back: %d runs handed on, awaited at %v (want one, at epoch 1)", len(handed), awaited)
+	}
+	back = false
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "b", Mutate: put(map[string]any{"n": int64(2)})}); !errors.Is(r.Err, ErrLeaseLost) {
+		t.Fatalf("a commit whose lease did not come back answered %v", r.Err)
+	}
+	if len(handed) != 1 || len(awaited) != 2 {
+		t.Fatalf("after a lease that did not come back: %d runs handed on, %d waits (want 1 and 2)", len(handed), len(awaited))
 	}
 }
 

@@ -252,7 +252,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		Observer: copyMetrics{metrics: metrics, place: place}})
 	metrics.Registry.MustRegister(api.NewReplicationCollector(n.shipper.Lags))
 	n.writer = store.NewWriter(st, cfg.PartitionCount, store.WriterOptions{CacheBytes: cfg.DocCacheBytes, OnCommitted: n.shipper.Committed,
-		ObserveBatch: metrics.ObserveCommit, Logger: log, Lease: n.writable, OnCommit: opts.OnCommit,
+		ObserveBatch: metrics.ObserveCommit, Logger: log, Lease: n.writable, AwaitLease: n.awaitWritable, OnCommit: opts.OnCommit,
 		OnStaleEpoch: n.leases.Fence})
 	// Handoffs and promotion get the parts they use, and the node's rules
 	// as functions. Nothing calls them before the node runs (the lease
@@ -574,6 +574,37 @@ func (n *Node) writable(p int) (uint64, bool) {
 		return 0, false
 	}
 	return e, true
+}
+
+// awaitWritable waits, after a commit at epoch that writable refused, while
+// only partition p's list of copies is changing: this node still holds
+// its confirmed lease at epoch and masters p in its table, but the voters
+// keep a list that does not name every copy the table counts on yet (a
+// replica swap made without a pause: the voters keep the new list first,
+// and the table takes it at the next round of replica choice, which their
+// keeping wakes). It waits for a change of the table, at most LEASE_TTL,
+// and reports whether p is writable at epoch again; the commit is then
+// acknowledged on the new list rather than failed as of unknown outcome.
+func (n *Node) awaitWritable(ctx context.Context, p int, epoch uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
+	defer cancel()
+	for {
+		changed := n.table.Changed() // before the checks: a change after them closes it
+		if e, ok := n.writable(p); ok {
+			return e == epoch
+		}
+		if e, ok := n.leases.Holds(p); !ok || e != epoch || !n.promote.confirmed(p, e) {
+			return false
+		}
+		if a := n.table.Peek(p); a.Master != n.cfg.NodeID || a.Epoch != epoch {
+			return false
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // masterChanged records a master this node became or learned of in the
