@@ -274,3 +274,27 @@ func ListToApply(current, chosen, chosenRegular []string, epoch, recordedEpoch u
 	}
 	return current
 }
+
+// LeavesFirst reports whether a master's table may take its regular
+// replicas from current to next before the lease voters keep a list that
+// names next: only when copies only leave (next is within current), no
+// list newer than the one the voters keep is on its way to them
+// (lastRecordedKept: the last list the master recorded before next is
+// kept), and the list they keep names the master and every copy of next
+// (keptCoversNext). Every list the voters may keep then (that one, or
+// next's, sent only after the table takes it) names every copy the table
+// counts writes on, and a node that takes the partition over asks the
+// leaving copies too. A copy joining, or coming back while a list without
+// it may be on its way to the voters, waits for them to keep a list that
+// names it.
+func LeavesFirst(current, next []string, lastRecordedKept, keptCoversNext bool) bool {
+	if !lastRecordedKept || !keptCoversNext {
+		return false
+	}
+	for _, r := range next {
+		if !slices.Contains(current, r) {
+			return false
+		}
+	}
+	return true
+}

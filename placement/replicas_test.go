@@ -280,3 +280,26 @@ func TestDecideJoined(t *testing.T) {
 		}
 	}
 }
+
+func TestLeavesFirst(t *testing.T) {
+	for _, c := range []struct {
+		name                      string
+		current, next             []string
+		lastRecordedKept, covered bool
+		want                      bool
+	}{
+		{"a copy dropped", []string{"a", "c"}, []string{"a"}, true, true, true},
+		{"every copy dropped", []string{"a", "c"}, nil, true, true, true},
+		{"reordered", []string{"a", "c"}, []string{"c", "a"}, true, true, true},
+		// The copy may be on a list the voters keep and not on one on
+		// its way to them (dropped, then back within a round).
+		{"a copy coming back", []string{"a"}, []string{"a", "c"}, true, true, false},
+		{"a swap", []string{"a", "b"}, []string{"a", "n"}, true, true, false},
+		{"a newer list on its way to the voters", []string{"a", "c"}, []string{"a"}, false, true, false},
+		{"the voters' list not naming the copies left", []string{"a", "c"}, []string{"a"}, true, false, false},
+	} {
+		if got := LeavesFirst(c.current, c.next, c.lastRecordedKept, c.covered); got != c.want {
+			t.Errorf("%s: LeavesFirst(%v, %v, %v, %v) = %v, want %v", c.name, c.current, c.next, c.lastRecordedKept, c.covered, got, c.want)
+		}
+	}
+}

@@ -64,6 +64,8 @@ type trio struct {
 	// where it started (nil: the zero position).
 	epoch atomic.Uint64
 	start atomic.Pointer[store.Position]
+	// uncounted is Mastership.Uncounted (nil: none).
+	uncounted atomic.Pointer[[]string]
 }
 
 type replicaNode struct {
@@ -98,8 +100,14 @@ func newTrio(t *testing.T, names []string, maxBatchDocs int) *trio {
 	}
 	mstore := open()
 	tr.shipper = New((&wiring{
-		replicas:   func(int) []string { return names },
-		copies:     func() int { return len(names) + 1 },
+		replicas: func(int) []string { return names },
+		copies:   func() int { return len(names) + 1 },
+		uncounted: func(int) []string {
+			if u := tr.uncounted.Load(); u != nil {
+				return *u
+			}
+			return nil
+		},
 		epoch:      func(int) (uint64, bool) { return tr.epoch.Load(), true },
 		epochStart: tr.epochStart,
 		last:       func(p int) store.Position { return tr.master.Position(p) },
@@ -348,6 +356,29 @@ func TestTheCommittedPositionNeedsAMajorityOfTheCopies(t *testing.T) {
 		t.Fatalf("WaitMajorityHeld of k1: %s %v", got, err)
 	}
 	tr.checkNeverAbove(t)
+}
+
+// A copy the master does not count (Mastership.Uncounted: one a swap
+// replaces, while the voters may keep a list without it) makes no write
+// majority-held, though it holds the write and is still shipped to; once
+// it counts again, a count waiting for it ends (Recount) with no answer
+// of a replica to wake it. New.
+func TestAnUncountedCopyMakesNoWriteMajorityHeld(t *testing.T) {
+	tr := newTrio(t, []string{"a", "b"}, 500)
+	tr.replicas["a"].setCut(true)
+	tr.uncounted.Store(&[]string{"b"})
+	k1 := tr.write(t, "k1")
+	tr.acked(t, "b", k1)
+	if got := tr.shipper.MajorityHeld(0); got.Compare(k1) >= 0 {
+		t.Fatalf("k1 (%s), held by the master and b only, is majority-held (%s) with b not counted", k1, got)
+	}
+	tr.uncounted.Store(nil)
+	tr.shipper.Recount()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if got, err := tr.shipper.WaitMajorityHeld(ctx, 0, k1); err != nil || got != k1 {
+		t.Fatalf("with b counted again, WaitMajorityHeld of k1: %s %v", got, err)
+	}
 }
 
 // A replica that is behind learns the committed position from the chunks

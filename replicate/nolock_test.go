@@ -143,6 +143,8 @@ func (c *lockCheck) Replicas(p int) []string {
 	return slices.Clone(c.replicas[p])
 }
 
+func (c *lockCheck) Uncounted(int) []string { return nil }
+
 func (c *lockCheck) Copies() int {
 	c.check("Mastership.Copies")
 	c.mu.Lock()

@@ -29,6 +29,13 @@ type Mastership interface {
 	// as write concerns do (shard.WriteQuorum). 0: the master and the
 	// replicas listed.
 	Copies() int
+	// Uncounted returns regular replicas of a partition this node masters
+	// whose acknowledgements do not count towards its majority-committed
+	// position now, though they are still shipped to: copies the master
+	// is deciding to replace, or has replaced on the list of copies it
+	// sends the lease voters while its table still names them (a write
+	// held by such a copy may be on no copy of that list).
+	Uncounted(partition int) []string
 }
 
 // Source is the master's copy of its partitions: the log replicas are
@@ -291,6 +298,16 @@ func (s *Shipper) Copy(replica string, partition int) Lag {
 	return l
 }
 
+// Recount wakes every wait for a count (WaitMajorityHeld,
+// WaitReplicated): what Mastership reports changed in a way no answer of
+// a replica shows (a copy counts again: Uncounted, Replicas).
+func (s *Shipper) Recount() {
+	s.mu.Lock()
+	s.seq.Add(1) // a count read before this is not fresh
+	s.changed.Broadcast()
+	s.mu.Unlock()
+}
+
 // wakeWhenDone wakes every wait on s.changed when ctx ends, so that a
 // waiter sees ctx's end; call the result to stop.
 func (s *Shipper) wakeWhenDone(ctx context.Context) func() bool {
@@ -415,7 +432,11 @@ func (s *Shipper) majorityLocked(p int, snap *snapshot) (pos record.Position, fr
 		total = snap.copies
 	}
 	q := shard.WriteQuorum(total)
-	acked, fresh := s.ackedLocked(p, q.Replicas(v.replicas), snap.seq)
+	counted := q.Replicas(v.replicas)
+	if len(v.uncounted) > 0 {
+		counted = slices.DeleteFunc(slices.Clone(counted), func(r string) bool { return slices.Contains(v.uncounted, r) })
+	}
+	acked, fresh := s.ackedLocked(p, counted, snap.seq)
 	held := majority(v.last, v.epoch, acked, q.MajorityReplicas())
 	if h.epoch == v.epoch && h.pos.Compare(held) >= 0 {
 		return h.pos, fresh

@@ -40,10 +40,12 @@ import (
 type view struct {
 	epoch  uint64
 	master bool // epoch is this node's, and it may write
-	// While master: the replicas (Mastership.Replicas) and the newest
-	// committed position (Source.Last).
-	replicas []string
-	last     record.Position
+	// While master: the replicas (Mastership.Replicas), those of them
+	// whose acknowledgements do not count (Mastership.Uncounted) and the
+	// newest committed position (Source.Last).
+	replicas  []string
+	uncounted []string
+	last      record.Position
 }
 
 // tenure is an epoch's start and chain on this node, as a batch of it
@@ -99,6 +101,7 @@ func (s *Shipper) readMore(snap *snapshot, r reads) {
 		v.epoch, v.master = s.cfg.Mastership.Epoch(p)
 		if v.master {
 			v.replicas = s.cfg.Mastership.Replicas(p)
+			v.uncounted = s.cfg.Mastership.Uncounted(p)
 			v.last = s.cfg.Source.Last(p)
 		}
 		snap.parts[p] = v

@@ -30,6 +30,7 @@ func (f *listFake) setReplicas(reps ...string) {
 	f.mu.Unlock()
 }
 func (f *listFake) Copies() int                           { return 3 }
+func (f *listFake) Uncounted(int) []string                { return nil }
 func (f *listFake) Last(int) store.Position               { return f.at }
 func (f *listFake) EpochStart(int, uint64) store.Position { return store.Position{} }
 func (f *listFake) Epochs(int, uint64) []store.EpochStart { return nil }

@@ -12,6 +12,7 @@ import (
 type wiring struct {
 	epoch      func(int) (uint64, bool)
 	replicas   func(int) []string
+	uncounted  func(int) []string
 	copies     func() int
 	last       func(int) store.Position
 	epochStart func(int, uint64) store.Position
@@ -43,6 +44,13 @@ func (w *wiring) Replicas(p int) []string {
 		return nil
 	}
 	return w.replicas(p)
+}
+
+func (w *wiring) Uncounted(p int) []string {
+	if w.uncounted == nil {
+		return nil
+	}
+	return w.uncounted(p)
 }
 
 func (w *wiring) Copies() int {

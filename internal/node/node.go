@@ -63,6 +63,16 @@ type Node struct {
 	// keptWake is signalled when the voters keep a new list of copies (a
 	// paused swap waits for it).
 	keptWake chan struct{}
+	// deciding holds, per partition (int -> []string), the regular copies
+	// this node as master is deciding to replace in the round of replica
+	// choice under way (see uncountedOf).
+	deciding sync.Map
+	// keptLists is closed and replaced when the voters keep a new list
+	// of copies (commits waiting in awaitWritable watch it).
+	keptLists struct {
+		sync.Mutex
+		ch chan struct{}
+	}
 	// checks are the nodes that asked this node, as a partition's master,
 	// to check their copy (see askForChecks).
 	checks copyChecks
@@ -216,6 +226,12 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	n.leases, err = lease.NewManager(ctx, lease.ManagerConfig{Self: cfg.NodeID, Partitions: cfg.PartitionCount, TTL: cfg.LeaseTTL,
 		Store: st, Transport: leaseTransport{cl}, Plan: n.leasePlan, WaitAtStart: !solo, OnChange: n.masterChanged, Logger: log,
 		OnListKept: func(int) {
+			n.keptLists.Lock()
+			if n.keptLists.ch != nil {
+				close(n.keptLists.ch)
+				n.keptLists.ch = nil
+			}
+			n.keptLists.Unlock()
 			n.wakeReplicas()
 			n.wakeTenures()
 			select {
@@ -579,17 +595,20 @@ func (n *Node) writable(p int) (uint64, bool) {
 // awaitWritable waits, after a commit at epoch that writable refused, while
 // only partition p's list of copies is changing: this node still holds
 // its confirmed lease at epoch and masters p in its table, but the voters
-// keep a list that does not name every copy the table counts on yet (a
+// keep a list that does not name every copy the table counts on (a
 // replica swap made without a pause: the voters keep the new list first,
 // and the table takes it at the next round of replica choice, which their
-// keeping wakes). It waits for a change of the table, at most LEASE_TTL,
-// and reports whether p is writable at epoch again; the commit is then
+// keeping wakes; or the count of copies changed and a list of the new
+// count is on its way to them). It checks again at every change of the
+// table and every list the voters keep, for at most LEASE_TTL, and
+// reports whether p is writable at epoch again; the commit is then
 // acknowledged on the new list rather than failed as of unknown outcome.
 func (n *Node) awaitWritable(ctx context.Context, p int, epoch uint64) bool {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.LeaseTTL)
 	defer cancel()
 	for {
-		changed := n.table.Changed() // before the checks: a change after them closes it
+		// Taken before the checks: a change after them closes them.
+		changed, kept := n.table.Changed(), n.nextListKept()
 		if e, ok := n.writable(p); ok {
 			return e == epoch
 		}
@@ -601,10 +620,23 @@ func (n *Node) awaitWritable(ctx context.Context, p int, epoch uint64) bool {
 		}
 		select {
 		case <-changed:
+		case <-kept:
 		case <-ctx.Done():
-			return false
+			e, ok := n.writable(p) // a change may have come with the deadline
+			return ok && e == epoch
 		}
 	}
+}
+
+// nextListKept returns a channel closed when the voters next keep a new
+// list of copies of any partition this node masters.
+func (n *Node) nextListKept() <-chan struct{} {
+	n.keptLists.Lock()
+	defer n.keptLists.Unlock()
+	if n.keptLists.ch == nil {
+		n.keptLists.ch = make(chan struct{})
+	}
+	return n.keptLists.ch
 }
 
 // masterChanged records a master this node became or learned of in the
@@ -1027,12 +1059,10 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		recorded := recordedLists[a.Partition]
 		replicas := placement.ListToApply(current, plans[i].Replicas, plans[i].RegularReplicas(copies), a.Epoch, recorded.Epoch, recorded.Replicas, recordedNow)
 		if !slices.Equal(q.Replicas(replicas), q.Replicas(current)) && !n.listKept(a.Partition, recorded) &&
-			!n.leases.KeptCovers(a.Partition, a.Epoch, q.Regular(append([]string{n.cfg.NodeID}, replicas...))) {
+			!n.onlyLeaving(a.Partition, a.Epoch, q.Replicas(current), q.Replicas(replicas)) {
 			// A change of regular copies waits until the lease voters keep
 			// the new list: a node that takes the partition over reads the
 			// list from them, not from gossip (the next renewal carries it).
-			// A copy leaving them does not wait: the list the voters keep
-			// still names it, and a node that takes over asks it too.
 			replicas = current
 		}
 		if slices.Equal(replicas, current) {
@@ -1062,6 +1092,15 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 			n.leases.CarryList(p)
 		}
 	}
+	// A swap decided this round is on the lists published above; one not
+	// made, or not recorded, counts its copies again, and a count waiting
+	// for one of them is made again.
+	decided := false
+	n.deciding.Range(func(any, any) bool { decided = true; return false })
+	n.deciding.Clear()
+	if decided || saved || len(changed) > 0 {
+		n.shipper.Recount()
+	}
 	// Broadcasts must fit a UDP packet: a few assignments each.
 	for len(changed) > 0 {
 		k := min(len(changed), 8)
@@ -1069,6 +1108,50 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 		changed = changed[k:]
 	}
 	return due
+}
+
+// onlyLeaving is placement.LeavesFirst for partition p, this node's
+// tenure at epoch, going from regular replicas current to next. Call
+// before chooseReplicas publishes this round's lists: tenureLists is then
+// the last list recorded before next's.
+func (n *Node) onlyLeaving(p int, epoch uint64, current, next []string) bool {
+	before, ok := n.tenureLists[p]
+	return placement.LeavesFirst(current, next, ok && before.Epoch == epoch && n.listKept(p, before),
+		n.leases.KeptCovers(p, epoch, append([]string{n.cfg.NodeID}, next...)))
+}
+
+// uncountedOf is replicate.Mastership.Uncounted: the copies of partition p
+// whose acknowledgements do not count towards its majority now, though
+// the table names them and they are shipped to. A regular copy counts
+// only while it is on both the table and the newest list this node
+// recorded for its tenure (and sends the voters): a swap made without a
+// pause (the newcomer holds what the copy it replaces acknowledged)
+// records the new list and keeps the table until the voters keep it, and
+// a write acknowledged by the master and the replaced copy in between
+// could be on no copy of the list the voters keep, which a node taking
+// over reads. So could one acknowledged while the swap is being decided:
+// the copies it replaces stop counting before it reads what they hold
+// (replacement). Counting fewer copies only ever waits longer.
+func (n *Node) uncountedOf(p int) []string {
+	var out []string
+	if d, ok := n.deciding.Load(p); ok {
+		out = append(out, d.([]string)...)
+	}
+	a := n.table.Peek(p) // on every count's path: only read
+	lists := n.recordedLists.Load()
+	if a.Master != n.cfg.NodeID || len(a.Responsible) < 2 || lists == nil {
+		return out
+	}
+	l, ok := (*lists)[p]
+	if !ok || l.Epoch != a.Epoch {
+		return out
+	}
+	for _, r := range a.Responsible[1:] {
+		if !slices.Contains(l.Replicas, r) {
+			out = append(out, r) // extra copies too: they count for nothing anyway
+		}
+	}
+	return out
 }
 
 // listKept reports whether a majority of the lease voters keeps l, the
@@ -1174,6 +1257,11 @@ func (n *Node) wakeReplicas() {
 // chosen to replace regular copies of partition p at epoch (see
 // placement.KeepReplacedCopies), from what each has acknowledged.
 func (n *Node) replacement(p int, epoch uint64, newcomers, replaced []string) placement.ReplaceStep {
+	// The copies replaced stop counting before their acknowledgements are
+	// read: DecideReplacement compares the newcomers with what they
+	// acknowledged, and a write they acknowledge after that must not be
+	// counted on their account (see uncountedOf).
+	n.deciding.Store(p, slices.Clone(replaced))
 	acks := func(ids []string) []placement.Ack {
 		out := make([]placement.Ack, len(ids))
 		for i, id := range ids {
