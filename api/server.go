@@ -102,6 +102,11 @@ type Config struct {
 	// replication factor, or fewer when the cluster has fewer nodes that
 	// can hold one. Write concerns count against it.
 	Copies func() int
+	// Counted, if set, returns those of replicas (the regular replicas of
+	// a partition this node masters at epoch) whose acknowledgements count
+	// for a write concern now (replicate.Mastership.Counted: not a copy a
+	// swap is replacing); nil: all of them.
+	Counted func(partition int, epoch uint64, replicas []string) []string
 	// Handoffs are the orderly moves of partition leases from this node to
 	// another, and this node's side of receiving one; nil: none.
 	Handoffs Handoffs
@@ -912,7 +917,8 @@ func (s *Server) countedReplicas(partition int, pos store.Position) func() []str
 		if s.cfg.Table == nil || s.cfg.Leases == nil {
 			return nil
 		}
-		if _, ok := s.cfg.Leases.Holds(partition); !ok {
+		epoch, ok := s.cfg.Leases.Holds(partition)
+		if !ok {
 			if s.cfg.Handoffs != nil && s.cfg.Handoffs.HandedOver(partition, pos) {
 				return listed
 			}
@@ -927,6 +933,9 @@ func (s *Server) countedReplicas(partition int, pos store.Position) func() []str
 			return nil // not mastered here with replicas listed: listed stays
 		}
 		listed = shard.WriteQuorum(total).Replicas(replicas)
+		if s.cfg.Counted != nil {
+			listed = s.cfg.Counted(partition, epoch, listed)
+		}
 		return listed
 	}
 	replicas()

@@ -298,3 +298,42 @@ func LeavesFirst(current, next []string, lastRecordedKept, keptCoversNext bool) 
 	}
 	return true
 }
+
+// RecordedList is one list of a partition's regular replicas its master
+// recorded in a tenure, numbered as the lease voters see it (Seq).
+type RecordedList struct {
+	Seq      uint64
+	Replicas []string
+}
+
+// ListsVotersMayKeep is, of lists (a tenure's recorded lists, oldest
+// first) and newest (the one just recorded, appended unless it is the
+// last already), those the lease voters may keep: the one they were last
+// known to keep (keptSeq; 0 when none of the tenure is known kept) and
+// every one recorded after it; the newest always. A node that takes the
+// partition over reads the newest two lists of a majority of the voters,
+// which a list they do not all keep yet may be among.
+func ListsVotersMayKeep(lists []RecordedList, newest RecordedList, keptSeq uint64) []RecordedList {
+	if len(lists) == 0 || lists[len(lists)-1].Seq != newest.Seq {
+		lists = append(slices.Clone(lists), newest)
+	}
+	for len(lists) > 1 && lists[0].Seq < keptSeq {
+		lists = lists[1:]
+	}
+	return lists
+}
+
+// CountedReplicas is the replicas on every one of lists (see
+// ListsVotersMayKeep): those whose acknowledgements may count towards a
+// write concern. A write acknowledged by a copy one of those lists does
+// not name could be on no copy of the list a node taking over reads.
+func CountedReplicas(lists []RecordedList) []string {
+	if len(lists) == 0 {
+		return nil
+	}
+	out := slices.Clone(lists[len(lists)-1].Replicas)
+	for _, l := range lists[:len(lists)-1] {
+		out = slices.DeleteFunc(out, func(r string) bool { return !slices.Contains(l.Replicas, r) })
+	}
+	return out
+}

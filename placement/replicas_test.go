@@ -303,3 +303,35 @@ func TestLeavesFirst(t *testing.T) {
 		}
 	}
 }
+
+// A swap undone before the voters were known to keep it: the list
+// without the replaced copy r may still be kept by them, so r counts
+// again only once they keep a later list that names it.
+func TestACopyCountsOnlyOnEveryListTheVotersMayKeep(t *testing.T) {
+	l1 := RecordedList{Seq: 1, Replicas: []string{"r", "o"}}
+	l2 := RecordedList{Seq: 2, Replicas: []string{"n", "o"}} // r swapped for n
+	l3 := RecordedList{Seq: 3, Replicas: []string{"r", "o"}} // the swap undone
+	steps := []struct {
+		name    string
+		newest  RecordedList
+		keptSeq uint64
+		want    []string
+	}{
+		{"the first list, not known kept", l1, 0, []string{"r", "o"}},
+		{"the first list kept", l1, 1, []string{"r", "o"}},
+		{"the swap recorded, not kept yet", l2, 1, []string{"o"}},
+		{"the swap undone, neither kept yet", l3, 1, []string{"o"}},
+		{"the swap kept, its undoing not yet", l3, 2, []string{"o"}},
+		{"the undoing kept", l3, 3, []string{"r", "o"}},
+	}
+	var lists []RecordedList
+	for _, s := range steps {
+		lists = ListsVotersMayKeep(lists, s.newest, s.keptSeq)
+		if got := CountedReplicas(lists); !slices.Equal(got, s.want) {
+			t.Errorf("%s: counted %v, want %v (lists %v)", s.name, got, s.want, lists)
+		}
+	}
+	if len(lists) != 1 || lists[0].Seq != 3 {
+		t.Errorf("once the newest list is kept only it is left: %v", lists)
+	}
+}

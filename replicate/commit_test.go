@@ -358,7 +358,7 @@ func TestTheCommittedPositionNeedsAMajorityOfTheCopies(t *testing.T) {
 	tr.checkNeverAbove(t)
 }
 
-// A copy the master does not count (Mastership.Uncounted: one a swap
+// A copy the master does not count (Mastership.Counted: one a swap
 // replaces, while the voters may keep a list without it) makes no write
 // majority-held, though it holds the write and is still shipped to; once
 // it counts again, a count waiting for it ends (Recount) with no answer

@@ -143,7 +143,7 @@ func (c *lockCheck) Replicas(p int) []string {
 	return slices.Clone(c.replicas[p])
 }
 
-func (c *lockCheck) Uncounted(int) []string { return nil }
+func (c *lockCheck) Counted(_ int, _ uint64, r []string) []string { return r }
 
 func (c *lockCheck) Copies() int {
 	c.check("Mastership.Copies")

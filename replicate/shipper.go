@@ -29,13 +29,15 @@ type Mastership interface {
 	// as write concerns do (shard.WriteQuorum). 0: the master and the
 	// replicas listed.
 	Copies() int
-	// Uncounted returns regular replicas of a partition this node masters
-	// whose acknowledgements do not count towards its majority-committed
-	// position now, though they are still shipped to: copies the master
-	// is deciding to replace, or has replaced on the list of copies it
-	// sends the lease voters while its table still names them (a write
-	// held by such a copy may be on no copy of that list).
-	Uncounted(partition int) []string
+	// Counted returns those of replicas (a partition's, as Replicas
+	// listed them while this node mastered it at epoch) whose
+	// acknowledgements count towards its majority now, in order; the
+	// others are still shipped to. A copy does not count while the master
+	// is deciding to replace it, or while a list of copies that does not
+	// name it may be kept by the lease voters (a write held by such a copy
+	// could be on no copy of the list a node taking over reads). It may
+	// return replicas itself when all count.
+	Counted(partition int, epoch uint64, replicas []string) []string
 }
 
 // Source is the master's copy of its partitions: the log replicas are
@@ -300,7 +302,7 @@ func (s *Shipper) Copy(replica string, partition int) Lag {
 
 // Recount wakes every wait for a count (WaitMajorityHeld,
 // WaitReplicated): what Mastership reports changed in a way no answer of
-// a replica shows (a copy counts again: Uncounted, Replicas).
+// a replica shows (a copy counts again: Counted, Replicas).
 func (s *Shipper) Recount() {
 	s.mu.Lock()
 	s.seq.Add(1) // a count read before this is not fresh
@@ -433,8 +435,8 @@ func (s *Shipper) majorityLocked(p int, snap *snapshot) (pos record.Position, fr
 	}
 	q := shard.WriteQuorum(total)
 	counted := q.Replicas(v.replicas)
-	if len(v.uncounted) > 0 {
-		counted = slices.DeleteFunc(slices.Clone(counted), func(r string) bool { return slices.Contains(v.uncounted, r) })
+	if len(v.counted) < len(v.replicas) {
+		counted = slices.DeleteFunc(slices.Clone(counted), func(r string) bool { return !slices.Contains(v.counted, r) })
 	}
 	acked, fresh := s.ackedLocked(p, counted, snap.seq)
 	held := majority(v.last, v.epoch, acked, q.MajorityReplicas())

@@ -41,11 +41,11 @@ type view struct {
 	epoch  uint64
 	master bool // epoch is this node's, and it may write
 	// While master: the replicas (Mastership.Replicas), those of them
-	// whose acknowledgements do not count (Mastership.Uncounted) and the
-	// newest committed position (Source.Last).
-	replicas  []string
-	uncounted []string
-	last      record.Position
+	// whose acknowledgements count (Mastership.Counted) and the newest
+	// committed position (Source.Last).
+	replicas []string
+	counted  []string
+	last     record.Position
 }
 
 // tenure is an epoch's start and chain on this node, as a batch of it
@@ -101,7 +101,7 @@ func (s *Shipper) readMore(snap *snapshot, r reads) {
 		v.epoch, v.master = s.cfg.Mastership.Epoch(p)
 		if v.master {
 			v.replicas = s.cfg.Mastership.Replicas(p)
-			v.uncounted = s.cfg.Mastership.Uncounted(p)
+			v.counted = s.cfg.Mastership.Counted(p, v.epoch, v.replicas)
 			v.last = s.cfg.Source.Last(p)
 		}
 		snap.parts[p] = v

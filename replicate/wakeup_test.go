@@ -29,12 +29,12 @@ func (f *listFake) setReplicas(reps ...string) {
 	f.reps = reps
 	f.mu.Unlock()
 }
-func (f *listFake) Copies() int                           { return 3 }
-func (f *listFake) Uncounted(int) []string                { return nil }
-func (f *listFake) Last(int) store.Position               { return f.at }
-func (f *listFake) EpochStart(int, uint64) store.Position { return store.Position{} }
-func (f *listFake) Epochs(int, uint64) []store.EpochStart { return nil }
-func (f *listFake) Horizon(int) store.Position            { return store.Position{} }
+func (f *listFake) Copies() int                                  { return 3 }
+func (f *listFake) Counted(_ int, _ uint64, r []string) []string { return r }
+func (f *listFake) Last(int) store.Position                      { return f.at }
+func (f *listFake) EpochStart(int, uint64) store.Position        { return store.Position{} }
+func (f *listFake) Epochs(int, uint64) []store.EpochStart        { return nil }
+func (f *listFake) Horizon(int) store.Position                   { return store.Position{} }
 func (f *listFake) Get(context.Context, int, string) (*store.Doc, error) {
 	return nil, store.ErrNotFound
 }

@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"slices"
 
 	"github.com/shoal-db/shoal/store"
 )
@@ -46,11 +47,12 @@ func (w *wiring) Replicas(p int) []string {
 	return w.replicas(p)
 }
 
-func (w *wiring) Uncounted(p int) []string {
+func (w *wiring) Counted(p int, _ uint64, replicas []string) []string {
 	if w.uncounted == nil {
-		return nil
+		return replicas
 	}
-	return w.uncounted(p)
+	u := w.uncounted(p)
+	return slices.DeleteFunc(slices.Clone(replicas), func(r string) bool { return slices.Contains(u, r) })
 }
 
 func (w *wiring) Copies() int {

@@ -65,8 +65,15 @@ type Node struct {
 	keptWake chan struct{}
 	// deciding holds, per partition (int -> []string), the regular copies
 	// this node as master is deciding to replace in the round of replica
-	// choice under way (see uncountedOf).
+	// choice under way (see countedOf).
 	deciding sync.Map
+	// listHistory: per partition, the lists of copies of its tenure this
+	// node recorded since the one the voters were last known to keep,
+	// that one included (refreshCountable); owned by chooseReplicas.
+	listHistory map[int]listHistory
+	// countable is, per partition, the copies whose acknowledgements count
+	// (countedOf), worked out by refreshCountable; replaced whole.
+	countable atomic.Pointer[map[int]countableCopies]
 	// keptLists is closed and replaced when the voters keep a new list
 	// of copies (commits waiting in awaitWritable watch it).
 	keptLists struct {
@@ -217,7 +224,8 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		return fail(fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err))
 	}
 	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln,
-		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1), keptWake: make(chan struct{}, 1)}
+		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1), keptWake: make(chan struct{}, 1),
+		listHistory: map[int]listHistory{}}
 	solo := cfg.PeersEndpoint == ""
 	var initialVoters []string
 	if stored, _, err := st.VoterSet(ctx); err == nil && len(stored) == 0 && !solo {
@@ -361,7 +369,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		QueryBudget: cfg.QueryBudget, MaxPageBytes: cfg.MaxPageBytes,
 		AuthSecret: []byte(cfg.AuthSecret), TokenAudience: cfg.TokenAudience, TokenMaxTTL: cfg.TokenMaxTTL, Insecure: cfg.Insecure, Pprof: cfg.Pprof, NodeCertificates: cfg.TLS().RequireClientCert, Logger: log, Metrics: metrics, Cluster: cl,
 		Leases: leaseView{n}, Table: table, Voter: n.leases, Placement: n, VoterSets: n.leases.VoterSets,
-		Replication: n.shipper, Copies: n.copies, Committed: n.Committed, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
+		Replication: n.shipper, Copies: n.copies, Counted: n.countedOf, Committed: n.Committed, ReadTryTimeout: cfg.ReadTryTimeout, Handoffs: n.handoff,
 		Moves: n.handoff.Moves, Unreconciled: n.unreconciled, CheckCopy: n.checkCopy, Acknowledgements: acks,
 		Readiness: func() api.Readiness { return n.ready.now(time.Now()) }}, st, n.writer)
 	// The background loops stop after the server: requests in flight
@@ -1095,12 +1103,9 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 	// A swap decided this round is on the lists published above; one not
 	// made, or not recorded, counts its copies again, and a count waiting
 	// for one of them is made again.
-	decided := false
-	n.deciding.Range(func(any, any) bool { decided = true; return false })
+	n.refreshCountable()
 	n.deciding.Clear()
-	if decided || saved || len(changed) > 0 {
-		n.shipper.Recount()
-	}
+	n.shipper.Recount()
 	// Broadcasts must fit a UDP packet: a few assignments each.
 	for len(changed) > 0 {
 		k := min(len(changed), 8)
@@ -1120,38 +1125,99 @@ func (n *Node) onlyLeaving(p int, epoch uint64, current, next []string) bool {
 		n.leases.KeptCovers(p, epoch, append([]string{n.cfg.NodeID}, next...)))
 }
 
-// uncountedOf is replicate.Mastership.Uncounted: the copies of partition p
-// whose acknowledgements do not count towards its majority now, though
-// the table names them and they are shipped to. A regular copy counts
-// only while it is on both the table and the newest list this node
-// recorded for its tenure (and sends the voters): a swap made without a
-// pause (the newcomer holds what the copy it replaces acknowledged)
-// records the new list and keeps the table until the voters keep it, and
-// a write acknowledged by the master and the replaced copy in between
-// could be on no copy of the list the voters keep, which a node taking
-// over reads. So could one acknowledged while the swap is being decided:
-// the copies it replaces stop counting before it reads what they hold
-// (replacement). Counting fewer copies only ever waits longer.
-func (n *Node) uncountedOf(p int) []string {
-	var out []string
+// countedOf is replicate.Mastership.Counted (and the API's count of a
+// write concern's copies): those of replicas, the copies of partition p
+// this node masters at epoch, whose acknowledgements count now. A copy
+// counts only while it is on every list of copies of the tenure that the
+// lease voters may keep, as of this node's last round of replica choice
+// (countable: the list they were last known to keep and every one
+// recorded since), and while no swap that replaces it is being decided
+// (deciding). A swap made without a pause (the newcomer holds what the
+// copy it replaces acknowledged) records the new list and keeps the table
+// until the voters keep it; a write acknowledged meanwhile by the master
+// and the replaced copy could be on no copy of the list the voters keep,
+// which a node taking over reads. So could one acknowledged while the
+// swap is decided: the copies it replaces stop counting before it reads
+// what they hold (replacement). Counting fewer copies only ever waits
+// longer.
+func (n *Node) countedOf(p int, epoch uint64, replicas []string) []string {
+	var deciding []string
 	if d, ok := n.deciding.Load(p); ok {
-		out = append(out, d.([]string)...)
+		deciding = d.([]string)
 	}
-	a := n.table.Peek(p) // on every count's path: only read
-	lists := n.recordedLists.Load()
-	if a.Master != n.cfg.NodeID || len(a.Responsible) < 2 || lists == nil {
-		return out
+	var allowed []string
+	ruled := false
+	if c := n.countable.Load(); c != nil {
+		if cc, ok := (*c)[p]; ok && cc.epoch == epoch {
+			allowed, ruled = cc.copies, true
+		}
 	}
-	l, ok := (*lists)[p]
-	if !ok || l.Epoch != a.Epoch {
-		return out
+	counts := func(r string) bool { return !slices.Contains(deciding, r) && (!ruled || slices.Contains(allowed, r)) }
+	if !slices.ContainsFunc(replicas, func(r string) bool { return !counts(r) }) {
+		return replicas // on every count's path: no copy unless one is left out
 	}
-	for _, r := range a.Responsible[1:] {
-		if !slices.Contains(l.Replicas, r) {
-			out = append(out, r) // extra copies too: they count for nothing anyway
+	var out []string
+	for _, r := range replicas {
+		if counts(r) {
+			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// markDeciding adds ids to the copies of partition p whose replacement is
+// being decided (see countedOf); chooseReplicas clears them at the end of
+// its round.
+func (n *Node) markDeciding(p int, ids []string) {
+	var marked []string
+	if d, ok := n.deciding.Load(p); ok {
+		marked = slices.Clone(d.([]string))
+	}
+	for _, id := range ids {
+		if !slices.Contains(marked, id) {
+			marked = append(marked, id)
+		}
+	}
+	n.deciding.Store(p, marked)
+}
+
+// refreshCountable works out, at the end of a round of replica choice,
+// which copies of each partition count (see countedOf): for each list
+// this node recorded, the copies on every list of its tenure the lease
+// voters may keep, the one they were last known to keep and every one
+// recorded since (listHistory; the newest always). A list the voters do
+// not keep yet may already be on some of them, and a node taking over
+// reads the newest two of a majority.
+func (n *Node) refreshCountable() {
+	next := make(map[int]countableCopies, len(n.tenureLists))
+	for p, l := range n.tenureLists {
+		h := n.listHistory[p]
+		if h.epoch != l.Epoch {
+			h = listHistory{epoch: l.Epoch}
+		}
+		var keptSeq uint64
+		if kept := n.leases.ListOnVoters(p); kept != nil && kept.Epoch == l.Epoch {
+			keptSeq = kept.Seq
+		}
+		h.lists = placement.ListsVotersMayKeep(h.lists, placement.RecordedList{Seq: l.Seq, Replicas: l.Replicas}, keptSeq)
+		n.listHistory[p] = h
+		next[p] = countableCopies{epoch: l.Epoch, copies: placement.CountedReplicas(h.lists)}
+	}
+	n.countable.Store(&next)
+}
+
+// listHistory is the lists of copies of a tenure (epoch) the lease voters
+// may keep (placement.ListsVotersMayKeep).
+type listHistory struct {
+	epoch uint64
+	lists []placement.RecordedList
+}
+
+// countableCopies is the copies of a partition that count (see
+// refreshCountable) for its tenure at epoch.
+type countableCopies struct {
+	epoch  uint64
+	copies []string
 }
 
 // listKept reports whether a majority of the lease voters keeps l, the
@@ -1260,8 +1326,8 @@ func (n *Node) replacement(p int, epoch uint64, newcomers, replaced []string) pl
 	// The copies replaced stop counting before their acknowledgements are
 	// read: DecideReplacement compares the newcomers with what they
 	// acknowledged, and a write they acknowledge after that must not be
-	// counted on their account (see uncountedOf).
-	n.deciding.Store(p, slices.Clone(replaced))
+	// counted on their account (see countedOf).
+	n.markDeciding(p, replaced)
 	acks := func(ids []string) []placement.Ack {
 		out := make([]placement.Ack, len(ids))
 		for i, id := range ids {

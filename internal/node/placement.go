@@ -281,7 +281,9 @@ type shipperMastership struct{ n *Node }
 func (m shipperMastership) Epoch(p int) (uint64, bool) { return m.n.writable(p) }
 func (m shipperMastership) Replicas(p int) []string    { return m.n.replicasOf(p) }
 func (m shipperMastership) Copies() int                { return m.n.copies() }
-func (m shipperMastership) Uncounted(p int) []string   { return m.n.uncountedOf(p) }
+func (m shipperMastership) Counted(p int, epoch uint64, replicas []string) []string {
+	return m.n.countedOf(p, epoch, replicas)
+}
 
 // shipperSource is this node's copy of the partitions it masters, as the
 // shipper reads it: positions and documents from the partition writer,
