@@ -71,6 +71,9 @@ type Node struct {
 	// node recorded since the one the voters were last known to keep,
 	// that one included (refreshCountable); owned by chooseReplicas.
 	listHistory map[int]listHistory
+	// decided: per partition, the copies a ReplaceNow decision of this
+	// round replaces (owned by chooseReplicas, cleared with deciding).
+	decided map[int][]string
 	// countable is, per partition, the copies whose acknowledgements count
 	// (countedOf), worked out by refreshCountable; replaced whole.
 	countable atomic.Pointer[map[int]countableCopies]
@@ -225,7 +228,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 	}
 	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln,
 		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1), keptWake: make(chan struct{}, 1),
-		listHistory: map[int]listHistory{}}
+		listHistory: map[int]listHistory{}, decided: map[int][]string{}}
 	solo := cfg.PeersEndpoint == ""
 	var initialVoters []string
 	if stored, _, err := st.VoterSet(ctx); err == nil && len(stored) == 0 && !solo {
@@ -1105,6 +1108,7 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 	// for one of them is made again.
 	n.refreshCountable()
 	n.deciding.Clear()
+	clear(n.decided)
 	n.shipper.Recount()
 	// Broadcasts must fit a UDP packet: a few assignments each.
 	for len(changed) > 0 {
@@ -1145,14 +1149,16 @@ func (n *Node) countedOf(p int, epoch uint64, replicas []string) []string {
 	if d, ok := n.deciding.Load(p); ok {
 		deciding = d.([]string)
 	}
+	// No rule worked out for this tenure yet: nothing counts (a tenure
+	// takes writes only once its list is recorded, and refreshCountable
+	// runs, then Recount, in that same round).
 	var allowed []string
-	ruled := false
 	if c := n.countable.Load(); c != nil {
 		if cc, ok := (*c)[p]; ok && cc.epoch == epoch {
-			allowed, ruled = cc.copies, true
+			allowed = cc.copies
 		}
 	}
-	counts := func(r string) bool { return !slices.Contains(deciding, r) && (!ruled || slices.Contains(allowed, r)) }
+	counts := func(r string) bool { return !slices.Contains(deciding, r) && slices.Contains(allowed, r) }
 	if !slices.ContainsFunc(replicas, func(r string) bool { return !counts(r) }) {
 		return replicas // on every count's path: no copy unless one is left out
 	}
@@ -1335,7 +1341,16 @@ func (n *Node) replacement(p int, epoch uint64, newcomers, replaced []string) pl
 		}
 		return out
 	}
-	return placement.DecideReplacement(epoch, n.writer.Position(p), acks(newcomers), acks(replaced))
+	step := placement.DecideReplacement(epoch, n.writer.Position(p), acks(newcomers), acks(replaced))
+	if step == placement.ReplaceNow {
+		n.decided[p] = append(n.decided[p], replaced...)
+	} else {
+		// Not replaced this round: they stay on every list; count again now
+		// rather than for the rest of the round (a store save may follow).
+		n.deciding.Store(p, slices.Clone(n.decided[p]))
+		n.shipper.Recount()
+	}
+	return step
 }
 
 // joined is what the master does this round about copies that joined
