@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
@@ -115,17 +116,24 @@ func (m *lapsingMaster) arm(point string, then uint64) {
 	m.leases.set(true, 4, "")
 }
 
-func startLapsingMaster(t *testing.T) *lapsingMaster {
+// openStore opens an embedded store in the test's directory, closed when
+// the test ends.
+func openStore(t *testing.T, logger *slog.Logger) *store.Store {
 	t.Helper()
-	ctx := context.Background()
-	logger := testnode.Logger(t)
-	m := &lapsingMaster{leases: &leaseView{}, acks: &acks{}, handoff: &handedOver{}}
-	m.leases.set(true, 4, "")
-	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: filepath.Join(t.TempDir(), "store"), Logger: logger})
+	st, err := store.Open(context.Background(), store.Options{Database: "shoal", DataDir: filepath.Join(t.TempDir(), "store"), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close(context.Background()) })
+	return st
+}
+
+func startLapsingMaster(t *testing.T) *lapsingMaster {
+	t.Helper()
+	logger := testnode.Logger(t)
+	m := &lapsingMaster{leases: &leaseView{}, acks: &acks{}, handoff: &handedOver{}}
+	m.leases.set(true, 4, "")
+	st := openStore(t, logger)
 	w := store.NewWriter(st, 1, store.WriterOptions{Logger: logger, Lease: m.leases.Holds,
 		OnCommit: func(int, uint64, time.Time, time.Time) { m.reached(afterCommit) }})
 	t.Cleanup(func() { w.Close(context.Background()) })

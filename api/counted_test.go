@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -46,13 +45,8 @@ func (*heldByAll) Lags() []replicate.Lag { return nil }
 // Before, write concerns counted every regular copy of the table, whatever
 // the shipper's count left out. RF 3, master a at epoch 4 with b and c.
 func TestAWriteConcernCountsOnlyTheCopiesThatCount(t *testing.T) {
-	ctx := context.Background()
 	logger := testnode.Logger(t)
-	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: filepath.Join(t.TempDir(), "store"), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
+	st := openStore(t, logger)
 	leases := &leaseView{}
 	leases.set(true, 4, "")
 	w := store.NewWriter(st, 1, store.WriterOptions{Logger: logger, Lease: leases.Holds})

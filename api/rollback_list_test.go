@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,11 +21,7 @@ import (
 func TestTheRollbackListSaysWhenItIsNotWhole(t *testing.T) {
 	ctx := context.Background()
 	logger := testnode.Logger(t)
-	st, err := store.Open(ctx, store.Options{Database: "shoal", DataDir: filepath.Join(t.TempDir(), "store"), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
+	st := openStore(t, logger)
 	w := store.NewWriter(st, 1, store.WriterOptions{Logger: logger})
 	t.Cleanup(func() { w.Close(context.Background()) })
 	doc := func(id string, seq uint64) *store.Doc {
