@@ -64,8 +64,9 @@ type Node struct {
 	// paused swap waits for it).
 	keptWake chan struct{}
 	// deciding holds, per partition (int -> []string), the regular copies
-	// this node as master is deciding to replace in the round of replica
-	// choice under way (see countedOf).
+	// this node as master replaces in the round of replica choice under
+	// way (decided) and those whose replacement it is deciding now (see
+	// countedOf, replacement).
 	deciding sync.Map
 	// listHistory: per partition, the lists of copies of its tenure this
 	// node recorded since the one the voters were last known to keep,
@@ -592,15 +593,27 @@ func (n *Node) lapseOf(p int) placement.Lapse {
 // node that takes the partition over reads the list from the voters, not
 // from gossip.
 func (n *Node) writable(p int) (uint64, bool) {
+	e, ok, _ := n.writableOrListPending(p)
+	return e, ok
+}
+
+// writableOrListPending is writable, and when not, whether only the list
+// of copies stands in the way (listPending): this node holds its
+// confirmed lease at epoch and masters p in its table, but the voters do
+// not keep a list naming every copy the table counts on yet.
+func (n *Node) writableOrListPending(p int) (epoch uint64, ok, listPending bool) {
 	e, ok := n.leases.Holds(p)
 	if !ok || !n.promote.confirmed(p, e) {
-		return 0, false
+		return 0, false, false
 	}
 	a := n.table.Peek(p) // on every commit's path: only read
-	if a.Master != n.cfg.NodeID || a.Epoch != e || !n.leases.KeptCovers(p, e, shard.WriteQuorum(n.copies()).Regular(a.Responsible)) {
-		return 0, false
+	if a.Master != n.cfg.NodeID || a.Epoch != e {
+		return 0, false, false
 	}
-	return e, true
+	if !n.leases.KeptCovers(p, e, shard.WriteQuorum(n.copies()).Regular(a.Responsible)) {
+		return e, false, true
+	}
+	return e, true, false
 }
 
 // awaitWritable waits, after a commit at epoch that writable refused, while
@@ -620,14 +633,9 @@ func (n *Node) awaitWritable(ctx context.Context, p int, epoch uint64) bool {
 	for {
 		// Taken before the checks: a change after them closes them.
 		changed, kept := n.table.Changed(), n.nextListKept()
-		if e, ok := n.writable(p); ok {
-			return e == epoch
-		}
-		if e, ok := n.leases.Holds(p); !ok || e != epoch || !n.promote.confirmed(p, e) {
-			return false
-		}
-		if a := n.table.Peek(p); a.Master != n.cfg.NodeID || a.Epoch != epoch {
-			return false
+		e, ok, listPending := n.writableOrListPending(p)
+		if ok || !listPending || e != epoch {
+			return ok && e == epoch
 		}
 		select {
 		case <-changed:
@@ -1171,22 +1179,6 @@ func (n *Node) countedOf(p int, epoch uint64, replicas []string) []string {
 	return out
 }
 
-// markDeciding adds ids to the copies of partition p whose replacement is
-// being decided (see countedOf); chooseReplicas clears them at the end of
-// its round.
-func (n *Node) markDeciding(p int, ids []string) {
-	var marked []string
-	if d, ok := n.deciding.Load(p); ok {
-		marked = slices.Clone(d.([]string))
-	}
-	for _, id := range ids {
-		if !slices.Contains(marked, id) {
-			marked = append(marked, id)
-		}
-	}
-	n.deciding.Store(p, marked)
-}
-
 // refreshCountable works out, at the end of a round of replica choice,
 // which copies of each partition count (see countedOf): for each list
 // this node recorded, the copies on every list of its tenure the lease
@@ -1333,7 +1325,7 @@ func (n *Node) replacement(p int, epoch uint64, newcomers, replaced []string) pl
 	// read: DecideReplacement compares the newcomers with what they
 	// acknowledged, and a write they acknowledge after that must not be
 	// counted on their account (see countedOf).
-	n.markDeciding(p, replaced)
+	n.deciding.Store(p, append(slices.Clone(n.decided[p]), replaced...))
 	acks := func(ids []string) []placement.Ack {
 		out := make([]placement.Ack, len(ids))
 		for i, id := range ids {
