@@ -19,7 +19,8 @@ import (
 func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("torture", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	nodes := fs.Int("nodes", 3, "number of nodes (all voters, REPLICATION_FACTOR 3)")
+	nodes := fs.Int("nodes", 3, "number of nodes (all voters)")
+	rf := fs.Int("replication-factor", 3, "the nodes' REPLICATION_FACTOR; above --nodes, adding the spare raises the count of copies by one and taking it out lowers it again")
 	duration := fs.Duration("duration", 2*time.Minute, "how long faults are injected for; healing and checking follow")
 	seed := fs.Uint64("seed", 0, "seed of the fault schedule (0: one from the clock, printed); the same seed gives the same schedule")
 	clients := fs.Int("clients", 8, "register clients; w=1 writers and list appenders are half as many each")
@@ -32,7 +33,7 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "the nodes' LOG_LEVEL (debug, info, warn or error); debug logs every lease round and replication request, to diagnose a seed")
 	network := fs.String("network", torture.NetAuto, "loopback (every node on 127.0.0.1), netns (a network namespace per node, which adds link cuts; needs root and iproute2) or auto (netns when it can)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--keep-outage 30s] [--binary PATH] [--dir DIR] [--network auto|netns|loopback] [--log-level info]")
+		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--replication-factor 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--keep-outage 30s] [--binary PATH] [--dir DIR] [--network auto|netns|loopback] [--log-level info]")
 		fmt.Fprintln(stderr, "Runs a fault suite: starts --nodes `shoal serve` processes of --binary (it builds nothing) and one spare")
 		fmt.Fprintln(stderr, "node, with clients doing majority puts, compare-and-sets after linearizable reads and linearizable reads of")
 		fmt.Fprintln(stderr, "registers, w=1 writes of keys written once, and majority appends to per-user lists, while a nemesis injects")
@@ -92,7 +93,7 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "\n=== run %d of %d\n", i+1, *runs)
 		}
 		fmt.Fprintf(stdout, "shoal torture: seed %d (repeat with --seed %d)\n", s, s)
-		rep, err := torture.Run(ctx, torture.Config{Binary: *binary, Env: tortureEnv, Nodes: *nodes, Duration: *duration, Seed: s,
+		rep, err := torture.Run(ctx, torture.Config{Binary: *binary, Env: tortureEnv, Nodes: *nodes, ReplicationFactor: *rf, Duration: *duration, Seed: s,
 			Clients: *clients, Dir: d, Keep: *keep, KeepOutage: *keepOutage, Log: stdout, Network: *network, LogLevel: *logLevel})
 		if rep != nil && rep.History != nil {
 			fmt.Fprint(stdout, "\n"+rep.Table())

@@ -92,7 +92,7 @@ func TestTortureHelp(t *testing.T) {
 	if code := run([]string{"torture", "--help"}, &out, &errs); code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	for _, flag := range []string{"-nodes", "-duration", "-seed", "-clients", "-keep", "-keep-outage", "-binary", "-network", "-runs", "-log-level"} {
+	for _, flag := range []string{"-nodes", "-replication-factor", "-duration", "-seed", "-clients", "-keep", "-keep-outage", "-binary", "-network", "-runs", "-log-level"} {
 		if !strings.Contains(errs.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, errs.String())
 		}
@@ -105,6 +105,9 @@ func TestTortureHelp(t *testing.T) {
 	}
 	if code := run([]string{"torture", "--nodes", "2", "--duration", "1s"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "at least 3 nodes") {
 		t.Fatalf("--nodes 2 exited %d: %s", code, errs.String())
+	}
+	if code := run([]string{"torture", "--replication-factor", "1", "--duration", "1s"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "at least 2") {
+		t.Fatalf("--replication-factor 1 exited %d: %s", code, errs.String())
 	}
 }
 

@@ -37,6 +37,7 @@ var overlaps = [][2]string{
 	{PauseMaster, AddNode},     // a membership edit during a failover
 	{PauseMaster, KillReplica}, // no majority for a while
 	{KillMaster, PauseMaster},  // the master that takes over is paused too
+	{AddNode, KillMaster},      // the master lost while copies join or leave its lists (a swap under way)
 }
 
 // linkOverlaps are the pairs a schedule with link cuts overlaps too.

@@ -12,14 +12,15 @@ import (
 
 // Report is a run's outcome.
 type Report struct {
-	Seed     uint64
-	Nodes    int
-	Network  string // NetLoopback or NetNetns
-	Planned  []Step
-	Executed []Fault
-	Faults   map[string]int // executed, by kind
-	Ops      map[string]int // by outcome
-	History  *History
+	Seed              uint64
+	Nodes             int
+	ReplicationFactor int
+	Network           string // NetLoopback or NetNetns
+	Planned           []Step
+	Executed          []Fault
+	Faults            map[string]int // executed, by kind
+	Ops               map[string]int // by outcome
+	History           *History
 
 	Registers      RegisterVerdict
 	LostRegister   []string
@@ -109,7 +110,7 @@ func first(l []string, n int) []string {
 func (r *Report) Table() string {
 	var b strings.Builder
 	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-34s %s\n", k, fmt.Sprintf(format, args...)) }
-	row("seed", "%d (%d nodes, %s network)", r.Seed, r.Nodes, r.Network)
+	row("seed", "%d (%d nodes, REPLICATION_FACTOR %d, %s network)", r.Seed, r.Nodes, r.ReplicationFactor, r.Network)
 	var faults []string
 	kinds := KindsFor(r.Network)
 	for _, k := range kinds {

@@ -20,6 +20,10 @@ type Config struct {
 	Binary string
 	Env    []string
 	Nodes  int
+	// ReplicationFactor is the nodes' REPLICATION_FACTOR (0: 3). Above
+	// Nodes, the membership faults change the count of copies: the spare
+	// put into the peer list raises it by one, taken out lowers it again.
+	ReplicationFactor int
 	// Duration is how long faults are started for (but one of each kind
 	// is); the run then heals and checks.
 	Duration time.Duration
@@ -50,6 +54,14 @@ type Config struct {
 }
 
 func (c Config) registerUser() string { return "registers" }
+
+// replicationFactor is the nodes' REPLICATION_FACTOR.
+func (c Config) replicationFactor() int {
+	if c.ReplicationFactor == 0 {
+		return 3
+	}
+	return c.ReplicationFactor
+}
 
 // partitions is the clusters' PARTITION_COUNT: few, so that faults aimed
 // at one partition's master touch a good share of the data.
@@ -112,13 +124,17 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			return nil, fmt.Errorf("%s faults need --network netns (%s)", k, netWhy)
 		}
 	}
+	rf := cfg.replicationFactor()
+	if rf < 2 {
+		return nil, fmt.Errorf("--replication-factor %d: the suite needs at least 2 (a write kept on one node is lost with it)", rf)
+	}
 	steps := Schedule(cfg.Seed, cfg.Duration, kinds)
-	rep = &Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Network: network, Planned: steps, Faults: map[string]int{}, Ops: map[string]int{}}
+	rep = &Report{Seed: cfg.Seed, Nodes: cfg.Nodes, ReplicationFactor: rf, Network: network, Planned: steps, Faults: map[string]int{}, Ops: map[string]int{}}
 	r := &runner{cfg: cfg}
 	r.logf("network: %s", netWhy)
 	r.logf("seed %d: %d faults planned for %s:\n%s", cfg.Seed, len(steps), cfg.Duration, FormatSchedule(steps))
 	c, err := StartCluster(ctx, ClusterOptions{Binary: cfg.Binary, Env: cfg.Env, Nodes: cfg.Nodes, Spares: 1, Dir: cfg.Dir, Netns: network == NetNetns,
-		Settings: append([]string{"REPLICATION_FACTOR=3", "PARTITION_COUNT=" + strconv.Itoa(partitions), "STORE_SYNC=normal", "LEASE_TTL=" + leaseTTL.String()},
+		Settings: append([]string{"REPLICATION_FACTOR=" + strconv.Itoa(rf), "PARTITION_COUNT=" + strconv.Itoa(partitions), "STORE_SYNC=normal", "LEASE_TTL=" + leaseTTL.String()},
 			nodeLogLevel(cfg.LogLevel)...)})
 	if err != nil {
 		return nil, err
