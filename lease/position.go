@@ -101,14 +101,20 @@ func ConfirmTenure(self string, own Position, up, over map[string]Position, rf i
 // included, if it counts) could never be enough without it: then waiting
 // is for good, and this node steps down (it took no write) so that that
 // copy campaigns (a master restarted after a copy that lacked its writes
-// was promoted alone: found with the count of copies rising).
-func ConfirmOnList(self string, own Position, up, over map[string]Position, list []string, rf int) (confirmed, stepDown bool, why string) {
+// was promoted alone: found with the count of copies rising). A copy
+// gone for good (gone: taken out of the peer list and stopped, or down
+// past REPLICA_REPLACE_AFTER; nil: none) is never among those others: it
+// will not answer (a drained node stopped while the voters' list still
+// named it, and the master then paused with a change of its own ahead:
+// the new master waited for the drained node for good; seed 2211 of the
+// fault suite at REPLICATION_FACTOR 4).
+func ConfirmOnList(self string, own Position, up, over map[string]Position, list []string, rf int, gone func(id string) bool) (confirmed, stepDown bool, why string) {
 	selfCounts := slices.Contains(list, self)
 	confirmed, stepDown, why = confirmOnList(self, own, up, over, list, rf, selfCounts)
 	if confirmed || stepDown {
 		return confirmed, stepDown, why
 	}
-	if id, ok := waitedForGood(self, own, over, list, rf, selfCounts); ok {
+	if id, ok := waitedForGood(self, own, over, list, rf, selfCounts, gone); ok {
 		return false, true, fmt.Sprintf("%s, whose lease is over, is ahead at %s, and without it too few copies of the list %v remain to confirm this node (at %s): it yields so that %s campaigns", id, over[id], list, own, id)
 	}
 	return confirmed, stepDown, why
@@ -116,13 +122,13 @@ func ConfirmOnList(self string, own Position, up, over map[string]Position, list
 
 // waitedForGood returns a copy of list whose lease is over, ahead of own,
 // without which the list's other copies (this node included if
-// selfCounts) are too few ever to confirm this node: waiting for it is
-// waiting for good, and this node, which took no write, yields so that
-// that copy campaigns (the first such copy by id).
-func waitedForGood(self string, own Position, over map[string]Position, list []string, rf int, selfCounts bool) (string, bool) {
+// selfCounts; none gone for good) are too few ever to confirm this node:
+// waiting for it is waiting for good, and this node, which took no
+// write, yields so that that copy campaigns (the first such copy by id).
+func waitedForGood(self string, own Position, over map[string]Position, list []string, rf int, selfCounts bool, gone func(id string) bool) (string, bool) {
 	others := 0
 	for _, id := range list {
-		if _, o := over[id]; !o && id != self {
+		if _, o := over[id]; !o && id != self && (gone == nil || !gone(id)) {
 			others++
 		}
 	}
@@ -162,15 +168,16 @@ func confirmOnList(self string, own Position, up, over map[string]Position, list
 // lists (a write counted on it while the voters' list was not yet taken
 // is on a majority of it), and each list the voters keep of the previous
 // tenure (lists). A copy ahead on any of them steps down; the tenure is
-// confirmed only when every one confirms it.
-func ConfirmOnLists(self string, own Position, up, over map[string]Position, table []string, everyone bool, lists []*record.CopyList, rf int) (confirmed, stepDown bool, why string) {
+// confirmed only when every one confirms it. gone says which copies are
+// gone for good, as for ConfirmOnList.
+func ConfirmOnLists(self string, own Position, up, over map[string]Position, table []string, everyone bool, lists []*record.CopyList, rf int, gone func(id string) bool) (confirmed, stepDown bool, why string) {
 	if everyone {
 		confirmed, stepDown, why = ConfirmTenure(self, own, up, over, rf)
 	} else {
-		confirmed, stepDown, why = ConfirmOnList(self, own, up, over, table, rf)
+		confirmed, stepDown, why = ConfirmOnList(self, own, up, over, table, rf, gone)
 	}
 	return onEveryList(confirmed, stepDown, why, lists, func(l *record.CopyList) (bool, bool, string) {
-		return ConfirmOnList(self, own, up, over, l.Copies, countedOn(l, rf))
+		return ConfirmOnList(self, own, up, over, l.Copies, countedOn(l, rf), gone)
 	})
 }
 
@@ -240,8 +247,9 @@ func onEveryList(confirmed, stepDown bool, why string, lists []*record.CopyList,
 // whose lease is over that holds anything, and that this node must wait
 // for, steps it down too: it could never be confirmed over that copy,
 // and holding the lease would keep that copy from campaigning (a former
-// master restarted).
-func ConfirmHoldingNothing(self string, incarnation int64, up, over map[string]Position, asked []string, lists []*record.CopyList, rf int) (confirmed, stepDown bool, why string) {
+// master restarted). gone says which copies are gone for good, as for
+// ConfirmOnList.
+func ConfirmHoldingNothing(self string, incarnation int64, up, over map[string]Position, asked []string, lists []*record.CopyList, rf int, gone func(id string) bool) (confirmed, stepDown bool, why string) {
 	var zero Position
 	if len(lists) == 0 {
 		for _, id := range slices.Sorted(maps.Keys(up)) {
@@ -269,7 +277,7 @@ func ConfirmHoldingNothing(self string, incarnation int64, up, over map[string]P
 			return ok, step, why
 		}
 		// A copy holding anything is ahead of this node's nothing.
-		if id, yields := waitedForGood(self, zero, over, l.Copies, counted, selfCounts); yields {
+		if id, yields := waitedForGood(self, zero, over, l.Copies, counted, selfCounts, gone); yields {
 			return false, true, fmt.Sprintf("%s, whose lease is over, holds the partition at %s, and without it too few copies of the list %v remain to confirm this node, which holds nothing of it that counts: it yields so that %s campaigns", id, over[id], l.Copies, id)
 		}
 		return ok, step, why

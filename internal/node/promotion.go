@@ -572,9 +572,9 @@ func (pr *promotion) confirm(ctx context.Context) {
 			if pr.writer.Untouched(p) || pr.seenNothing(p) {
 				inc = pr.incarnation
 			}
-			ok, stepDown, why = lease.ConfirmHoldingNothing(pr.self, inc, up, over, asked[p], c.lists, pr.copies())
+			ok, stepDown, why = lease.ConfirmHoldingNothing(pr.self, inc, up, over, asked[p], c.lists, pr.copies(), pr.lost)
 		} else {
-			ok, stepDown, why = lease.ConfirmOnLists(pr.self, own, up, over, tableList[p], everyone[p], c.lists, pr.copies())
+			ok, stepDown, why = lease.ConfirmOnLists(pr.self, own, up, over, tableList[p], everyone[p], c.lists, pr.copies(), pr.lost)
 		}
 		switch {
 		case ok:
