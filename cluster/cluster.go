@@ -441,7 +441,7 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 // test's Faults cut (nil otherwise), counting the call as Send does: a
 // stream checks it for every request it carries.
 func (c *Cluster) LinkCut(peer, path string) error {
-	if c.cfg.Faults.callsBlocked(c.cfg.NodeID, peer) || c.cfg.Faults.replicationBlocked(c.cfg.NodeID, peer, path) {
+	if c.cfg.Faults.callsBlocked(c.cfg.NodeID, peer) || c.cfg.Faults.replicationBlocked(c.cfg.NodeID, peer, path) || c.cfg.Faults.leaseBlocked(c.cfg.NodeID, peer, path) {
 		return fmt.Errorf("%w: sending to %s: %w", ErrNotSent, peer, ErrLinkCut)
 	}
 	return nil

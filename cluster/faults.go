@@ -27,11 +27,14 @@ type Faults struct {
 	// stateMuted: nodes whose partition-table state (broadcasts and
 	// push-pull) is lost on its way out; membership gossip still flows.
 	stateMuted map[string]bool
+	// leaseCut: from -> to pairs whose lease calls (/internal/v1/lease:
+	// campaigns, renewals, queries) fail; every other call still flows.
+	leaseCut map[[2]string]bool
 }
 
 // NewFaults returns an empty fault table.
 func NewFaults() *Faults {
-	return &Faults{cut: map[[2]string]bool{}, callsCut: map[[2]string]bool{}, replicationCut: map[[2]string]int{}, byAddr: map[string]string{}, stateMuted: map[string]bool{}}
+	return &Faults{cut: map[[2]string]bool{}, callsCut: map[[2]string]bool{}, replicationCut: map[[2]string]int{}, byAddr: map[string]string{}, stateMuted: map[string]bool{}, leaseCut: map[[2]string]bool{}}
 }
 
 // MuteState loses every partition-table update node sends from now on,
@@ -109,6 +112,28 @@ func (f *Faults) replicationBlocked(from, to, path string) bool {
 	return true
 }
 
+// CutLease makes every lease call from to to fail as not sent
+// (campaigns, renewals and queries, /internal/v1/lease), in that
+// direction only; replication and every other call still go through. It
+// is how a test keeps a voter on a list of copies its master has since
+// replaced (the voter misses the renewals that carry the new one).
+func (f *Faults) CutLease(from, to string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leaseCut[[2]string{from, to}] = true
+}
+
+// leaseBlocked reports whether a call from to to on path is a lease call
+// CutLease cut.
+func (f *Faults) leaseBlocked(from, to, path string) bool {
+	if f == nil || path != "/internal/v1/lease" {
+		return false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.leaseCut[[2]string{from, to}]
+}
+
 func pair(a, b string) [2]string {
 	if a > b {
 		a, b = b, a
@@ -136,7 +161,7 @@ func (f *Faults) Heal(a, b string) {
 func (f *Faults) HealAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cut, f.callsCut, f.replicationCut, f.stateMuted = map[[2]string]bool{}, map[[2]string]bool{}, map[[2]string]int{}, map[string]bool{}
+	f.cut, f.callsCut, f.replicationCut, f.stateMuted, f.leaseCut = map[[2]string]bool{}, map[[2]string]bool{}, map[[2]string]int{}, map[string]bool{}, map[[2]string]bool{}
 }
 
 // Isolate cuts node a from every node in others.

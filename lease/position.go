@@ -102,9 +102,9 @@ func ConfirmTenure(self string, own Position, up, over map[string]Position, rf i
 // is for good, and this node steps down (it took no write) so that that
 // copy campaigns (a master restarted after a copy that lacked its writes
 // was promoted alone: found with the count of copies rising). A copy
-// gone for good (gone: taken out of the peer list and stopped, or down
-// past REPLICA_REPLACE_AFTER; nil: none) is never among those others: it
-// will not answer (a drained node stopped while the voters' list still
+// gone for good that has not answered (gone: out of the peer list and no
+// longer seen by gossip, or down past REPLICA_REPLACE_AFTER; nil: none)
+// is never among those others: it will not answer (a drained node stopped while the voters' list still
 // named it, and the master then paused with a change of its own ahead:
 // the new master waited for the drained node for good; seed 2211 of the
 // fault suite at REPLICATION_FACTOR 4).
@@ -114,7 +114,7 @@ func ConfirmOnList(self string, own Position, up, over map[string]Position, list
 	if confirmed || stepDown {
 		return confirmed, stepDown, why
 	}
-	if id, ok := waitedForGood(self, own, over, list, rf, selfCounts, gone); ok {
+	if id, ok := waitedForGood(self, own, up, over, list, rf, selfCounts, gone); ok {
 		return false, true, fmt.Sprintf("%s, whose lease is over, is ahead at %s, and without it too few copies of the list %v remain to confirm this node (at %s): it yields so that %s campaigns", id, over[id], list, own, id)
 	}
 	return confirmed, stepDown, why
@@ -122,13 +122,15 @@ func ConfirmOnList(self string, own Position, up, over map[string]Position, list
 
 // waitedForGood returns a copy of list whose lease is over, ahead of own,
 // without which the list's other copies (this node included if
-// selfCounts; none gone for good) are too few ever to confirm this node:
-// waiting for it is waiting for good, and this node, which took no
-// write, yields so that that copy campaigns (the first such copy by id).
-func waitedForGood(self string, own Position, over map[string]Position, list []string, rf int, selfCounts bool, gone func(id string) bool) (string, bool) {
+// selfCounts; none gone for good unless it answered, up) are too few
+// ever to confirm this node: waiting for it is waiting for good, and this
+// node, which took no write, yields so that that copy campaigns (the
+// first such copy by id).
+func waitedForGood(self string, own Position, up, over map[string]Position, list []string, rf int, selfCounts bool, gone func(id string) bool) (string, bool) {
 	others := 0
 	for _, id := range list {
-		if _, o := over[id]; !o && id != self && (gone == nil || !gone(id)) {
+		_, answered := up[id]
+		if _, o := over[id]; !o && id != self && (answered || gone == nil || !gone(id)) {
 			others++
 		}
 	}
@@ -277,7 +279,7 @@ func ConfirmHoldingNothing(self string, incarnation int64, up, over map[string]P
 			return ok, step, why
 		}
 		// A copy holding anything is ahead of this node's nothing.
-		if id, yields := waitedForGood(self, zero, over, l.Copies, counted, selfCounts, gone); yields {
+		if id, yields := waitedForGood(self, zero, up, over, l.Copies, counted, selfCounts, gone); yields {
 			return false, true, fmt.Sprintf("%s, whose lease is over, holds the partition at %s, and without it too few copies of the list %v remain to confirm this node, which holds nothing of it that counts: it yields so that %s campaigns", id, over[id], l.Copies, id)
 		}
 		return ok, step, why

@@ -235,6 +235,9 @@ func TestACopyGoneForGoodIsNotWaitedFor(t *testing.T) {
 		{"n4 gone, n3 over and ahead: step down", map[string]Position{"n2": own}, map[string]Position{"n3": p(16, 24176)}, gone, false, true},
 		{"n4 gone, n3 over and level: confirmed", map[string]Position{"n2": own}, map[string]Position{"n3": own}, gone, true, false},
 		{"n4 gone, n3 not heard (its writes may be on n3 and n4 alone): wait", map[string]Position{"n2": own}, map[string]Position{}, gone, false, false},
+		// An answer counts whatever gossip says of its sender: n4 answered,
+		// so n2, not heard yet, may still confirm n1.
+		{"n4 taken for gone but answering, n2 not heard: wait", map[string]Position{"n4": own}, map[string]Position{"n3": p(16, 24176)}, gone, false, false},
 	} {
 		confirmed, stepDown, why := ConfirmOnLists("n1", own, c.up, c.over, table, false, list, 3, c.gone)
 		if confirmed != c.confirmed || stepDown != c.stepDn {

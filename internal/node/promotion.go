@@ -541,6 +541,16 @@ func (pr *promotion) confirm(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	// Which members are gone for good, read once per member in this pass.
+	goneSeen := map[string]bool{}
+	gone := func(id string) bool {
+		g, ok := goneSeen[id]
+		if !ok {
+			g = pr.lost(id)
+			goneSeen[id] = g
+		}
+		return g
+	}
 	for p, c := range checks {
 		// Copies whose lease is over (the previous master, or by this
 		// node's voter record or the voters' answers) may be unable to
@@ -572,9 +582,9 @@ func (pr *promotion) confirm(ctx context.Context) {
 			if pr.writer.Untouched(p) || pr.seenNothing(p) {
 				inc = pr.incarnation
 			}
-			ok, stepDown, why = lease.ConfirmHoldingNothing(pr.self, inc, up, over, asked[p], c.lists, pr.copies(), pr.lost)
+			ok, stepDown, why = lease.ConfirmHoldingNothing(pr.self, inc, up, over, asked[p], c.lists, pr.copies(), gone)
 		} else {
-			ok, stepDown, why = lease.ConfirmOnLists(pr.self, own, up, over, tableList[p], everyone[p], c.lists, pr.copies(), pr.lost)
+			ok, stepDown, why = lease.ConfirmOnLists(pr.self, own, up, over, tableList[p], everyone[p], c.lists, pr.copies(), gone)
 		}
 		switch {
 		case ok:

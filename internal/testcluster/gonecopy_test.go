@@ -24,15 +24,15 @@ import (
 // of the run, and the paused master waited for the new one to check its
 // copy.
 //
-// Here: four nodes, three of them voters, RF 4. node4 is taken out and
-// stopped once it holds nothing; a partition whose master M kept its
-// tenure, and whose other copies have seen the list that named node4, is
-// the one. M's replication is cut and it takes a w=1 write no copy gets,
-// then M is cut off until another node wins the partition, then the cut
-// heals. Before, the new master waited for node4 for good (writes
+// Here: four nodes, three of them voters, RF 4. One voter's lease calls
+// from M, master of the test's partition, are cut, so that it keeps the
+// list naming node4; node4 is taken out and stopped once it holds nothing. M's
+// replication is cut and it takes a w=1 write no copy gets, then M is cut
+// off until another node wins the partition, then every cut heals. Before, the new master waited for node4 for good (writes
 // answered 503 until the test gave up); now node4, gone for good, is not
 // waited for: the new master steps down, M, which holds everything it
-// acknowledged, takes the partition back, and writes flow.
+// acknowledged, takes the partition back (its w=1 change with it), and
+// writes flow, with every acknowledged one there.
 func TestANewMasterDoesNotWaitForACopyGoneForGood(t *testing.T) {
 	c := testcluster.Start(t, 4, testcluster.Voters(3), testcluster.ReplicationFactor(4), testcluster.ReplicaReplaceAfter(time.Minute))
 	token := testnode.AdminToken(t)
@@ -72,46 +72,49 @@ func TestANewMasterDoesNotWaitForACopyGoneForGood(t *testing.T) {
 			users[p] = u
 		}
 	}
+	acked := map[string][]string{} // user -> majority writes acknowledged
 	for _, u := range users {
-		writeMajority(t, c.Node("node1").Client(token), "/v1/users/"+u+"/collections/c/documents/", 2)
+		acked[u] = writeMajority(t, c.Node("node1").Client(token), "/v1/users/"+u+"/collections/c/documents/", 2)
 	}
-	tenures := map[int]uint64{}
-	for p := range testcluster.Partitions {
-		tenures[p] = c.Node("node1").Placement(p).Epoch
-	}
-
-	c.RemoveFromPeers("node4")
-	testnode.Eventually(t, 90*time.Second, "node4 drained, and the voters keep lists without it", settled(3, "node4"))
-	c.Node("node4").Stop()
-
-	// The partition: its master kept its tenure through the drain, and a
-	// copy other than the master has seen the voters keep a list naming
-	// node4 in that tenure (the list it will check when it wins).
+	// The partition: mastered by its preferred master M (not node4, so
+	// node4 leaving moves nothing of it), with copies X and Y besides.
 	p, m := -1, ""
 	var others []string
 	for q := range testcluster.Partitions {
 		pl := c.Node("node1").Placement(q)
-		if pl.Epoch != tenures[q] {
-			continue
-		}
-		var copies []string
-		for _, id := range pl.Responsible {
-			if id != pl.Master {
-				copies = append(copies, id)
-			}
-		}
-		for _, id := range copies {
-			for _, l := range c.Node(id).Leases().NewestLists(q, pl.Epoch+1) {
-				if l.Epoch == pl.Epoch && slices.Contains(l.Copies, "node4") && p < 0 {
-					p, m, others = q, pl.Master, copies
+		if pl.Master == pl.PreferredMaster && pl.Master != "node4" && p < 0 {
+			p, m = q, pl.Master
+			for _, id := range pl.Responsible {
+				if id != m && id != "node4" {
+					others = append(others, id)
 				}
 			}
 		}
 	}
-	if p < 0 {
-		t.Fatal("no partition whose copies saw a list naming node4 in its master's tenure; the test proves nothing")
+	if p < 0 || len(others) != 2 {
+		t.Fatalf("no partition its preferred master masters with two copies besides node4 (%d, %v); the test proves nothing", p, others)
 	}
-	t.Logf("partition %d: master %s, copies %v", p, m, others)
+	tenure := c.Node("node1").Placement(p).Epoch
+	y := others[1]
+	t.Logf("partition %d: master %s at epoch %d, copies %v", p, m, tenure, others)
+	// Y, a voter, keeps the list that names node4: M's lease calls to it
+	// are cut before node4 leaves (replication flows), so M's renewals
+	// with the shorter list are kept by M and X alone.
+	c.Faults.CutLease(m, y)
+
+	c.RemoveFromPeers("node4")
+	testnode.Eventually(t, 90*time.Second, "node4 drained, and the voters keep lists without it", settled(3, "node4"))
+	c.Node("node4").Stop()
+	if e := c.Node("node1").Placement(p).Epoch; e != tenure {
+		t.Fatalf("partition %d changed tenure during the drain (epoch %d to %d); the test proves nothing", p, tenure, e)
+	}
+	named := false
+	for _, l := range c.Node(y).Leases().NewestLists(p, tenure+1) {
+		named = named || l.Epoch == tenure && slices.Contains(l.Copies, "node4")
+	}
+	if !named {
+		t.Fatalf("%s keeps no list of epoch %d naming node4 (%v); the test proves nothing", y, tenure, c.Node(y).Leases().NewestLists(p, tenure+1))
+	}
 	base := "/v1/users/" + users[p] + "/collections/c/documents/"
 
 	// M's change of its own, which no copy gets.
@@ -128,7 +131,7 @@ func TestANewMasterDoesNotWaitForACopyGoneForGood(t *testing.T) {
 	var n string
 	testnode.Eventually(t, 60*time.Second, "another node wins the partition", func() (bool, string) {
 		for _, id := range others {
-			if e, ok := c.Node(id).Leases().Holds(p); ok && e > tenures[p] {
+			if e, ok := c.Node(id).Leases().Holds(p); ok && e > tenure {
 				n = id
 				return true, ""
 			}
@@ -153,4 +156,12 @@ func TestANewMasterDoesNotWaitForACopyGoneForGood(t *testing.T) {
 		}
 		return false, "every node answers 503 or 421"
 	})
+	// Nothing acknowledged is lost on the way, and M, ahead, took the
+	// partition back: its change is there.
+	cl := c.Node(n).Client(token)
+	for _, id := range append(acked[users[p]], "after", "ahead") {
+		if r := readAnswered(t, cl, base+id, "X-Read-Concern", "linearizable"); r.Status != 200 {
+			t.Errorf("%s after the heal: %d %s", id, r.Status, r.Body)
+		}
+	}
 }
