@@ -26,6 +26,7 @@ import (
 // done, and its new replica (node3, once node1 is down past REPLICA_REPLACE_AFTER) holds
 // them at those positions.
 func TestANewMasterCarriesWithoutAWrite(t *testing.T) {
+	t.Parallel() // a long test that checks what is kept, not how fast (see README, tests)
 	// node2 stays down while node1 writes and stops: node1 must not
 	// replace it meanwhile, nor node3 take the partition over as one whose
 	// copies are all lost (2 s is too short for a starved machine).

@@ -26,6 +26,7 @@ import (
 // writes back), and it reported that it held nothing with the writes still
 // only in its own copy of the partition.
 func TestACutOffMasterDrainedKeepsItsW1Writes(t *testing.T) {
+	t.Parallel() // a long test that checks what is kept, not how fast (see README, tests)
 	c := testcluster.Start(t, 4, testcluster.Voters(3))
 	token := testnode.AdminToken(t)
 	user, p := userOfNode4KeptByItsReplica(t, c)
@@ -88,6 +89,7 @@ func TestACutOffMasterDrainedKeepsItsW1Writes(t *testing.T) {
 // Before, the writes stayed in node4's copy of the partition for ever,
 // and node4 never drained.
 func TestAReplacedFormerMasterKeepsItsW1Writes(t *testing.T) {
+	t.Parallel() // a long test that checks what is kept, not how fast (see README, tests)
 	c := testcluster.Start(t, 4, testcluster.Voters(3))
 	token := testnode.AdminToken(t)
 	user, p := userOfNode4KeptByItsReplica(t, c)

@@ -28,6 +28,7 @@ import (
 // back. Now a node that knows of an epoch of the partition waits for the
 // table, and M takes its partition back when it restarts.
 func TestAFullRestartDuringAHandoffCopyLosesNoMajorityWrite(t *testing.T) {
+	t.Parallel() // a long test that checks what is kept, not how fast (see README, tests)
 	// Chunks of 4 documents, so that node4's copy is cut part way (see
 	// CutReplicationAfter below).
 	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(3), testcluster.ReplicationBatch(4))

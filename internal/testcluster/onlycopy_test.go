@@ -21,6 +21,7 @@ import (
 // (responsible list: itself alone) before it had chosen its replicas
 // again.
 func TestAnOnlyCopyMerelyDownIsWaitedFor(t *testing.T) {
+	t.Parallel() // a long test that checks what is kept, not how fast (see README, tests)
 	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(1), testcluster.ReplicaReplaceAfter(time.Minute))
 	token := testnode.AdminToken(t)
 	user, p := userPlacedOn(t, c, "node1")

@@ -301,6 +301,7 @@ func TestReadsHonourTokensAndFailOver(t *testing.T) {
 // current master or listed in its rollback collection, and its copy ends
 // identical to the master's.
 func TestUnreplicatedWritesOfAnOldMasterAreRolledBackNotLost(t *testing.T) {
+	t.Parallel() // a long test that checks what is kept, not how fast (see README, tests)
 	c := testcluster.Start(t, 3)
 	token := testnode.AdminToken(t)
 	user, p := userMasteredBy(t, c, "node1")

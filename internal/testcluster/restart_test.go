@@ -124,6 +124,7 @@ func restartWithoutTheStandIn(t *testing.T, campaignsAhead bool) {
 //     node1's check of its tenure counted its own (emptied) copy as one of
 //     the list the voters keep, and it wrote before the master returned.
 func TestAnEmptiedNodeDoesNotMasterAPartitionOverItsCopies(t *testing.T) {
+	t.Parallel() // a long test that checks what is kept, not how fast (see README, tests)
 	t.Run("node1 held no copy", func(t *testing.T) { restartEmptied(t, false) })
 	t.Run("node1 held a copy", func(t *testing.T) { restartEmptied(t, true) })
 }

@@ -28,6 +28,7 @@ import (
 // down, and node1, back, takes the partition again with all of them; and
 // so again when node1 stops once more in that new tenure.
 func TestACopyJoiningAsTheCountRisesCountsOnceItHoldsTheHistory(t *testing.T) {
+	t.Parallel() // a long test that checks what is kept, not how fast (see README, tests)
 	c := testcluster.Start(t, 3, testcluster.ReplicationFactor(3))
 	token := testnode.AdminToken(t)
 	c.SetHoldsData("node3", false)
