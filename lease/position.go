@@ -104,10 +104,11 @@ func ConfirmTenure(self string, own Position, up, over map[string]Position, rf i
 // was promoted alone: found with the count of copies rising). A copy
 // gone for good that has not answered (gone: out of the peer list and no
 // longer seen by gossip, or down past REPLICA_REPLACE_AFTER; nil: none)
-// is never among those others: it will not answer (a drained node stopped while the voters' list still
-// named it, and the master then paused with a change of its own ahead:
-// the new master waited for the drained node for good; seed 2211 of the
-// fault suite at REPLICATION_FACTOR 4).
+// is never among those others: it will not answer. (A drained node was
+// stopped while an older list of the voters still named it, and the
+// master then paused with a change of its own ahead: the new master
+// waited for the drained node for good; seed 2211 of the fault suite at
+// REPLICATION_FACTOR 4.)
 func ConfirmOnList(self string, own Position, up, over map[string]Position, list []string, rf int, gone func(id string) bool) (confirmed, stepDown bool, why string) {
 	selfCounts := slices.Contains(list, self)
 	confirmed, stepDown, why = confirmOnList(self, own, up, over, list, rf, selfCounts)
