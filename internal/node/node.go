@@ -60,9 +60,6 @@ type Node struct {
 	// replicasWake wakes chooseReplicasLoop: a tenure began, whose
 	// replica list must be recorded before it takes writes.
 	replicasWake chan struct{}
-	// keptWake is signalled when the voters keep a new list of copies (a
-	// paused swap waits for it).
-	keptWake chan struct{}
 	// deciding holds, per partition (int -> []string), the regular copies
 	// this node as master replaces in the round of replica choice under
 	// way (decided) and those whose replacement it is deciding now (see
@@ -79,7 +76,8 @@ type Node struct {
 	// (countedOf), worked out by refreshCountable; replaced whole.
 	countable atomic.Pointer[map[int]countableCopies]
 	// keptLists is closed and replaced when the voters keep a new list
-	// of copies (commits waiting in awaitWritable watch it).
+	// of copies (commits waiting in awaitWritable, and a paused swap,
+	// watch it: nextListKept).
 	keptLists struct {
 		sync.Mutex
 		ch chan struct{}
@@ -228,7 +226,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		return fail(fmt.Errorf("the peer list cannot be placed on a ring of %d partitions: %s", cfg.PartitionCount, place.err))
 	}
 	n := &Node{cfg: cfg, log: log, store: st, cluster: cl, table: table, place: place, listener: ln,
-		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1), keptWake: make(chan struct{}, 1),
+		started: time.Now(), metrics: metrics, tenureWake: make(chan struct{}, 1), replicasWake: make(chan struct{}, 1),
 		listHistory: map[int]listHistory{}, decided: map[int][]string{}}
 	solo := cfg.PeersEndpoint == ""
 	var initialVoters []string
@@ -246,10 +244,6 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 			n.keptLists.Unlock()
 			n.wakeReplicas()
 			n.wakeTenures()
-			select {
-			case n.keptWake <- struct{}{}:
-			default:
-			}
 		},
 		InitialVoters: initialVoters})
 	if err != nil {
@@ -771,21 +765,24 @@ func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap, wa
 		}
 		return true
 	}
-	n.chooseReplicas(ctx)
 	// The new list counts once the voters keep it and the table takes it
-	// (chooseReplicas, woken by OnListKept): writes stay paused until
-	// then, or the copies replaced could acknowledge writes the newcomers
-	// lack while a node that takes the partition over reads the new list.
+	// (chooseReplicas, again at every list they keep): writes stay paused
+	// until then, or the copies replaced could acknowledge writes the
+	// newcomers lack while a node that takes the partition over reads the
+	// new list.
 	deadline := time.Now().Add(n.cfg.LeaseTTL)
-	for !n.listsNewcomers(s) && time.Now().Before(deadline) && swapCtx.Err() == nil {
+	for {
+		kept := n.nextListKept() // before the round: a list kept after it closes it
+		n.chooseReplicas(ctx)
+		if n.listsNewcomers(s) || !time.Now().Before(deadline) || swapCtx.Err() != nil {
+			return false
+		}
 		select {
-		case <-n.keptWake:
+		case <-kept:
 		case <-time.After(time.Until(deadline)):
 		case <-swapCtx.Done():
 		}
-		n.chooseReplicas(ctx)
 	}
-	return false
 }
 
 // listsNewcomers reports whether the table lists the newcomers of swap s
