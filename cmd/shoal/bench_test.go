@@ -244,7 +244,12 @@ func TestBenchComparesWithEtcd(t *testing.T) {
 			// the counter's 10 ms resolution.
 			"µs of CPU per operation on its 1 node (",
 			// And the CPU the bench's own clients used.
-			"µs of CPU per operation on its clients (this bench) ("} {
+			"µs of CPU per operation on its clients (this bench) (",
+			// The busiest of etcd's three members (the node is alone:
+			// its busiest is all of it, and no line says so), and the
+			// ratio of the busiest servers' CPU per operation.
+			"µs of CPU per operation on the busiest member (http://127.0.0.1:", "% of the members')",
+			"; on the busiest server ", "writes, CPU per operation on the busiest server, Shoal/etcd over 2 rounds: "} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%v: output lacks %q:\n%s", extra, want, out.String())
 			}

@@ -145,15 +145,17 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed boo
 		{"writes", "shoal majority", "etcd put", shoalPut, etcdPut},
 		{"reads", "shoal linearizable get", "etcd range (linearizable)", shoalGet, etcdGet},
 	} {
-		var rates, cpus spread
+		var rates, cpus, busiest spread
 		for r := 1; r <= rounds; r++ {
 			s, sCPU, sClients := runPhaseCounted(o, hc, urls, kind.shoalOp)
 			report(stdout, fmt.Sprintf("round %d: %s", r, kind.shoal), s)
-			reportCPU(stdout, sCPU, s, wording.Plural(len(urls), "node"))
+			reportCPU(stdout, sCPU.total(), s, wording.Plural(len(urls), "node"))
+			reportBusiest(stdout, sCPU, s, urls, "node")
 			reportCPU(stdout, sClients, s, "clients (this bench)")
 			e, eCPU, eClients := runPhaseCounted(o, hc, etcdURLs, kind.etcdOp)
 			report(stdout, fmt.Sprintf("round %d: %s", r, kind.etcd), e)
-			reportCPU(stdout, eCPU, e, wording.Plural(len(etcdURLs), "member"))
+			reportCPU(stdout, eCPU.total(), e, wording.Plural(len(etcdURLs), "member"))
+			reportBusiest(stdout, eCPU, e, etcdURLs, "member")
 			reportCPU(stdout, eClients, e, "clients (this bench)")
 			results = append(results, s, e)
 			if s.ops == 0 || e.ops == 0 {
@@ -162,10 +164,13 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed boo
 			x := e.rate() / s.rate()
 			fmt.Fprintf(stdout, "round %d: etcd/Shoal %.2fx", r, x)
 			rates.add(x)
-			if sCPU > 0 && eCPU > 0 {
-				c := (sCPU / float64(s.ops)) / (eCPU / float64(e.ops))
+			if sCPU.total() > 0 && eCPU.total() > 0 {
+				c := (sCPU.total() / float64(s.ops)) / (eCPU.total() / float64(e.ops))
 				fmt.Fprintf(stdout, "; CPU per operation Shoal/etcd %.2fx", c)
 				cpus.add(c)
+				b := (sCPU.busiest() / float64(s.ops)) / (eCPU.busiest() / float64(e.ops))
+				fmt.Fprintf(stdout, "; on the busiest server %.2fx", b)
+				busiest.add(b)
 			}
 			fmt.Fprintf(stdout, "\n\n")
 		}
@@ -174,6 +179,7 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed boo
 		}
 		if cpus.n > 0 {
 			fmt.Fprintf(stdout, "%s, CPU per operation Shoal/etcd over %d rounds: %.2f-%.2fx (above 1, an operation costs Shoal's servers more CPU than etcd's)\n", kind.name, cpus.n, cpus.lo, cpus.hi)
+			fmt.Fprintf(stdout, "%s, CPU per operation on the busiest server, Shoal/etcd over %d rounds: %.2f-%.2fx (with a machine per server and the servers' CPU the limit, the busiest server bounds the rate: below 1, Shoal's bound is higher)\n", kind.name, busiest.n, busiest.lo, busiest.hi)
 		}
 		fmt.Fprintln(stdout)
 	}
@@ -196,23 +202,51 @@ func (s *spread) add(x float64) {
 	s.n++
 }
 
-// runPhaseCounted runs a phase as runPhase does and counts the CPU the
-// servers at urls used meanwhile (their process_cpu_seconds_total: Shoal
-// nodes and etcd members both export it on /metrics), 0 when one could
+// serverCPU is the CPU each server used during a phase, in seconds, in
+// the order of its URLs; nil when one could not be read.
+type serverCPU []float64
+
+func (c serverCPU) total() float64 {
+	var t float64
+	for _, v := range c {
+		t += v
+	}
+	return t
+}
+
+// busiest is the most CPU one server used.
+func (c serverCPU) busiest() float64 {
+	var m float64
+	for _, v := range c {
+		m = max(m, v)
+	}
+	return m
+}
+
+// runPhaseCounted runs a phase as runPhase does and counts the CPU each
+// server at urls used meanwhile (their process_cpu_seconds_total: Shoal
+// nodes and etcd members both export it on /metrics), nil when one could
 // not be read, and the CPU this process used (its clients), 0 when it
 // could not be read. On a machine shared with other work a round's rate
 // moves with whatever else runs; the CPU each operation cost the servers
 // moves much less, and says how much work each system does per operation.
 // The clients share the machine's cores with the servers: a system whose
 // client costs more per operation leaves its servers less.
-func runPhaseCounted(o benchOptions, hc *http.Client, urls []string, op func(client int) error) (r phaseResult, servers, clients float64) {
+func runPhaseCounted(o benchOptions, hc *http.Client, urls []string, op func(client int) error) (r phaseResult, servers serverCPU, clients float64) {
 	before, okBefore := cpuSeconds(hc, urls)
 	selfBefore, okSelf := selfCPU()
 	r = runPhase(o, op)
 	selfAfter, okSelfAfter := selfCPU()
 	after, okAfter := cpuSeconds(hc, urls)
-	if okBefore && okAfter && after >= before {
-		servers = after - before
+	if okBefore && okAfter {
+		servers = make(serverCPU, len(urls))
+		for i := range urls {
+			if after[i] < before[i] { // a server restarted
+				servers = nil
+				break
+			}
+			servers[i] = after[i] - before[i]
+		}
 	}
 	if okSelf && okSelfAfter && selfAfter > selfBefore {
 		clients = (selfAfter - selfBefore).Seconds()
@@ -230,30 +264,50 @@ func reportCPU(w io.Writer, cpu float64, r phaseResult, servers string) {
 		cpu/float64(r.ops)*1e6, servers, cpu/r.elapsed.Seconds())
 }
 
-// cpuSeconds sums process_cpu_seconds_total over the /metrics of urls;
-// ok is false when one could not be read.
-func cpuSeconds(hc *http.Client, urls []string) (total float64, ok bool) {
+// reportBusiest prints the CPU per operation of the server that used the
+// most in a phase, and its share of all the servers'. An etcd cluster's
+// leader does more per put than its followers; a Shoal cluster spreads
+// its partitions' masters over its nodes. On one machine shared by every
+// server only the total counts; with a machine per server, the busiest
+// one bounds the rate first.
+func reportBusiest(w io.Writer, cpu serverCPU, r phaseResult, urls []string, what string) {
+	if len(cpu) < 2 || cpu.total() <= 0 || r.ops == 0 {
+		return
+	}
+	i := 0
+	for j, v := range cpu {
+		if v > cpu[i] {
+			i = j
+		}
+	}
+	fmt.Fprintf(w, "  %.0f µs of CPU per operation on the busiest %s (%s, %.0f%% of the %ss')\n",
+		cpu[i]/float64(r.ops)*1e6, what, urls[i], 100*cpu[i]/cpu.total(), what)
+}
+
+// cpuSeconds reads process_cpu_seconds_total from the /metrics of each
+// of urls; ok is false when one could not be read.
+func cpuSeconds(hc *http.Client, urls []string) (perServer []float64, ok bool) {
 	for _, u := range urls {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(u, "/")+"/metrics", nil)
 		resp, err := hc.Do(req)
 		if err != nil {
 			cancel()
-			return 0, false
+			return nil, false
 		}
 		body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 		resp.Body.Close()
 		cancel()
 		if err != nil || resp.StatusCode != http.StatusOK {
-			return 0, false
+			return nil, false
 		}
 		v, found := metricValue(body, "process_cpu_seconds_total")
 		if !found {
-			return 0, false
+			return nil, false
 		}
-		total += v
+		perServer = append(perServer, v)
 	}
-	return total, true
+	return perServer, true
 }
 
 // metricValue reads an unlabelled sample of name from a Prometheus text
