@@ -31,9 +31,9 @@ func (s *Supervisor) listedURLs() []string {
 }
 
 // watchDrain polls GET /v1/cluster of c, a node out of the peer list, until
-// it holds nothing, and then hands it to Run's goroutine. When c does not
-// answer, the nodes at others are asked about it. Progress is logged every
-// drainLogEvery.
+// it says it holds nothing, and then hands it to Run's goroutine. When c
+// does not answer, the nodes at others are asked about it for the progress
+// logged, every drainLogEvery.
 func (s *Supervisor) watchDrain(ctx context.Context, c *child, others []string) {
 	var logged time.Time
 	for {
@@ -59,8 +59,13 @@ func (s *Supervisor) watchDrain(ctx context.Context, c *child, others []string) 
 	}
 }
 
-// drainState asks c, then (when c does not answer) the nodes at others,
-// whether c holds nothing any more, and says how far it is otherwise.
+// drainState asks c whether it holds nothing any more, and says how far
+// it is otherwise. Only c's own answer can say it is drained: the writes
+// of its own no later master has checked yet
+// (api.PartitionSummary.Unreconciled), and the partitions moving from it,
+// are in no other node's answer, and until they are checked or moved its
+// copy may be their only place. When c does not answer (paused, or too
+// busy), what the nodes at others say of it is the progress.
 func (s *Supervisor) drainState(ctx context.Context, c *child, others []string) (bool, string) {
 	st, err := s.ask(ctx, c.URL)
 	if err == nil {
@@ -69,10 +74,7 @@ func (s *Supervisor) drainState(ctx context.Context, c *child, others []string) 
 	progress := fmt.Sprintf("cannot ask it how far it is (%v)", err)
 	for _, u := range others {
 		if st, err := s.ask(ctx, u); err == nil {
-			done, p := drainedIn(st, c.ID)
-			if done {
-				return true, p
-			}
+			_, p := drainedIn(st, c.ID)
 			progress += "; " + st.Node + " says it " + p
 		}
 	}

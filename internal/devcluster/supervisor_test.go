@@ -280,7 +280,7 @@ func (a *askedNodes) ask(ctx context.Context, base string) (api.ClusterAnswer, e
 	if d == nil {
 		return api.ClusterAnswer{}, errors.New("connection refused")
 	}
-	return d.next(), nil
+	return d.next()
 }
 
 // runFakes runs a supervisor over n fake nodes behaving as nodes says;
