@@ -61,6 +61,11 @@ func hopSetupWith(t *testing.T, readTry time.Duration, work func(r *http.Request
 		if work != nil {
 			work(r)
 		}
+		if err == nil { // a's forward: its answer is sealed, as a node's is
+			sealed, finish := bSigner.SealAnswers(w, r)
+			defer finish()
+			w = sealed
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		fmt.Fprint(w, `{"served_by":"b"}`)

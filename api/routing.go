@@ -306,8 +306,8 @@ func forwardTimeoutFor(r *http.Request) time.Duration {
 // forward sends r to node with the client's own credentials, marked as a
 // hop (and with marks, header and value pairs) and signed as a
 // node-to-node call (so node believes the marks). The
-// timeout covers only the wait for the answer's headers, not the copying
-// of its body; cancel releases the request once it is relayed.
+// timeout covers the wait for the whole answer (cluster.Send reads it to
+// check its seal); cancel releases the request once it is relayed.
 func (s *Server) forward(parent context.Context, r *http.Request, node string, body []byte, timeout time.Duration, marks ...string) (*http.Response, context.CancelFunc, error) {
 	ctx, cancel := context.WithCancel(parent)
 	timer := time.AfterFunc(timeout, cancel)
@@ -343,7 +343,8 @@ func (s *Server) forward(parent context.Context, r *http.Request, node string, b
 // header is removed before routing, so a client cannot make a node serve
 // a request as a forward (421 instead of forwarding it, or a read served
 // by this node's copy whatever it asked). A forward's body, at most
-// MAX_BODY_BYTES as any body, is read to check its signature.
+// MAX_BODY_BYTES as any body, is read to check its signature, and the
+// answer to a forward is sealed (cluster.Signer.SealAnswers).
 func (s *Server) forwardedOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(headerHop) != "" && r.Header.Get(cluster.HeaderSignature) != "" && s.cfg.Cluster != nil &&
@@ -355,7 +356,11 @@ func (s *Server) forwardedOnly(next http.Handler) http.Handler {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			if _, err := s.cfg.Cluster.Signer().Verify(r, body); err == nil {
-				next.ServeHTTP(w, r)
+				// The forwarding node checks that the answer is this
+				// node's to its request.
+				sealed, finish := s.cfg.Cluster.Signer().SealAnswers(w, r)
+				next.ServeHTTP(sealed, r)
+				finish()
 				return
 			}
 		}
@@ -368,11 +373,14 @@ func (s *Server) forwardedOnly(next http.Handler) http.Handler {
 	})
 }
 
-// relay copies a forwarded answer to the client.
+// relay copies a forwarded answer to the client (its seal, checked by
+// cluster.Send, is the nodes' own).
 func relay(w http.ResponseWriter, resp *http.Response) {
 	defer resp.Body.Close()
 	for k, v := range resp.Header {
-		w.Header()[k] = v
+		if k != cluster.HeaderAnswerSignature {
+			w.Header()[k] = v
+		}
 	}
 	w.WriteHeader(resp.StatusCode)
 	io.Copy(w, resp.Body)

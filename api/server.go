@@ -290,8 +290,10 @@ func (s *Server) routes() chi.Router {
 		r.Post("/v1/replicate", s.replicate)
 		// v3 and v2 take the same requests (replicate.ReadRequest reads
 		// both versions); masters of this version send on v3, older ones
-		// on v2.
+		// on v2. Masters of this version open their streams on v4, whose
+		// answers are sealed; older ones on v3 or v2.
 		r.Post("/v3/replicate", s.replicateBinary)
+		r.Post("/v4/replicate-stream", s.replicateStreamSealed)
 		r.Post("/v3/replicate-stream", s.replicateStream)
 		r.Post("/v2/replicate", s.replicateBinary)
 		r.Post("/v2/replicate-stream", s.replicateStream)

@@ -69,10 +69,26 @@ func (s *Server) CloseStreams() {
 // switch to replicate.StreamProtocol, then takes replication requests on
 // it (see replicate.StreamProtocol) until the master closes it, it stays
 // idle for streamIdle, a frame is not what a master writes, or the node
-// shuts down.
+// shuts down. Its answers are not sealed: masters of older versions open
+// it (/internal/v3/replicate-stream, /internal/v2/replicate-stream).
 func (s *Server) replicateStream(w http.ResponseWriter, r *http.Request) {
-	if !httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), replicate.StreamProtocol) {
-		writeProblem(w, badRequest(TypeInvalidInternal, "a replication stream is opened with the headers Connection: Upgrade and Upgrade: "+replicate.StreamProtocol))
+	s.serveReplicateStream(w, r, false)
+}
+
+// replicateStreamSealed is replicateStream on
+// replicate.StreamProtocolSealed, whose answer frames are sealed
+// (/internal/v4/replicate-stream).
+func (s *Server) replicateStreamSealed(w http.ResponseWriter, r *http.Request) {
+	s.serveReplicateStream(w, r, true)
+}
+
+func (s *Server) serveReplicateStream(w http.ResponseWriter, r *http.Request, sealed bool) {
+	protocol := replicate.StreamProtocol
+	if sealed {
+		protocol = replicate.StreamProtocolSealed
+	}
+	if !httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), protocol) {
+		writeProblem(w, badRequest(TypeInvalidInternal, "a replication stream is opened with the headers Connection: Upgrade and Upgrade: "+protocol))
 		return
 	}
 	if !s.streams.enter() {
@@ -94,20 +110,34 @@ func (s *Server) replicateStream(w http.ResponseWriter, r *http.Request) {
 	stop := context.AfterFunc(s.streams.ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
 	defer stop()
 	_ = conn.SetDeadline(time.Time{}) // the server's, for the request that opened it
-	_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + replicate.StreamProtocol + "\r\n\r\n")
+	_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + protocol + "\r\n\r\n")
 	if err := rw.Flush(); err != nil {
 		return
 	}
 	from := cluster.SignedBy(r.Context())
-	if err := s.serveStream(conn, rw.Reader, key, from); err != nil && s.streams.ctx.Err() == nil {
+	answers := unsealedAnswers
+	if sealed {
+		answers = replicate.NewAnswerSealer(key).AppendFrame
+	}
+	if err := s.serveStream(conn, rw.Reader, key, from, answers); err != nil && s.streams.ctx.Err() == nil {
 		s.log.Debug("replication stream closed", "from", from, "err", err)
 	}
 }
 
+// appendAnswer appends a stream's next answer frame, of kind and carrying
+// payload, to dst: sealed (replicate.AnswerSealer) or not.
+type appendAnswer func(dst []byte, kind byte, payload []byte) []byte
+
+// unsealedAnswers writes the answer frames of replicate.StreamProtocol.
+func unsealedAnswers(dst []byte, kind byte, payload []byte) []byte {
+	return replicate.AppendAnswerFrame(dst, kind, payload)
+}
+
 // serveStream takes requests from one stream, opened by the node from,
-// until it ends; the error says why it did (nil: the master closed it
-// between requests, or this node is shutting down).
-func (s *Server) serveStream(conn net.Conn, r *bufio.Reader, key []byte, from string) error {
+// until it ends, and answers each with frames answers makes; the error
+// says why it did (nil: the master closed it between requests, or this
+// node is shutting down).
+func (s *Server) serveStream(conn net.Conn, r *bufio.Reader, key []byte, from string, answers appendAnswer) error {
 	opener := replicate.NewStreamOpener(key, cluster.MaxInternalBody)
 	signer := s.cfg.Cluster.Signer()
 	var out []byte
@@ -122,14 +152,14 @@ func (s *Server) serveStream(conn net.Conn, r *bufio.Reader, key []byte, from st
 		}
 		if err != nil {
 			if !connectionFailed(err) {
-				s.refuseStream(conn, "unusable replication stream frame: "+err.Error())
+				s.refuseStream(conn, answers, "unusable replication stream frame: "+err.Error())
 			}
 			return err
 		}
 		if !signer.Admits(from) {
 			// Admitted when the stream opened, as every request over
 			// HTTP is: a node since removed from the cluster is not.
-			s.refuseStream(conn, "the node "+logsafe.ClipTo(from, 100)+" that opened this stream is no longer a node of the cluster")
+			s.refuseStream(conn, answers, "the node "+logsafe.ClipTo(from, 100)+" that opened this stream is no longer a node of the cluster")
 			return cluster.ErrUnknownNode
 		}
 		req, err := replicate.ReadRequest(data)
@@ -137,13 +167,13 @@ func (s *Server) serveStream(conn net.Conn, r *bufio.Reader, key []byte, from st
 			err = req.Validate(s.cfg.PartitionCount)
 		}
 		if err != nil {
-			s.refuseStream(conn, "unusable replication request: "+err.Error())
+			s.refuseStream(conn, answers, "unusable replication request: "+err.Error())
 			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), streamApplyTimeout)
 		answer := replicate.Apply(ctx, s.writer, req)
 		cancel()
-		out = replicate.AppendAnswerFrame(out[:0], replicate.StreamAnswer, replicate.AppendResponse(nil, answer))
+		out = answers(out[:0], replicate.StreamAnswer, replicate.AppendResponse(nil, answer))
 		_ = conn.SetWriteDeadline(time.Now().Add(streamApplyTimeout))
 		if _, err := conn.Write(out); err != nil {
 			return err
@@ -153,11 +183,11 @@ func (s *Server) serveStream(conn net.Conn, r *bufio.Reader, key []byte, from st
 }
 
 // refuseStream tells the master why its stream ends, as far as it can.
-func (s *Server) refuseStream(conn net.Conn, why string) {
+func (s *Server) refuseStream(conn net.Conn, answers appendAnswer, why string) {
 	s.metrics.streamRequests.WithLabelValues("refused").Inc()
 	s.log.Warn("refused a replication stream", "reason", logsafe.ClipTo(why, 300))
 	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = conn.Write(replicate.AppendAnswerFrame(nil, replicate.StreamRefusal, []byte(logsafe.ClipTo(why, 1000))))
+	_, _ = conn.Write(answers(nil, replicate.StreamRefusal, []byte(logsafe.ClipTo(why, 1000))))
 }
 
 // connectionFailed reports whether err is the connection's failure (the

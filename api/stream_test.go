@@ -25,7 +25,13 @@ import (
 // its key.
 func openStream(t *testing.T, n *testnode.Node, s *cluster.Signer, headers map[string]string) (*http.Response, io.ReadWriteCloser, []byte) {
 	t.Helper()
-	req, err := http.NewRequest("POST", n.URL()+"/internal/v2/replicate-stream", nil)
+	return openStreamAt(t, n, s, "/internal/v2/replicate-stream", headers)
+}
+
+// openStreamAt is openStream at path.
+func openStreamAt(t *testing.T, n *testnode.Node, s *cluster.Signer, path string, headers map[string]string) (*http.Response, io.ReadWriteCloser, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("POST", n.URL()+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +123,63 @@ func TestTheReplicationStream(t *testing.T) {
 		got := metric(t, n, `shoal_http_requests_total{code="101",method="POST",route="/internal/v2/replicate-stream"}`)
 		return got == 1, fmt.Sprintf("%v counted", got)
 	})
+}
+
+// A master of this version opens its streams at
+// /internal/v4/replicate-stream, whose answer frames are sealed under the
+// stream's answer key (replicate.AnswerSealer): its refusals too. An
+// answer read as an unsealed frame, or checked under another key, fails.
+func TestTheSealedReplicationStream(t *testing.T) {
+	n, peer := signedNode(t)
+	sealed := map[string]string{"Connection": "Upgrade", "Upgrade": replicate.StreamProtocolSealed}
+	if resp, conn, _ := openStreamAt(t, n, peer, "/internal/v4/replicate-stream", upgrade); conn != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("v4 asked for the unsealed protocol: status %d, want 400", resp.StatusCode)
+	}
+	_, conn, key := openStreamAt(t, n, peer, "/internal/v4/replicate-stream", sealed)
+	if conn == nil {
+		t.Fatal("a signed request for a sealed stream was not switched")
+	}
+	r := bufio.NewReader(conn)
+	seal, open := replicate.NewStreamSealer(key), replicate.NewAnswerOpener(key)
+	probe, err := replicate.AppendRequest(nil, replicate.Request{Batches: []replicate.WireBatch{{Partition: 1, Epoch: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := conn.Write(seal.AppendFrame(nil, probe)); err != nil {
+			t.Fatal(err)
+		}
+		kind, payload, err := open.ReadFrame(r)
+		if err != nil || kind != replicate.StreamAnswer {
+			t.Fatalf("answer %d: kind %d, %v", i, kind, err)
+		}
+		if answer, err := replicate.ReadResponse(payload); err != nil || len(answer.Results) != 1 || answer.Results[0].Partition != 1 {
+			t.Fatalf("answer %d: %+v, %v", i, answer, err)
+		}
+	}
+	// The third answer, checked under another stream's key: refused.
+	if _, err := conn.Write(seal.AppendFrame(nil, probe)); err != nil {
+		t.Fatal(err)
+	}
+	other := replicate.NewAnswerOpener([]byte("another stream's key"))
+	if _, _, err := other.ReadFrame(r); !errors.Is(err, replicate.ErrStreamFrame) {
+		t.Fatalf("an answer checked under another key: %v, want %v", err, replicate.ErrStreamFrame)
+	}
+	conn.Close()
+
+	// A refusal is sealed too.
+	_, conn, key = openStreamAt(t, n, peer, "/internal/v4/replicate-stream", sealed)
+	if conn == nil {
+		t.Fatal("the second sealed stream was not switched")
+	}
+	r, open = bufio.NewReader(conn), replicate.NewAnswerOpener(key)
+	if _, err := conn.Write(replicate.NewStreamSealer([]byte("not the stream's key")).AppendFrame(nil, probe)); err != nil {
+		t.Fatal(err)
+	}
+	kind, payload, err := open.ReadFrame(r)
+	if err != nil || kind != replicate.StreamRefusal || !strings.Contains(string(payload), "MAC") {
+		t.Fatalf("a forged frame on a sealed stream: kind %d %q, %v; want a sealed refusal that names the MAC", kind, payload, err)
+	}
 }
 
 // A node shutting down closes the streams it serves: the HTTP server's

@@ -117,6 +117,10 @@ type NodeMeta struct {
 	Flags       string `json:"flags,omitempty"` // S sharding, R replica, V voter
 	Version     string `json:"ver,omitempty"`
 	Incarnation int64  `json:"inc"` // start time of the process, ms
+	// SealsAnswers: the node seals its answers to signed requests
+	// (HeaderAnswerSignature). An older node does not, and leaves it out;
+	// its answers are taken unsealed until it is upgraded.
+	SealsAnswers bool `json:"seal,omitempty"`
 }
 
 type gossipedNode struct {
@@ -225,7 +229,7 @@ func (c *Cluster) selfMeta(self Peer) NodeMeta {
 		}
 	}
 	return NodeMeta{ID: c.cfg.NodeID, PublicURL: pub, InternalURL: self.URL, FreeBytes: freeBytes(c.cfg.DataDir),
-		Flags: flags, Version: c.cfg.Version, Incarnation: c.start.UnixMilli()}
+		Flags: flags, Version: c.cfg.Version, Incarnation: c.start.UnixMilli(), SealsAnswers: true}
 }
 
 // Incarnation is this process's incarnation as the others see it in its
@@ -389,8 +393,11 @@ func (c *Cluster) Removed() bool {
 // URL from the peer list (only peers of the list are ever sent to, so a
 // client's token never leaves the cluster). With sign, the request is
 // signed as a node-to-node call addressed to peer (no other node accepts
-// it). A link cut by Faults fails like a dead
-// network, in either direction.
+// it), and its answer is read whole and its seal checked
+// (HeaderAnswerSignature): an answer that is not peer's to this request
+// is an error (ErrUnsealedAnswer), as is one larger than
+// MaxInternalAnswer. A link cut by Faults fails like a dead network, in
+// either direction.
 func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Response, error) {
 	base, ok := c.PeerURL(peer)
 	if !ok {
@@ -434,7 +441,27 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 		resp.Body.Close()
 		return nil, err
 	}
+	// A stream's answers (101: the connection is the stream's) are sealed
+	// frame by frame (replicate.StreamProtocolSealed).
+	if sign && resp.StatusCode != http.StatusSwitchingProtocols && c.sealsAnswers(peer) {
+		if err := c.signer.checkAnswer(req, resp, peer); err != nil {
+			return nil, err
+		}
+	}
 	return resp, nil
+}
+
+// sealsAnswers reports whether peer's answers to signed requests must be
+// sealed: unless gossip shows it is a node of a version that does not
+// seal them (NodeMeta.SealsAnswers; gossip is encrypted and authenticated
+// with the cluster secret, so no one else can say so). A peer gossip has
+// not shown yet must seal: during a rolling upgrade, calls from an
+// upgraded node to an older one fail until gossip tells it which it is.
+func (c *Cluster) sealsAnswers(peer string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.members[peer]
+	return m == nil || m.meta.ID == "" || m.meta.SealsAnswers
 }
 
 // LinkCut answers the error Send would for a call to peer on path that a
@@ -802,7 +829,7 @@ func encodeMeta(m NodeMeta, limit int) []byte {
 			return b
 		}
 	}
-	b, _ := json.Marshal(NodeMeta{ID: m.ID, Incarnation: m.Incarnation})
+	b, _ := json.Marshal(NodeMeta{ID: m.ID, Incarnation: m.Incarnation, SealsAnswers: m.SealsAnswers})
 	if len(b) > limit {
 		return nil
 	}

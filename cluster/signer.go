@@ -316,7 +316,8 @@ func SignedBy(ctx context.Context) string {
 // Anything else is refused (401, or 411/413 for a missing or excessive
 // length) with a log line; the log lines are rate-limited and what they
 // quote of the request is clipped. Client bearer tokens are never looked
-// at. The handler finds the sender with SignedBy.
+// at. The handler finds the sender with SignedBy. The answer to a request
+// admitted is sealed (SealAnswers); a refusal is not.
 func (s *Signer) Middleware(log *slog.Logger, next http.Handler) http.Handler {
 	logs := logsafe.NewLimiter(refusalLogMax, refusalLogWindow, s.now)
 	refuse := func(w http.ResponseWriter, r *http.Request, status int, err error) {
@@ -370,7 +371,9 @@ func (s *Signer) Middleware(log *slog.Logger, next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), signedByKey{}, c.node)))
+		sealed, finish := s.SealAnswers(w, r)
+		next.ServeHTTP(sealed, r.WithContext(context.WithValue(r.Context(), signedByKey{}, c.node)))
+		finish()
 	})
 }
 

@@ -168,3 +168,24 @@ func TestSignedRequestIsRefusedByAnotherNode(t *testing.T) {
 		t.Fatalf("node a answered %d to a request signed for it: %s", w.Code, w.Body.String())
 	}
 }
+
+// During a rolling upgrade an upgraded node takes unsealed answers only
+// from a peer whose gossiped metadata says it is of a version that does
+// not seal them; a peer gossip has not shown yet must seal.
+func TestAnswersMustBeSealedUnlessGossipSaysThePeerIsOlder(t *testing.T) {
+	c := &Cluster{members: map[string]*memberInfo{
+		"older":    {meta: NodeMeta{ID: "older"}},
+		"upgraded": {meta: NodeMeta{ID: "upgraded", SealsAnswers: true}},
+	}}
+	for peer, want := range map[string]bool{"older": false, "upgraded": true, "unseen": true} {
+		if got := c.sealsAnswers(peer); got != want {
+			t.Errorf("sealsAnswers(%s) = %v, want %v", peer, got, want)
+		}
+	}
+	// Metadata cut down to fit memberlist's limit keeps the promise.
+	long := NodeMeta{ID: "n", InternalURL: "http://" + strings.Repeat("h", 400) + ":1", SealsAnswers: true}
+	m, err := decodeMeta(encodeMeta(long, 120))
+	if err != nil || !m.SealsAnswers {
+		t.Fatalf("metadata cut to fit: %+v %v; want it still to say it seals its answers", m, err)
+	}
+}

@@ -28,7 +28,19 @@ import (
 // forged, replayed or moved to another stream. An answer frame is its
 // length, a kind byte, and the answer (StreamAnswer) or, for
 // StreamRefusal, the reason the replica closes the stream.
-const StreamProtocol = "shoal-replicate-v2"
+//
+// On StreamProtocolSealed (a master of this version opens it at
+// /internal/v4/replicate-stream) every answer frame is sealed too: after
+// the kind and the answer comes an HMAC-SHA256 of the answer frame's
+// number (counting from 1) and its kind and answer, under a key derived
+// from the stream's (so a request frame cannot pass for an answer), so
+// that an answer, like a request, cannot be forged, replayed or moved.
+// StreamProtocol, whose answers are not sealed, stays for the masters of
+// older versions.
+const (
+	StreamProtocol       = "shoal-replicate-v2"
+	StreamProtocolSealed = "shoal-replicate-v3"
+)
 
 // Kinds of answer frames.
 const (
@@ -110,14 +122,83 @@ func frameSum(mac hash.Hash, seq uint64, payload []byte) []byte {
 	return mac.Sum(nil)
 }
 
+// answerKey is the key the answer frames of the stream of key are sealed
+// under.
+func answerKey(key []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("shoal-stream-answers-v1"))
+	return m.Sum(nil)
+}
+
+// AnswerSealer writes the answer frames of one stream on
+// StreamProtocolSealed.
+type AnswerSealer struct {
+	mac hash.Hash
+	seq uint64
+}
+
+// NewAnswerSealer seals the answer frames of the stream of key (the
+// stream's own key, as NewStreamOpener takes it).
+func NewAnswerSealer(key []byte) *AnswerSealer {
+	return &AnswerSealer{mac: hmac.New(sha256.New, answerKey(key))}
+}
+
+// AppendFrame appends the next answer frame of the stream, of kind and
+// carrying payload, to dst.
+func (s *AnswerSealer) AppendFrame(dst []byte, kind byte, payload []byte) []byte {
+	s.seq++
+	start := len(dst) + frameHeader
+	dst = AppendAnswerFrame(dst, kind, payload)
+	return append(dst, frameSum(s.mac, s.seq, dst[start:])...)
+}
+
+// AnswerOpener reads the answer frames of one stream on
+// StreamProtocolSealed.
+type AnswerOpener struct {
+	mac hash.Hash
+	seq uint64
+}
+
+// NewAnswerOpener checks the answer frames of the stream of key (the key
+// it seals its requests with).
+func NewAnswerOpener(key []byte) *AnswerOpener {
+	return &AnswerOpener{mac: hmac.New(sha256.New, answerKey(key))}
+}
+
+// ReadFrame reads the next answer frame from r and returns its kind and
+// payload once its MAC checks.
+func (o *AnswerOpener) ReadFrame(r *bufio.Reader) (byte, []byte, error) {
+	n, err := readLength(r, MaxStreamAnswer+1)
+	if err != nil {
+		return 0, nil, err
+	}
+	if n == 0 {
+		return 0, nil, fmt.Errorf("%w: an answer frame without its kind", ErrStreamFrame)
+	}
+	frame := make([]byte, n+frameMAC)
+	if _, err := io.ReadFull(r, frame); err != nil {
+		return 0, nil, fmt.Errorf("%w: cut short: %w", ErrStreamFrame, err)
+	}
+	o.seq++
+	body, sum := frame[:n], frame[n:]
+	if !hmac.Equal(sum, frameSum(o.mac, o.seq, body)) {
+		return 0, nil, fmt.Errorf("%w: answer frame %d does not carry the stream's MAC", ErrStreamFrame, o.seq)
+	}
+	if body[0] != StreamAnswer && body[0] != StreamRefusal {
+		return 0, nil, fmt.Errorf("%w: an answer frame of kind %d", ErrStreamFrame, body[0])
+	}
+	return body[0], body[1:], nil
+}
+
 // AppendAnswerFrame appends an answer frame of kind carrying payload to
-// dst.
+// dst (StreamProtocol: not sealed).
 func AppendAnswerFrame(dst []byte, kind byte, payload []byte) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(payload)+1))
 	return append(append(dst, kind), payload...)
 }
 
-// ReadAnswerFrame reads an answer frame from r: its kind and payload.
+// ReadAnswerFrame reads an answer frame from r: its kind and payload
+// (StreamProtocol: not sealed).
 func ReadAnswerFrame(r *bufio.Reader) (byte, []byte, error) {
 	n, err := readLength(r, MaxStreamAnswer+1)
 	if err != nil {

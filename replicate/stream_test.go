@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 )
 
@@ -86,6 +87,47 @@ func TestAnswerFramesCarryTheirKind(t *testing.T) {
 	} {
 		if _, _, err := ReadAnswerFrame(bufio.NewReader(bytes.NewReader(frame))); !errors.Is(err, ErrStreamFrame) {
 			t.Errorf("%s: %v, want ErrStreamFrame", name, err)
+		}
+	}
+}
+
+// Answer frames on StreamProtocolSealed carry a MAC of their number, kind
+// and answer under the stream's answer key: read in order under the same
+// key they check; one altered, read out of order, checked under another
+// key, or a request frame sent back as an answer does not.
+func TestSealedAnswerFrames(t *testing.T) {
+	key := []byte("the stream's key")
+	s := NewAnswerSealer(key)
+	first := s.AppendFrame(nil, StreamAnswer, []byte("first"))
+	second := s.AppendFrame(nil, StreamRefusal, []byte("why"))
+
+	o := NewAnswerOpener(key)
+	r := bufio.NewReader(bytes.NewReader(append(slices.Clone(first), second...)))
+	for i, want := range []struct {
+		kind    byte
+		payload string
+	}{{StreamAnswer, "first"}, {StreamRefusal, "why"}} {
+		kind, payload, err := o.ReadFrame(r)
+		if err != nil || kind != want.kind || string(payload) != want.payload {
+			t.Fatalf("frame %d: %d %q %v; want %d %q", i+1, kind, payload, err, want.kind, want.payload)
+		}
+	}
+	if _, _, err := o.ReadFrame(r); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last frame: %v, want io.EOF", err)
+	}
+
+	altered := slices.Clone(first)
+	altered[frameHeader+1] ^= 1
+	reflected := NewStreamSealer(key).AppendFrame(nil, append([]byte{StreamAnswer}, "first"...))
+	for name, stream := range map[string][]byte{
+		"altered":                   altered,
+		"out of order":              second,
+		"under another key":         NewAnswerSealer([]byte("another key")).AppendFrame(nil, StreamAnswer, []byte("first")),
+		"a request frame sent back": reflected,
+		"cut short":                 first[:len(first)-1],
+	} {
+		if _, _, err := NewAnswerOpener(key).ReadFrame(bufio.NewReader(bytes.NewReader(stream))); !errors.Is(err, ErrStreamFrame) {
+			t.Errorf("%s: %v, want %v", name, err, ErrStreamFrame)
 		}
 	}
 }

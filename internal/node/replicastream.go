@@ -55,6 +55,7 @@ type replicaStream struct {
 	conn   io.ReadWriteCloser
 	r      *bufio.Reader
 	seal   *replicate.StreamSealer
+	open   *replicate.AnswerOpener // checks the replica's sealed answers
 	buf    []byte
 	used   time.Time
 	opened time.Time
@@ -164,14 +165,17 @@ func (t *replicaTransport) putStream(replica string, s *replicaStream) {
 }
 
 // openStream opens a stream to replica with a signed request to switch
-// protocols.
+// protocols, to replicate.StreamProtocolSealed: the replica's answers are
+// sealed as its answers over HTTP are (a replica of an older version
+// answers 404, and is sent requests one by one, over HTTP, until it is
+// asked again).
 func (t *replicaTransport) openStream(ctx context.Context, sp streamPeer, replica string) (*replicaStream, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v3/replicate-stream", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://peer/internal/v4/replicate-stream", nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", replicate.StreamProtocol)
+	req.Header.Set("Upgrade", replicate.StreamProtocolSealed)
 	resp, err := sp.Send(replica, req, true)
 	if err != nil {
 		if errors.Is(err, cluster.ErrNotSent) || ctx.Err() != nil {
@@ -199,7 +203,7 @@ func (t *replicaTransport) openStream(ctx context.Context, sp streamPeer, replic
 		return nil, fmt.Errorf("%w: no key to seal a stream to %s with", errNoStream, replica)
 	}
 	now := t.now()
-	return &replicaStream{conn: conn, r: bufio.NewReader(conn), seal: replicate.NewStreamSealer(key), used: now, opened: now}, nil
+	return &replicaStream{conn: conn, r: bufio.NewReader(conn), seal: replicate.NewStreamSealer(key), open: replicate.NewAnswerOpener(key), used: now, opened: now}, nil
 }
 
 // exchange writes one request frame and reads its answer; ctx ending
@@ -211,7 +215,7 @@ func (s *replicaStream) exchange(ctx context.Context, body []byte) (replicate.Re
 	var kind byte
 	var payload []byte
 	if err == nil {
-		kind, payload, err = replicate.ReadAnswerFrame(s.r)
+		kind, payload, err = s.open.ReadFrame(s.r)
 	}
 	if !stop() {
 		return replicate.Response{}, fmt.Errorf("no answer in time: %w", context.Cause(ctx))

@@ -34,7 +34,7 @@ type streamServer struct {
 }
 
 func (s *streamServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/internal/v3/replicate-stream" {
+	if r.URL.Path != "/internal/v4/replicate-stream" {
 		http.NotFound(w, r)
 		return
 	}
@@ -47,9 +47,9 @@ func (s *streamServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.opened++
 	s.mu.Unlock()
-	_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + replicate.StreamProtocol + "\r\n\r\n")
+	_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + replicate.StreamProtocolSealed + "\r\n\r\n")
 	_ = rw.Flush()
-	opener := replicate.NewStreamOpener(testStreamKey, 1<<20)
+	opener, answers := replicate.NewStreamOpener(testStreamKey, 1<<20), replicate.NewAnswerSealer(testStreamKey)
 	for {
 		data, err := opener.ReadFrame(rw.Reader)
 		if err != nil {
@@ -66,7 +66,7 @@ func (s *streamServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.answers++ // before the answer goes: the test reads it once the answer came
 		s.mu.Unlock()
-		if _, err := conn.Write(replicate.AppendAnswerFrame(nil, replicate.StreamAnswer, replicate.AppendResponse(nil, out))); err != nil {
+		if _, err := conn.Write(answers.AppendFrame(nil, replicate.StreamAnswer, replicate.AppendResponse(nil, out))); err != nil {
 			return
 		}
 		if s.closeAfter {
@@ -146,12 +146,12 @@ func TestAReplicaWithoutStreamsIsSentRequestsOneByOne(t *testing.T) {
 	defer tr.Close()
 	sendOK(t, tr)
 	sendOK(t, tr)
-	if streams, v2 := rs.took("/internal/v3/replicate-stream"), rs.took("/internal/v3/replicate"); streams != 1 || v2 != 2 {
+	if streams, v2 := rs.took("/internal/v4/replicate-stream"), rs.took("/internal/v3/replicate"); streams != 1 || v2 != 2 {
 		t.Fatalf("two sends asked for %d streams and made %d binary calls, want 1 and 2", streams, v2)
 	}
 	now = now.Add(v1Retry)
 	sendOK(t, tr)
-	if streams := rs.took("/internal/v3/replicate-stream"); streams != 2 {
+	if streams := rs.took("/internal/v4/replicate-stream"); streams != 2 {
 		t.Fatalf("a send a minute later asked for %d streams in all, want 2", streams)
 	}
 }
@@ -180,7 +180,7 @@ func TestAClosedTransportOpensNoStream(t *testing.T) {
 func TestAStreamRefusedForNowIsAskedForAgain(t *testing.T) {
 	rs := &replicaServer{binary: true, calls: map[string]int{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/internal/v3/replicate-stream" {
+		if r.URL.Path == "/internal/v4/replicate-stream" {
 			rs.mu.Lock()
 			rs.calls[r.URL.Path]++
 			rs.mu.Unlock()
@@ -194,7 +194,7 @@ func TestAStreamRefusedForNowIsAskedForAgain(t *testing.T) {
 	defer tr.Close()
 	sendOK(t, tr)
 	sendOK(t, tr)
-	if streams, v2 := rs.took("/internal/v3/replicate-stream"), rs.took("/internal/v3/replicate"); streams != 2 || v2 != 2 {
+	if streams, v2 := rs.took("/internal/v4/replicate-stream"), rs.took("/internal/v3/replicate"); streams != 2 || v2 != 2 {
 		t.Fatalf("two sends asked for %d streams and made %d binary calls, want 2 and 2", streams, v2)
 	}
 }
