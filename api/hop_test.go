@@ -322,3 +322,44 @@ func TestAQueryForwardedToACopyIsWaitedForPastTheReadTry(t *testing.T) {
 		t.Fatalf("a read of one document that takes its copy 10 read tries: status %d, want 503 (its try is READ_TRY_TIMEOUT)", r.Status)
 	}
 }
+
+// The answer to a forward is sealed for the node that forwarded it, a
+// refusal of the client's token included (a token that expired between
+// the two nodes): unsealed, the forwarding node could not tell it from an
+// answer forged on the way, and answered a write 504 "outcome unknown"
+// where the master refused it before anything was done.
+func TestTheAnswerToAForwardIsSealedEvenARefusalOfItsToken(t *testing.T) {
+	dir, ports := t.TempDir(), testnode.FreePorts(t, 4)
+	peersFile := writeTwoPeers(t, dir, fmt.Sprintf("http://127.0.0.1:%d", ports[0]), ports[1], fmt.Sprintf("http://127.0.0.1:%d", ports[2]), ports[3])
+	logger := testnode.Logger(t)
+	const partitions = 4
+	cl, st, w := startNodeParts(t, "a", dir, peersFile, ports[1], partitions, logger)
+	srv := api.New(api.Config{NodeID: "a", PartitionCount: partitions, MaxBodyBytes: 1 << 20, AuthSecret: []byte(testnode.Secret), Logger: logger,
+		Cluster: cl, Leases: notMaster{"a"}, Table: shard.NewTable(partitions)}, st, w)
+	a := httptest.NewServer(srv)
+	t.Cleanup(a.Close)
+	bSigner := cluster.NewSigner([]byte(hopSecret), "b", nil, func(id string) bool { return id == "a" })
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{"not-a-token", http.StatusUnauthorized}, {testnode.Token(t, "alice"), 0}} {
+		body := `{"x":1}`
+		req, _ := http.NewRequest("PUT", a.URL+"/v1/users/alice/collections/c/documents/d", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		req.Header.Set("X-Shoal-Hop", "b")
+		bSigner.Sign(req, []byte(body), "a")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = bSigner.CheckAnswer(req, resp, "a")
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if tc.want != 0 && resp.StatusCode != tc.want {
+			t.Errorf("a forward with token %.12s...: status %d %s, want %d", tc.token, resp.StatusCode, got, tc.want)
+		}
+		if err != nil {
+			t.Errorf("a forward with token %.12s...: answered %d %s, not sealed for b: %v", tc.token, resp.StatusCode, got, err)
+		}
+	}
+}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/shoal-db/shoal/cluster"
 	"github.com/shoal-db/shoal/internal/logsafe"
-	"github.com/shoal-db/shoal/internal/readall"
 	"github.com/shoal-db/shoal/shard"
 	"github.com/shoal-db/shoal/store"
 )
@@ -349,18 +348,19 @@ func (s *Server) forwardedOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(headerHop) != "" && r.Header.Get(cluster.HeaderSignature) != "" && s.cfg.Cluster != nil &&
 			s.cfg.Cluster.Signer() != nil && r.ContentLength >= 0 && r.ContentLength <= s.cfg.MaxBodyBytes {
-			body, err := readall.Sized(io.LimitReader(r.Body, r.ContentLength), r.ContentLength)
-			if err != nil {
-				writeProblem(w, badRequest(TypeInvalidDocument, "the body could not be read: "+err.Error()))
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			if _, err := s.cfg.Cluster.Signer().Verify(r, body); err == nil {
+			signer := s.cfg.Cluster.Signer()
+			_, err := signer.VerifyRequest(r, s.cfg.MaxBodyBytes)
+			if err == nil {
 				// The forwarding node checks that the answer is this
-				// node's to its request.
-				sealed, finish := s.cfg.Cluster.Signer().SealAnswers(w, r)
+				// node's to its request: every answer, the token's
+				// refusal included (this runs before requireAuth).
+				sealed, finish := signer.SealAnswers(w, r)
 				next.ServeHTTP(sealed, r)
 				finish()
+				return
+			}
+			if errors.Is(err, cluster.ErrBodyUnreadable) {
+				writeProblem(w, badRequest(TypeInvalidDocument, "the body could not be read: "+err.Error()))
 				return
 			}
 		}

@@ -306,7 +306,9 @@ func (s *Server) routes() chi.Router {
 		r.With(s.requireAuth, s.requireAdmin).Mount("/debug", middleware.Profiler())
 	}
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.requireAuth, s.forwardedOnly, checkQuery)
+		// forwardedOnly first: the answer to a forward, a refusal of its
+		// token included, is sealed for the node that forwarded it.
+		r.Use(s.forwardedOnly, s.requireAuth, checkQuery)
 		r.With(s.requireAdmin).Get("/cluster", s.clusterView)
 		r.With(s.requireAdmin).Get("/admin/rollback", s.listRollback)
 		r.Route("/users/{user}", func(r chi.Router) {

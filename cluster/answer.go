@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strings"
 
@@ -48,23 +50,30 @@ func (s *Signer) answerMAC(status int, header http.Header, body []byte, method, 
 	sum := sha256.Sum256(body)
 	m := hmac.New(sha256.New, s.key)
 	fmt.Fprintf(m, "shoal-answer-v1\n%d\n%x\n%s\n%s\n%s\n%s\n%s\n", status, sum, method, target, nonce, from, to)
-	names := make([]string, 0, len(header))
-	for k := range header {
+	// As the caller reads them: keys canonical, each value as net/http
+	// writes it (line breaks made spaces, then trimmed).
+	values := make(map[string][]string, len(header))
+	for k, vs := range header {
 		k = http.CanonicalHeaderKey(k)
-		if !slices.Contains(unsealedHeaders, k) && !slices.Contains(names, k) {
-			names = append(names, k)
+		if slices.Contains(unsealedHeaders, k) {
+			continue
+		}
+		for _, v := range vs {
+			values[k] = append(values[k], textproto.TrimString(headerNewlines.Replace(v)))
 		}
 	}
-	slices.Sort(names)
-	for _, k := range names {
-		// Each value on its own line, length first: no header can be
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		// Each value on its own line, lengths first: no header can be
 		// made to read as another.
-		for _, v := range header.Values(k) {
+		for _, v := range values[k] {
 			fmt.Fprintf(m, "%d:%s:%d:%s\n", len(k), k, len(v), v)
 		}
 	}
 	return m.Sum(nil)
 }
+
+// headerNewlines is how net/http writes a header value's line breaks.
+var headerNewlines = strings.NewReplacer("\n", " ", "\r", " ")
 
 // SealAnswers has the answer to r, a request Verify or Middleware
 // accepted, sealed (HeaderAnswerSignature) as it is sent: the handler's
@@ -133,10 +142,11 @@ func (a *sealingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // deadlines).
 func (a *sealingWriter) Unwrap() http.ResponseWriter { return a.w }
 
-// checkAnswer reads resp's whole body (at most MaxInternalAnswer bytes)
+// CheckAnswer reads resp's whole body (at most MaxInternalAnswer bytes)
 // and checks its seal against req, the request this signer signed and
-// sent to the node to; on success resp.Body reads the body again.
-func (s *Signer) checkAnswer(req *http.Request, resp *http.Response, to string) error {
+// sent to the node to; resp.Body then reads the body again. Send checks
+// every answer to a signed request this way.
+func (s *Signer) CheckAnswer(req *http.Request, resp *http.Response, to string) error {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxInternalAnswer+1))
 	resp.Body.Close()
 	if err != nil {

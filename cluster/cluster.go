@@ -133,6 +133,11 @@ type memberInfo struct {
 	meta      NodeMeta
 	alive     bool
 	lastHeard time.Time
+	// sealedSince is the latest incarnation whose metadata said it seals
+	// its answers (0: none seen): metadata of that incarnation or an
+	// earlier one that says otherwise is an old message (gossip has no
+	// replay protection), and does not make its answers go unchecked.
+	sealedSince int64
 }
 
 type eventKind int
@@ -441,27 +446,44 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 		resp.Body.Close()
 		return nil, err
 	}
-	// A stream's answers (101: the connection is the stream's) are sealed
-	// frame by frame (replicate.StreamProtocolSealed).
-	if sign && resp.StatusCode != http.StatusSwitchingProtocols && c.sealsAnswers(peer) {
-		if err := c.signer.checkAnswer(req, resp, peer); err != nil {
+	// A stream's answers (101 to a request that asked to switch: the
+	// connection is the stream's) are sealed frame by frame
+	// (replicate.StreamProtocolSealed); a 101 to any other request is
+	// checked, and fails.
+	if sign && !(resp.StatusCode == http.StatusSwitchingProtocols && asksUpgrade(req)) && c.sealsAnswers(peer) {
+		if err := c.signer.CheckAnswer(req, resp, peer); err != nil {
 			return nil, err
 		}
 	}
 	return resp, nil
 }
 
+// asksUpgrade reports whether req asks to switch protocols (Connection:
+// Upgrade): this node set that header itself, for a stream.
+func asksUpgrade(req *http.Request) bool {
+	for _, v := range req.Header.Values("Connection") {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // sealsAnswers reports whether peer's answers to signed requests must be
 // sealed: unless gossip shows it is a node of a version that does not
 // seal them (NodeMeta.SealsAnswers; gossip is encrypted and authenticated
-// with the cluster secret, so no one else can say so). A peer gossip has
-// not shown yet must seal: during a rolling upgrade, calls from an
-// upgraded node to an older one fail until gossip tells it which it is.
+// with the cluster secret, so no one else can say so) and this process
+// has not seen it, or a later process of it, say it does (an old message
+// replayed says otherwise). A peer gossip has not shown yet must seal:
+// during a rolling upgrade, the answers of an older node to an upgraded
+// one are refused until gossip tells the upgraded one which it is.
 func (c *Cluster) sealsAnswers(peer string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.members[peer]
-	return m == nil || m.meta.ID == "" || m.meta.SealsAnswers
+	return m == nil || m.meta.ID == "" || m.meta.SealsAnswers || (m.sealedSince > 0 && m.meta.Incarnation <= m.sealedSince)
 }
 
 // LinkCut answers the error Send would for a call to peer on path that a
@@ -653,6 +675,9 @@ func (c *Cluster) takeMeta(m *memberInfo, name string, raw []byte) {
 		return
 	}
 	m.meta = meta
+	if meta.SealsAnswers {
+		m.sealedSince = max(m.sealedSince, meta.Incarnation)
+	}
 }
 
 // At most metaLogMax refusals of peers' metadata are logged per

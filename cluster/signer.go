@@ -301,6 +301,34 @@ func (s *Signer) Verify(r *http.Request, body []byte) (string, error) {
 	return c.node, err
 }
 
+// ErrBodyUnreadable: a request whose headers verified could not be read
+// to its declared length.
+var ErrBodyUnreadable = errors.New("the body of the declared length could not be read")
+
+// VerifyRequest checks r as Verify does, but reads its body (at most max
+// bytes, the length r declares) only once everything else about it is
+// checked (as Middleware does): a request without the cluster secret gets
+// no body read. Once read, r.Body reads the body again, whether it
+// verifies or not. It returns the signing node.
+func (s *Signer) VerifyRequest(r *http.Request, max int64) (string, error) {
+	c, err := s.admit(r)
+	if err != nil {
+		return c.node, err
+	}
+	if r.ContentLength > max {
+		return c.node, fmt.Errorf("%w: %d bytes declared, more than %d", ErrTooLarge, r.ContentLength, max)
+	}
+	body, err := readall.Sized(io.LimitReader(r.Body, r.ContentLength), r.ContentLength)
+	if err == nil && int64(len(body)) < r.ContentLength {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return c.node, fmt.Errorf("%w: %w", ErrBodyUnreadable, err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return c.node, s.accept(r, c, body)
+}
+
 type signedByKey struct{}
 
 // SignedBy is the node that signed the request whose context is ctx, as

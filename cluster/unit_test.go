@@ -182,6 +182,26 @@ func TestAnswersMustBeSealedUnlessGossipSaysThePeerIsOlder(t *testing.T) {
 			t.Errorf("sealsAnswers(%s) = %v, want %v", peer, got, want)
 		}
 	}
+	// A message of an older process, or of the same one, that says it
+	// does not seal (an old message replayed: gossip has no replay
+	// protection) does not make its answers go unchecked; a later
+	// process that says so (a node taken back to an older version) does.
+	c.members["upgraded"].meta.Incarnation = 100
+	c.members["upgraded"].sealedSince = 0
+	for _, step := range []struct {
+		meta NodeMeta
+		want bool
+	}{
+		{NodeMeta{ID: "upgraded", Incarnation: 100, SealsAnswers: true}, true},
+		{NodeMeta{ID: "upgraded", Incarnation: 90}, true},
+		{NodeMeta{ID: "upgraded", Incarnation: 100}, true},
+		{NodeMeta{ID: "upgraded", Incarnation: 200}, false},
+	} {
+		c.takeMeta(c.members["upgraded"], "upgraded", encodeMeta(step.meta, metaLimit))
+		if got := c.sealsAnswers("upgraded"); got != step.want {
+			t.Errorf("after metadata %+v: sealsAnswers = %v, want %v", step.meta, got, step.want)
+		}
+	}
 	// Metadata cut down to fit memberlist's limit keeps the promise.
 	long := NodeMeta{ID: "n", InternalURL: "http://" + strings.Repeat("h", 400) + ":1", SealsAnswers: true}
 	m, err := decodeMeta(encodeMeta(long, 120))

@@ -165,7 +165,7 @@ var Settings = []Setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.WriteTimeout, v) }},
 	{Key: "QUERY_BUDGET", Default: "50000000", Help: "work units one query may spend filtering and sorting (a unit is at most about 10 ns of CPU, so the default is about half a second of evaluation at worst, reading the documents on top; past it: 400 query-too-expensive)",
 		set: func(c *Config, v string) error { return parseInt64(&c.QueryBudget, v) }},
-	{Key: "MAX_PAGE_BYTES", Default: "4194304", Help: "largest query page, in bytes; a page holds at least one document, and the next cursor continues after the last",
+	{Key: "MAX_PAGE_BYTES", Default: "4194304", Help: "largest query page, in bytes; a page holds at least one document, and the next cursor continues after the last; 4096..33554432",
 		set: func(c *Config, v string) error { return parseInt64(&c.MaxPageBytes, v) }},
 	{Key: "DOC_CACHE_BYTES", Default: "67108864", Help: "memory for the write-through document cache, in bytes (0 disables it)",
 		set: func(c *Config, v string) error { return parseInt64(&c.DocCacheBytes, v) }},
@@ -301,6 +301,11 @@ const maxDocumentBytes = 16 << 20
 // request (cluster.MaxInternalBody).
 const maxBodyBytes = 64 << 20
 
+// maxPageBytes is the most MAX_PAGE_BYTES may be: a page forwarded to
+// another node, with its last document (at most maxDocumentBytes), must
+// fit the answer to an internal call (cluster.MaxInternalAnswer).
+const maxPageBytes = 32 << 20
+
 // maxTokenTTL is the most TOKEN_MAX_TTL may be.
 const maxTokenTTL = 10 * 365 * 24 * time.Hour
 
@@ -329,8 +334,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WRITE_TIMEOUT %s is too short: use at least 100ms (default 30s)", c.WriteTimeout)
 	case c.QueryBudget < 1_000_000:
 		return fmt.Errorf("QUERY_BUDGET %d is too small: use at least 1000000 (default 50000000)", c.QueryBudget)
-	case c.MaxPageBytes < 4096:
-		return fmt.Errorf("MAX_PAGE_BYTES %d is too small: use at least 4096 (default 4194304)", c.MaxPageBytes)
+	case c.MaxPageBytes < 4096 || c.MaxPageBytes > maxPageBytes:
+		return fmt.Errorf("MAX_PAGE_BYTES %d is out of range: use 4096..%d (default 4194304; a page forwarded between nodes must fit an internal answer)", c.MaxPageBytes, maxPageBytes)
 	case c.DocCacheBytes < 0:
 		return fmt.Errorf("DOC_CACHE_BYTES %d is negative", c.DocCacheBytes)
 	case c.MongoURI == "" && c.DataDir == "":

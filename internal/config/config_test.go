@@ -71,6 +71,7 @@ func TestRefusals(t *testing.T) {
 		// (A node sized its buffer by the declared length, up to this
 		// bound: one request's header could exhaust its memory.)
 		{"body limit past 64 MiB", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "MAX_BODY_BYTES": "1099511627776"}, "", "MAX_BODY_BYTES 1099511627776 is out of range"},
+		{"page limit past 32 MiB", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "MAX_PAGE_BYTES": "33554433"}, "", "MAX_PAGE_BYTES 33554433 is out of range"},
 		{"a certificate without its key", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TLS_CERT_FILE": "node1.pem"}, "", "TLS_CERT_FILE and TLS_KEY_FILE go together"},
 		{"node certificates required without a CA", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TLS_CERT_FILE": "node1.pem", "TLS_KEY_FILE": "node1-key.pem", "TLS_CLIENT_AUTH": "require"}, "", "TLS_CLIENT_AUTH=require needs"},
 		{"an unknown client auth", nil, map[string]string{"AUTH_SECRET": "0123456789abcdef", "TLS_CLIENT_AUTH": "maybe"}, "", `TLS_CLIENT_AUTH "maybe"`},
@@ -109,5 +110,14 @@ func TestDefaultsAreValidWithASecret(t *testing.T) {
 func TestTheLargestBodyFitsAForward(t *testing.T) {
 	if maxBodyBytes > cluster.MaxInternalBody {
 		t.Fatalf("MAX_BODY_BYTES may be %d, more than an internal request carries (%d)", maxBodyBytes, cluster.MaxInternalBody)
+	}
+}
+
+// A query page a node forwards to another comes back in one internal
+// answer, which the forwarding node takes up to cluster.MaxInternalAnswer:
+// the largest page, its last document and the JSON around them fit.
+func TestTheLargestPageFitsAForwardedAnswer(t *testing.T) {
+	if maxPageBytes+maxDocumentBytes+1<<20 > cluster.MaxInternalAnswer {
+		t.Fatalf("MAX_PAGE_BYTES may be %d and a document %d, more than an internal answer carries (%d)", maxPageBytes, maxDocumentBytes, cluster.MaxInternalAnswer)
 	}
 }
