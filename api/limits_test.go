@@ -236,3 +236,24 @@ func TestArrayElementsCountAsFields(t *testing.T) {
 	expectStatus(t, c.Do("PATCH", base+"/e", `{"b":null,"c":[]}`), 200, "PATCH keeping the field count")
 	expectStatus(t, c.Do("GET", base+"/o", nil), 200, "the array of objects is stored")
 }
+
+// A document is answered as its size is measured (doc.Size: <, > and &
+// not escaped), alone and in a query page: escaped as \u003c, a
+// document of MAX_DOCUMENT_BYTES of them took six times as much, and a
+// page forwarded between nodes could pass what an internal answer may
+// take (cluster.MaxInternalAnswer).
+func TestDocumentsAreAnsweredAsLargeAsTheyAreMeasured(t *testing.T) {
+	cfg := testnode.Config(t.TempDir())
+	cfg.MaxDocumentBytes = 4096
+	n := testnode.Start(t, cfg)
+	c := n.Client(testnode.Token(t, "lou"))
+	base := docsPath("lou", "c")
+	body := fmt.Sprintf(`{"s":%q}`, strings.Repeat("<&>", 4086/3))
+	expectStatus(t, c.Do("PUT", base+"/s", body), 201, "PUT of a document of <, & and >")
+	for _, path := range []string{base + "/s", base + "?limit=10"} {
+		r := c.Do("GET", path, nil)
+		if r.Status != 200 || !strings.Contains(string(r.Body), strings.Repeat("<&>", 4086/3)) || len(r.Body) > 4096+200 {
+			t.Errorf("GET %s: %d, %d bytes; want the document's <, & and > as they are (%d bytes measured)", path, r.Status, len(r.Body), len(body))
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/shoal-db/shoal/internal/logsafe"
+	"golang.org/x/net/http/httpguts"
 )
 
 // HeaderAnswerSignature seals the answer to a signed node-to-node request:
@@ -52,13 +53,16 @@ func (s *Signer) answerMAC(status int, header http.Header, body []byte, method, 
 	fmt.Fprintf(m, "shoal-answer-v1\n%d\n%x\n%s\n%s\n%s\n%s\n%s\n", status, sum, method, target, nonce, from, to)
 	// As the caller reads them: keys canonical, each value as net/http
 	// writes it (line breaks made spaces, then trimmed).
+	// Keys net/http does not send (not a valid field name) are left out;
+	// keys that differ only in case are merged in the order net/http
+	// writes them (sorted).
 	values := make(map[string][]string, len(header))
-	for k, vs := range header {
-		k = http.CanonicalHeaderKey(k)
-		if slices.Contains(unsealedHeaders, k) {
+	for _, raw := range slices.Sorted(maps.Keys(header)) {
+		k := http.CanonicalHeaderKey(raw)
+		if slices.Contains(unsealedHeaders, k) || !httpguts.ValidHeaderFieldName(raw) {
 			continue
 		}
-		for _, v := range vs {
+		for _, v := range header[raw] {
 			values[k] = append(values[k], textproto.TrimString(headerNewlines.Replace(v)))
 		}
 	}
