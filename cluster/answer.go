@@ -3,17 +3,19 @@ package cluster
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/textproto"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/shoal-db/shoal/internal/logsafe"
@@ -49,30 +51,44 @@ var unsealedHeaders = []string{"Connection", "Content-Length", "Date", "Keep-Ali
 // node to sent it.
 func (s *Signer) answerMAC(status int, header http.Header, body []byte, method, target, nonce, from, to string) []byte {
 	sum := sha256.Sum256(body)
-	m := hmac.New(sha256.New, s.key)
-	fmt.Fprintf(m, "shoal-answer-v1\n%d\n%x\n%s\n%s\n%s\n%s\n%s\n", status, sum, method, target, nonce, from, to)
+	b := make([]byte, 0, 512)
+	b = append(b, "shoal-answer-v1\n"...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, '\n')
+	b = hex.AppendEncode(b, sum[:])
+	for _, f := range [...]string{method, target, nonce, from, to} {
+		b = append(append(b, '\n'), f...)
+	}
+	b = append(b, '\n')
 	// As the caller reads them: keys canonical, each value as net/http
-	// writes it (line breaks made spaces, then trimmed).
-	// Keys net/http does not send (not a valid field name) are left out;
-	// keys that differ only in case are merged in the order net/http
-	// writes them (sorted).
-	values := make(map[string][]string, len(header))
-	for _, raw := range slices.Sorted(maps.Keys(header)) {
+	// writes it (line breaks made spaces, then trimmed). Keys net/http
+	// does not send (not a valid field name) are left out; keys that
+	// differ only in case are merged in the order net/http writes them
+	// (sorted).
+	type key struct{ canonical, raw string }
+	keys := make([]key, 0, len(header))
+	for raw := range header {
 		k := http.CanonicalHeaderKey(raw)
-		if slices.Contains(unsealedHeaders, k) || !httpguts.ValidHeaderFieldName(raw) {
-			continue
-		}
-		for _, v := range header[raw] {
-			values[k] = append(values[k], textproto.TrimString(headerNewlines.Replace(v)))
+		if !slices.Contains(unsealedHeaders, k) && httpguts.ValidHeaderFieldName(raw) {
+			keys = append(keys, key{k, raw})
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(values)) {
+	slices.SortFunc(keys, func(x, y key) int { return cmp.Or(cmp.Compare(x.canonical, y.canonical), cmp.Compare(x.raw, y.raw)) })
+	for _, k := range keys {
 		// Each value on its own line, lengths first: no header can be
 		// made to read as another.
-		for _, v := range values[k] {
-			fmt.Fprintf(m, "%d:%s:%d:%s\n", len(k), k, len(v), v)
+		for _, v := range header[k.raw] {
+			v = textproto.TrimString(headerNewlines.Replace(v))
+			b = strconv.AppendInt(b, int64(len(k.canonical)), 10)
+			b = append(append(append(b, ':'), k.canonical...), ':')
+			b = strconv.AppendInt(b, int64(len(v)), 10)
+			b = append(append(append(b, ':'), v...), '\n')
 		}
 	}
+	m := s.answerMACs.Get().(hash.Hash)
+	defer s.answerMACs.Put(m)
+	m.Reset()
+	m.Write(b)
 	return m.Sum(nil)
 }
 

@@ -84,6 +84,8 @@ type Signer struct {
 	mu     sync.Mutex
 	seen   map[string]time.Time // nonce -> when it can be forgotten
 	pruned time.Time
+
+	answerMACs sync.Pool // HMACs under key, for answerMAC
 }
 
 // NewSigner creates the signer of node for the cluster secret: it signs as
@@ -98,8 +100,10 @@ func NewSigner(secret []byte, node string, now func() time.Time, known func(id s
 	if known == nil {
 		known = func(string) bool { return false }
 	}
-	return &Signer{key: deriveKey(secret, "internal-http"), node: node, window: 30 * time.Second, now: now, known: known,
+	s := &Signer{key: deriveKey(secret, "internal-http"), node: node, window: 30 * time.Second, now: now, known: known,
 		seen: map[string]time.Time{}}
+	s.answerMACs.New = func() any { return hmac.New(sha256.New, s.key) }
+	return s
 }
 
 func (s *Signer) mac(method, target string, body []byte, ts, nonce, from, to string) []byte {
