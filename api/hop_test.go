@@ -263,16 +263,7 @@ func TestAForwardedWriteWaitsForANewTenureToBecomeWritable(t *testing.T) {
 // and would answer 404 for a document that exists (a change of
 // db667b5's, found by review, undone).
 func TestAForwardedReadIsNotServedByANodeThatGuessesItselfMaster(t *testing.T) {
-	dir, ports := t.TempDir(), testnode.FreePorts(t, 4)
-	peersFile := writeTwoPeers(t, dir, fmt.Sprintf("http://127.0.0.1:%d", ports[0]), ports[1], fmt.Sprintf("http://127.0.0.1:%d", ports[2]), ports[3])
-	logger := testnode.Logger(t)
-	const partitions = 4
-	cl, st, w := startNodeParts(t, "a", dir, peersFile, ports[1], partitions, logger)
-	srv := api.New(api.Config{NodeID: "a", PartitionCount: partitions, MaxBodyBytes: 1 << 20, AuthSecret: []byte(testnode.Secret), Logger: logger,
-		Cluster: cl, Leases: notMaster{"a"}, Table: shard.NewTable(partitions)}, st, w)
-	a := httptest.NewServer(srv)
-	t.Cleanup(a.Close)
-	bSigner := cluster.NewSigner([]byte(hopSecret), "b", nil, func(id string) bool { return id == "a" })
+	a, bSigner := guessingNode(t)
 	for _, pref := range []string{"", "local"} {
 		req, _ := http.NewRequest("GET", a.URL+"/v1/users/alice/collections/c/documents/d", nil)
 		req.Header.Set("Authorization", "Bearer "+testnode.Token(t, "alice"))
@@ -329,16 +320,7 @@ func TestAQueryForwardedToACopyIsWaitedForPastTheReadTry(t *testing.T) {
 // answer forged on the way, and answered a write 504 "outcome unknown"
 // where the master refused it before anything was done.
 func TestTheAnswerToAForwardIsSealedEvenARefusalOfItsToken(t *testing.T) {
-	dir, ports := t.TempDir(), testnode.FreePorts(t, 4)
-	peersFile := writeTwoPeers(t, dir, fmt.Sprintf("http://127.0.0.1:%d", ports[0]), ports[1], fmt.Sprintf("http://127.0.0.1:%d", ports[2]), ports[3])
-	logger := testnode.Logger(t)
-	const partitions = 4
-	cl, st, w := startNodeParts(t, "a", dir, peersFile, ports[1], partitions, logger)
-	srv := api.New(api.Config{NodeID: "a", PartitionCount: partitions, MaxBodyBytes: 1 << 20, AuthSecret: []byte(testnode.Secret), Logger: logger,
-		Cluster: cl, Leases: notMaster{"a"}, Table: shard.NewTable(partitions)}, st, w)
-	a := httptest.NewServer(srv)
-	t.Cleanup(a.Close)
-	bSigner := cluster.NewSigner([]byte(hopSecret), "b", nil, func(id string) bool { return id == "a" })
+	a, bSigner := guessingNode(t)
 	for _, tc := range []struct {
 		token string
 		want  int
@@ -362,4 +344,22 @@ func TestTheAnswerToAForwardIsSealedEvenARefusalOfItsToken(t *testing.T) {
 			t.Errorf("a forward with token %.12s...: answered %d %s, not sealed for b: %v", tc.token, resp.StatusCode, got, err)
 		}
 	}
+}
+
+// guessingNode starts node a of two (a and b), which holds no lease, and
+// whose table names no master: its best guess of every partition's
+// master is itself. bSigner signs as b, the other node.
+func guessingNode(t *testing.T) (a *httptest.Server, bSigner *cluster.Signer) {
+	t.Helper()
+	dir, ports := t.TempDir(), testnode.FreePorts(t, 4)
+	peersFile := writeTwoPeers(t, dir, fmt.Sprintf("http://127.0.0.1:%d", ports[0]), ports[1], fmt.Sprintf("http://127.0.0.1:%d", ports[2]), ports[3])
+	logger := testnode.Logger(t)
+	const partitions = 4
+	cl, st, w := startNodeParts(t, "a", dir, peersFile, ports[1], partitions, logger)
+	srv := api.New(api.Config{NodeID: "a", PartitionCount: partitions, MaxBodyBytes: 1 << 20, AuthSecret: []byte(testnode.Secret), Logger: logger,
+		Cluster: cl, Leases: notMaster{"a"}, Table: shard.NewTable(partitions)}, st, w)
+	a = httptest.NewServer(srv)
+	t.Cleanup(a.Close)
+	bSigner = cluster.NewSigner([]byte(hopSecret), "b", nil, func(id string) bool { return id == "a" })
+	return a, bSigner
 }
