@@ -33,8 +33,8 @@ const HeaderAnswerSignature = "X-Shoal-Answer-Signature"
 // MaxInternalAnswer bounds the answer to a node-to-node request: Send
 // reads the whole answer to check its seal. The largest are lease
 // decisions for every partition (about 8 MB at 65,536) and forwarded
-// reads (a query page is bounded by MAX_PAGE_BYTES, 4 MiB by default, a
-// document by MAX_BODY_BYTES).
+// reads (a query page by MAX_PAGE_BYTES, 4 MiB by default and at most 32
+// MiB, and its last document by MAX_DOCUMENT_BYTES, at most 16 MiB).
 const MaxInternalAnswer = 64 << 20
 
 // ErrUnsealedAnswer marks an answer whose seal is missing or does not
