@@ -115,7 +115,7 @@ func (s *Server) serveReplicateStream(w http.ResponseWriter, r *http.Request, se
 		return
 	}
 	from := cluster.SignedBy(r.Context())
-	answers := unsealedAnswers
+	answers := appendAnswer(replicate.AppendAnswerFrame)
 	if sealed {
 		answers = replicate.NewAnswerSealer(key).AppendFrame
 	}
@@ -125,13 +125,9 @@ func (s *Server) serveReplicateStream(w http.ResponseWriter, r *http.Request, se
 }
 
 // appendAnswer appends a stream's next answer frame, of kind and carrying
-// payload, to dst: sealed (replicate.AnswerSealer) or not.
+// payload, to dst: sealed (replicate.AnswerSealer.AppendFrame) or not
+// (replicate.AppendAnswerFrame).
 type appendAnswer func(dst []byte, kind byte, payload []byte) []byte
-
-// unsealedAnswers writes the answer frames of replicate.StreamProtocol.
-func unsealedAnswers(dst []byte, kind byte, payload []byte) []byte {
-	return replicate.AppendAnswerFrame(dst, kind, payload)
-}
 
 // serveStream takes requests from one stream, opened by the node from,
 // until it ends, and answers each with frames answers makes; the error

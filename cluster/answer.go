@@ -176,7 +176,7 @@ func (s *Signer) CheckAnswer(req *http.Request, resp *http.Response, to string) 
 		return fmt.Errorf("the answer of %s (%s) is larger than %d bytes", to, resp.Status, MaxInternalAnswer)
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
-	sig, ok := hexHeader(strings.TrimSpace(singleValue(resp.Header, HeaderAnswerSignature)), macBytes)
+	sig, ok := hexHeader(singleValue(resp.Header, HeaderAnswerSignature), macBytes)
 	if !ok || !hmac.Equal(sig, s.answerMAC(resp.StatusCode, resp.Header, body, req.Method, requestTarget(req), req.Header.Get(HeaderNonce), to, s.node)) {
 		if resp.StatusCode >= 400 {
 			// A refusal before the request was verified (401: another
@@ -187,13 +187,4 @@ func (s *Signer) CheckAnswer(req *http.Request, resp *http.Response, to string) 
 		return fmt.Errorf("%s answered %s: %w", to, resp.Status, ErrUnsealedAnswer)
 	}
 	return nil
-}
-
-// singleValue is the one value of header name in h, "" if it is missing
-// or repeated.
-func singleValue(h http.Header, name string) string {
-	if v := h.Values(name); len(v) == 1 {
-		return v[0]
-	}
-	return ""
 }

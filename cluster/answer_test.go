@@ -79,6 +79,12 @@ func TestAnAnswerAlteredOnItsWayIsRefused(t *testing.T) {
 
 	// n2's API, behind the man in the middle, at n2's address in the list.
 	answer := func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/internal/v1/untyped" {
+			// No Content-Type: net/http would add one after the seal, so
+			// the seal sets it first and covers it.
+			fmt.Fprint(w, "plain text")
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Consistency-Token", "7:1.5")
 		// Sealed as the caller reads them: the key canonical, the value
@@ -115,6 +121,10 @@ func TestAnAnswerAlteredOnItsWayIsRefused(t *testing.T) {
 	}
 	if got := resp.Header.Get("X-Not-Canonical"); got != "spaced value" {
 		t.Fatalf("the header as the caller reads it: %q", got)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://peer/internal/v1/untyped", nil)
+	if resp, err := peers[0].c.Send("n2", req, true); err != nil || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("an answer without a Content-Type, left alone: %v %v", resp, err)
 	}
 	// Each answer's map order differs: a few more calls left alone.
 	for range 10 {

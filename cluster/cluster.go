@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/shoal-db/shoal/api/wire"
 	"github.com/shoal-db/shoal/internal/logsafe"
@@ -446,29 +447,17 @@ func (c *Cluster) Send(peer string, req *http.Request, sign bool) (*http.Respons
 		resp.Body.Close()
 		return nil, err
 	}
-	// A stream's answers (101 to a request that asked to switch: the
-	// connection is the stream's) are sealed frame by frame
+	// A stream's answers (101 to a request that asked to switch, with
+	// Connection: Upgrade, which only this node sets: the connection is
+	// the stream's) are sealed frame by frame
 	// (replicate.StreamProtocolSealed); a 101 to any other request is
 	// checked, and fails.
-	if sign && !(resp.StatusCode == http.StatusSwitchingProtocols && asksUpgrade(req)) && c.sealsAnswers(peer) {
+	if sign && !(resp.StatusCode == http.StatusSwitchingProtocols && httpguts.HeaderValuesContainsToken(req.Header["Connection"], "upgrade")) && c.sealsAnswers(peer) {
 		if err := c.signer.CheckAnswer(req, resp, peer); err != nil {
 			return nil, err
 		}
 	}
 	return resp, nil
-}
-
-// asksUpgrade reports whether req asks to switch protocols (Connection:
-// Upgrade): this node set that header itself, for a stream.
-func asksUpgrade(req *http.Request) bool {
-	for _, v := range req.Header.Values("Connection") {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // sealsAnswers reports whether peer's answers to signed requests must be

@@ -185,10 +185,10 @@ type claim struct {
 	sig                 []byte
 }
 
-// header returns the single value of the signature header name, or "" if
-// it is missing or repeated.
-func header(r *http.Request, name string) string {
-	if v := r.Header.Values(name); len(v) == 1 {
+// singleValue is the one value of header name in h, "" if it is missing
+// or repeated.
+func singleValue(h http.Header, name string) string {
+	if v := h.Values(name); len(v) == 1 {
 		return v[0]
 	}
 	return ""
@@ -210,8 +210,8 @@ func hexHeader(v string, n int) ([]byte, bool) {
 // error it returns names only values it has checked the size of.
 func (s *Signer) admit(r *http.Request) (claim, error) {
 	var c claim
-	c.node, c.to, c.ts, c.nonce = header(r, HeaderNode), header(r, HeaderTo), header(r, HeaderTime), header(r, HeaderNonce)
-	head, sig := header(r, HeaderHeadSignature), header(r, HeaderSignature)
+	c.node, c.to, c.ts, c.nonce = singleValue(r.Header, HeaderNode), singleValue(r.Header, HeaderTo), singleValue(r.Header, HeaderTime), singleValue(r.Header, HeaderNonce)
+	head, sig := singleValue(r.Header, HeaderHeadSignature), singleValue(r.Header, HeaderSignature)
 	if c.node == "" || c.to == "" || c.ts == "" || c.nonce == "" || head == "" || sig == "" {
 		return c, ErrUnsigned
 	}

@@ -168,26 +168,15 @@ func NewAnswerOpener(key []byte) *AnswerOpener {
 // ReadFrame reads the next answer frame from r and returns its kind and
 // payload once its MAC checks.
 func (o *AnswerOpener) ReadFrame(r *bufio.Reader) (byte, []byte, error) {
-	n, err := readLength(r, MaxStreamAnswer+1)
+	body, sum, err := readAnswer(r, frameMAC)
 	if err != nil {
 		return 0, nil, err
 	}
-	if n == 0 {
-		return 0, nil, fmt.Errorf("%w: an answer frame without its kind", ErrStreamFrame)
-	}
-	frame := make([]byte, n+frameMAC)
-	if _, err := io.ReadFull(r, frame); err != nil {
-		return 0, nil, fmt.Errorf("%w: cut short: %w", ErrStreamFrame, err)
-	}
 	o.seq++
-	body, sum := frame[:n], frame[n:]
 	if !hmac.Equal(sum, frameSum(o.mac, o.seq, body)) {
 		return 0, nil, fmt.Errorf("%w: answer frame %d does not carry the stream's MAC", ErrStreamFrame, o.seq)
 	}
-	if body[0] != StreamAnswer && body[0] != StreamRefusal {
-		return 0, nil, fmt.Errorf("%w: an answer frame of kind %d", ErrStreamFrame, body[0])
-	}
-	return body[0], body[1:], nil
+	return kindOf(body)
 }
 
 // AppendAnswerFrame appends an answer frame of kind carrying payload to
@@ -200,21 +189,36 @@ func AppendAnswerFrame(dst []byte, kind byte, payload []byte) []byte {
 // ReadAnswerFrame reads an answer frame from r: its kind and payload
 // (StreamProtocol: not sealed).
 func ReadAnswerFrame(r *bufio.Reader) (byte, []byte, error) {
-	n, err := readLength(r, MaxStreamAnswer+1)
+	body, _, err := readAnswer(r, 0)
 	if err != nil {
 		return 0, nil, err
 	}
+	return kindOf(body)
+}
+
+// readAnswer reads an answer frame from r: its kind and answer (body),
+// and the trail bytes after them (a sealed frame's MAC).
+func readAnswer(r *bufio.Reader, trail int) (body, after []byte, err error) {
+	n, err := readLength(r, MaxStreamAnswer+1)
+	if err != nil {
+		return nil, nil, err
+	}
 	if n == 0 {
-		return 0, nil, fmt.Errorf("%w: an answer frame without its kind", ErrStreamFrame)
+		return nil, nil, fmt.Errorf("%w: an answer frame without its kind", ErrStreamFrame)
 	}
-	frame := make([]byte, n)
+	frame := make([]byte, n+trail)
 	if _, err := io.ReadFull(r, frame); err != nil {
-		return 0, nil, fmt.Errorf("%w: cut short: %w", ErrStreamFrame, err)
+		return nil, nil, fmt.Errorf("%w: cut short: %w", ErrStreamFrame, err)
 	}
-	if frame[0] != StreamAnswer && frame[0] != StreamRefusal {
-		return 0, nil, fmt.Errorf("%w: an answer frame of kind %d", ErrStreamFrame, frame[0])
+	return frame[:n], frame[n:], nil
+}
+
+// kindOf splits an answer frame's body into its kind and payload.
+func kindOf(body []byte) (byte, []byte, error) {
+	if body[0] != StreamAnswer && body[0] != StreamRefusal {
+		return 0, nil, fmt.Errorf("%w: an answer frame of kind %d", ErrStreamFrame, body[0])
 	}
-	return frame[0], frame[1:], nil
+	return body[0], body[1:], nil
 }
 
 // readLength reads a frame's length, at most max; io.EOF if the stream

@@ -168,7 +168,9 @@ func compareEtcd(o benchOptions, urls, etcdURLs []string, rounds int, routed boo
 				c := (sCPU.total() / float64(s.ops)) / (eCPU.total() / float64(e.ops))
 				fmt.Fprintf(stdout, "; CPU per operation Shoal/etcd %.2fx", c)
 				cpus.add(c)
-				b := (sCPU.busiest() / float64(s.ops)) / (eCPU.busiest() / float64(e.ops))
+				_, sBusiest := sCPU.busiest()
+				_, eBusiest := eCPU.busiest()
+				b := (sBusiest / float64(s.ops)) / (eBusiest / float64(e.ops))
 				fmt.Fprintf(stdout, "; on the busiest server %.2fx", b)
 				busiest.add(b)
 			}
@@ -214,13 +216,19 @@ func (c serverCPU) total() float64 {
 	return t
 }
 
-// busiest is the most CPU one server used.
-func (c serverCPU) busiest() float64 {
-	var m float64
-	for _, v := range c {
-		m = max(m, v)
+// busiest is the server that used the most CPU (its index) and how much
+// it used.
+func (c serverCPU) busiest() (int, float64) {
+	if len(c) == 0 {
+		return 0, 0
 	}
-	return m
+	i := 0
+	for j, v := range c {
+		if v > c[i] {
+			i = j
+		}
+	}
+	return i, c[i]
 }
 
 // runPhaseCounted runs a phase as runPhase does and counts the CPU each
@@ -274,14 +282,9 @@ func reportBusiest(w io.Writer, cpu serverCPU, r phaseResult, urls []string, wha
 	if len(cpu) < 2 || cpu.total() <= 0 || r.ops == 0 {
 		return
 	}
-	i := 0
-	for j, v := range cpu {
-		if v > cpu[i] {
-			i = j
-		}
-	}
+	i, busiest := cpu.busiest()
 	fmt.Fprintf(w, "  %.0f µs of CPU per operation on the busiest %s (%s, %.0f%% of the %ss')\n",
-		cpu[i]/float64(r.ops)*1e6, what, urls[i], 100*cpu[i]/cpu.total(), what)
+		busiest/float64(r.ops)*1e6, what, urls[i], 100*busiest/cpu.total(), what)
 }
 
 // cpuSeconds reads process_cpu_seconds_total from the /metrics of each
