@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoal-db/shoal/internal/storetest"
 	"github.com/shoal-db/shoal/store/engine/enginetest"
@@ -25,4 +27,92 @@ func TestTheMongoEngineConforms(t *testing.T) {
 			return s.docs.(*mongoEngine)
 		})
 	})
+}
+
+// Every write the mongo engine makes waits until MongoDB's journal holds
+// it (j: true). A standalone mongod, as `docker-compose.yml` runs, answers
+// a write with its default write concern before its journal holds it (the
+// journal is flushed every 100 ms): a crash of the mongod in between takes
+// away a lease vote, a replica's applied position or a document that Shoal
+// already counted as durable. Seen on the wire: each command the driver
+// sends, through a recording proxy.
+func TestEveryMongoWriteWaitsForTheJournal(t *testing.T) {
+	ctx := context.Background()
+	uri, sent := storetest.Start(t).Recording(t)
+	s, err := Open(ctx, Options{URI: uri, Database: "journal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := s.CheckPartitionCount(ctx, "n1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveLeaseVotes(ctx, map[int]LeaseVote{1: {Partition: 1, Holder: "n1", Epoch: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveVoterSet(ctx, []string{"n1", "n2", "n3"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveTenureReplicas(ctx, map[int]TenureList{1: {Epoch: 3, Replicas: []string{"n2"}, Seq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(s, 2, WriterOptions{})
+	defer w.Close(ctx)
+	for _, op := range []Op{
+		{Partition: 1, User: "u", Coll: "c", ID: "a", Fresh: true, Mutate: put(map[string]any{"v": int64(1)})},
+		{Partition: 1, User: "u", Coll: "c", ID: "a", Mutate: put(map[string]any{"v": int64(2)})},
+		{Partition: 1, User: "u", Coll: "c", ID: "a", Mutate: func(*Doc) (Next, error) { return Next{Delete: true}, nil }},
+	} {
+		if res := w.Do(ctx, op); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	// Every command but these reads and handshakes writes.
+	reads := map[string]bool{"find": true, "aggregate": true, "count": true, "distinct": true, "getMore": true, "killCursors": true,
+		"listCollections": true, "listIndexes": true, "listDatabases": true, "hello": true, "isMaster": true, "ismaster": true,
+		"ping": true, "buildInfo": true, "endSessions": true, "saslStart": true, "saslContinue": true}
+	writes := map[string]int{}
+	for _, cmd := range sent() {
+		name := cmd.Index(0).Key()
+		if reads[name] {
+			continue
+		}
+		writes[name]++
+		j, err := cmd.LookupErr("writeConcern", "j")
+		if err != nil || !j.Boolean() {
+			t.Errorf("a %s without j: true in its write concern: %s", name, cmd)
+		}
+	}
+	if writes["insert"] == 0 || writes["update"] == 0 || writes["createIndexes"] == 0 {
+		t.Fatalf("the store sent too few kinds of write to check: %v", writes)
+	}
+	t.Logf("writes checked: %v", writes)
+}
+
+// A MONGO_URI that asks for writes answered before they are stored
+// durably is refused at start, saying what to remove; the URI's w is kept
+// with the journal.
+func TestAMongoURIAskingForLessThanTheJournalIsRefused(t *testing.T) {
+	ctx := context.Background()
+	uri := storetest.Start(t).URI
+	for _, c := range []struct{ query, says string }{
+		{"journal=false", "remove journal=false"},
+		{"w=0", "remove w=0"},
+	} {
+		s, err := Open(ctx, Options{URI: uri + "?" + c.query, Database: "refused"})
+		if err == nil {
+			s.Close(ctx)
+			t.Fatalf("a store opened on %s", c.query)
+		}
+		if !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v", c.query, err)
+		}
+	}
+	co, err := mongoClientOptions(uri + "?w=majority")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc := co.WriteConcern; wc.W != "majority" || wc.Journal == nil || !*wc.Journal {
+		t.Fatalf("w=majority became %+v", wc)
+	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/shoal-db/shoal/store/pebbleengine"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
 // Options says which storage to use.
@@ -97,6 +98,33 @@ type Store struct {
 // ErrUnavailable wraps failures to reach the store (engine.ErrUnavailable).
 var ErrUnavailable = engine.ErrUnavailable
 
+// mongoClientOptions are the driver's options for uri. Every write waits
+// until MongoDB's journal holds it (j: true, with the URI's w): a
+// standalone mongod answers a write under its default write concern
+// before its journal does (it flushes every 100 ms), and what Shoal writes
+// (lease votes, applied positions, the documents it acknowledges) must
+// outlive a crash of the mongod once it is answered. A URI that asks for
+// less (journal=false, w=0) is refused.
+func mongoClientOptions(uri string) (*options.ClientOptions, error) {
+	co := options.Client().ApplyURI(uri).
+		SetMaxPoolSize(128).
+		SetServerSelectionTimeout(10 * time.Second).
+		SetAppName("shoal")
+	wc := writeconcern.WriteConcern{}
+	if co.WriteConcern != nil {
+		wc = *co.WriteConcern
+	}
+	if !wc.Acknowledged() {
+		return nil, fmt.Errorf("store: MONGO_URI %s asks for unacknowledged writes (w=0): Shoal must know each write is stored before it answers; remove w=0", redact(uri))
+	}
+	if wc.Journal != nil && !*wc.Journal {
+		return nil, fmt.Errorf("store: MONGO_URI %s asks MongoDB to answer writes before its journal holds them (journal=false), which a crash of the mongod can take away after Shoal counted them as stored; remove journal=false", redact(uri))
+	}
+	journal := true
+	wc.Journal = &journal
+	return co.SetWriteConcern(&wc), nil
+}
+
 // Open connects to the store and checks it answers.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Logger == nil {
@@ -117,10 +145,11 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	slots := 16
 	s.writeSlots = make(chan struct{}, slots)
-	client, err := mongo.Connect(options.Client().ApplyURI(s.uri).
-		SetMaxPoolSize(128).
-		SetServerSelectionTimeout(10 * time.Second).
-		SetAppName("shoal"))
+	co, err := mongoClientOptions(s.uri)
+	if err != nil {
+		return nil, err
+	}
+	client, err := mongo.Connect(co)
 	if err != nil {
 		s.Close(ctx)
 		return nil, fmt.Errorf("store: connecting to %s: %w", redact(s.uri), err)

@@ -1,0 +1,120 @@
+package storetest
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Recording starts a proxy in front of m that records every command the
+// clients send through it, and returns the URI of the proxy and a
+// function that returns the commands sent so far (each the command's
+// document as the server read it, without document sequences). The proxy
+// stops when the test ends.
+func (m *Mongo) Recording(t testing.TB) (uri string, sent func() []bson.Raw) {
+	t.Helper()
+	target := strings.TrimSuffix(strings.TrimPrefix(m.URI, "mongodb://"), "/")
+	if i := strings.IndexAny(target, "/?"); i >= 0 {
+		target = target[:i]
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var cmds []bson.Raw
+	var conns sync.WaitGroup
+	var open []net.Conn
+	closed := false
+	record := func(doc bson.Raw) {
+		mu.Lock()
+		cmds = append(cmds, doc)
+		mu.Unlock()
+	}
+	conns.Add(1)
+	go func() {
+		defer conns.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			if closed {
+				mu.Unlock()
+				c.Close()
+				s.Close()
+				return
+			}
+			open = append(open, c, s)
+			conns.Add(2)
+			mu.Unlock()
+			go func() { defer conns.Done(); io.Copy(c, s); c.Close() }()
+			go func() { defer conns.Done(); copyMessages(s, c, record); s.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		closed = true
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		conns.Wait()
+	})
+	return "mongodb://" + l.Addr().String() + "/", func() []bson.Raw {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]bson.Raw(nil), cmds...)
+	}
+}
+
+// opMsg is the wire protocol's OP_MSG opcode.
+const opMsg = 2013
+
+// copyMessages copies wire-protocol messages from src to dst, handing the
+// command document (section 0) of every OP_MSG to record.
+func copyMessages(dst io.Writer, src io.Reader, record func(bson.Raw)) {
+	for {
+		var head [16]byte
+		if _, err := io.ReadFull(src, head[:]); err != nil {
+			return
+		}
+		n := int(binary.LittleEndian.Uint32(head[0:4]))
+		if n < 16 || n > 64<<20 {
+			return
+		}
+		msg := make([]byte, n)
+		copy(msg, head[:])
+		if _, err := io.ReadFull(src, msg[16:]); err != nil {
+			return
+		}
+		if binary.LittleEndian.Uint32(head[12:16]) == opMsg && n > 20 {
+			for b := msg[20:]; len(b) > 5; {
+				kind := b[0]
+				size := int(binary.LittleEndian.Uint32(b[1:5]))
+				if size < 5 || 1+size > len(b) {
+					break
+				}
+				if kind == 0 {
+					record(bson.Raw(append([]byte(nil), b[1:1+size]...)))
+				}
+				b = b[1+size:]
+			}
+		}
+		if _, err := dst.Write(msg); err != nil {
+			return
+		}
+	}
+}
