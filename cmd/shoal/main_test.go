@@ -15,6 +15,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/shoal-db/shoal/internal/storetest"
 	"github.com/shoal-db/shoal/internal/testnode"
 )
 
@@ -23,6 +24,9 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("SHOAL_RUN_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if os.Getenv("SHOAL_RUN_FERRETDB") == "1" { // a node's MongoDB in fault runs on the mongo engine
+		os.Exit(storetest.ServeMain(os.Args[1:], os.Stderr))
 	}
 	os.Exit(m.Run())
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,9 +32,10 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	runs := fs.Int("runs", 1, "consecutive runs, of seeds --seed, --seed+1, ...; it stops at the first failing run and prints a summary of all")
 	keepGoing := fs.Bool("keep-going", false, "with --runs: go on after a failing run (each keeps its logs) instead of stopping")
 	logLevel := fs.String("log-level", "info", "the nodes' LOG_LEVEL (debug, info, warn or error); debug logs every lease round and replication request, to diagnose a seed")
+	mongoCommand := fs.String("mongo-command", "", "run every node on a MongoDB of its own (the mongo engine) started by this command, split at spaces, where {addr} is the host:port it must listen on ({host} and {port} its parts) and {dir} its data directory, e.g. \"mongod --bind_ip {host} --port {port} --dbpath {dir}\" (with netns, 127.0.0.1:27017 in the node's namespace); it outlives the node's kills and restarts (default: the embedded store)")
 	network := fs.String("network", torture.NetAuto, "loopback (every node on 127.0.0.1), netns (a network namespace per node, which adds link cuts; needs root and iproute2) or auto (netns when it can)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--replication-factor 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--keep-outage 30s] [--binary PATH] [--dir DIR] [--network auto|netns|loopback] [--log-level info]")
+		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--replication-factor 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--keep-outage 30s] [--binary PATH] [--dir DIR] [--network auto|netns|loopback] [--mongo-command CMD] [--log-level info]")
 		fmt.Fprintln(stderr, "Runs a fault suite: starts --nodes `shoal serve` processes of --binary (it builds nothing) and one spare")
 		fmt.Fprintln(stderr, "node, with clients doing majority puts, compare-and-sets after linearizable reads and linearizable reads of")
 		fmt.Fprintln(stderr, "registers, w=1 writes of keys written once, and majority appends to per-user lists, while a nemesis injects")
@@ -41,7 +43,8 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "or of every node at once; SIGSTOP/SIGCONT of the master for longer than LEASE_TTL; the spare put into the peer")
 		fmt.Fprintln(stderr, "list under load, and taken out (it drains, then is stopped); with --network netns also link cuts between nodes")
 		fmt.Fprintln(stderr, "(clients still reach every node): the master isolated from the other nodes, a replica isolated, and a bridge")
-		fmt.Fprintln(stderr, "(two sides that do not reach each other, one node that reaches both); and pairs of these overlapping. Then it")
+		fmt.Fprintln(stderr, "(two sides that do not reach each other, one node that reaches both); with --mongo-command also kill -9 and")
+		fmt.Fprintln(stderr, "restart of the master's MongoDB; and pairs of these overlapping. Then it")
 		fmt.Fprintln(stderr, "heals and checks: linearizability per register (porcupine), no acknowledged majority write lost, every")
 		fmt.Fprintln(stderr, "acknowledged w=1 write present or in a rollback collection, every copy converged to its master's exact")
 		fmt.Fprintln(stderr, "content, never two nodes acknowledging writes of one partition at once (the nodes' COMMIT_LOG), and the")
@@ -76,6 +79,10 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shoal torture: --runs %d: use at least 1\n", *runs)
 		return 2
 	}
+	if *mongoCommand != "" && len(strings.Fields(*mongoCommand)) == 0 {
+		fmt.Fprintln(stderr, "shoal torture: --mongo-command is blank: give the command that runs a MongoDB, or leave the flag out")
+		return 2
+	}
 	if *network != torture.NetAuto && *network != torture.NetNetns && *network != torture.NetLoopback {
 		fmt.Fprintf(stderr, "shoal torture: --network %q: use auto, netns or loopback\n", *network)
 		return 2
@@ -94,7 +101,8 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "shoal torture: seed %d (repeat with --seed %d)\n", s, s)
 		rep, err := torture.Run(ctx, torture.Config{Binary: *binary, Env: tortureEnv, Nodes: *nodes, ReplicationFactor: *rf, Duration: *duration, Seed: s,
-			Clients: *clients, Dir: d, Keep: *keep, KeepOutage: *keepOutage, Log: stdout, Network: *network, LogLevel: *logLevel})
+			Clients: *clients, Dir: d, Keep: *keep, KeepOutage: *keepOutage, Log: stdout, Network: *network, LogLevel: *logLevel,
+			Mongo: torture.MongoOptions{Command: strings.Fields(*mongoCommand)}})
 		if rep != nil && rep.History != nil {
 			fmt.Fprint(stdout, "\n"+rep.Table())
 		}

@@ -87,18 +87,50 @@ func TestTortureShortRun(t *testing.T) {
 	}
 }
 
+// A short fault run with each node on a MongoDB of its own (this test
+// binary as FerretDB, which outlives the node's kills as a mongod beside
+// it would): the mongo engine, which `docker compose up` runs, through
+// crashes and restarts of its nodes and of a store, and one overlapping
+// pair. On loopback, and without the pauses and membership edits of its
+// own (a pair may have one): those test the nodes' protocols, which the
+// run on the embedded store covers, and each fault costs this run, under
+// the race detector, a quarter of a minute.
+func TestTortureShortRunOnMongo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a fault run of a minute or so")
+	}
+	kinds := []string{torture.KillMaster, torture.KillReplica, torture.KillAll, torture.KillStore}
+	rep := passingRun(t, torture.Config{Duration: 10 * time.Second, Seed: 14, Network: torture.NetLoopback, Kinds: kinds,
+		Mongo: torture.MongoOptions{Command: []string{os.Args[0], "--listen", "{addr}", "--dir", "{dir}"}, Env: []string{"SHOAL_RUN_FERRETDB=1"}}})
+	if rep.Store != "mongo" {
+		t.Fatalf("the run's store: %q", rep.Store)
+	}
+	for _, k := range kinds {
+		if rep.Faults[k] == 0 {
+			t.Errorf("no %s fault in the run", k)
+		}
+	}
+	if rep.Lists.Acked == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 || rep.Writers.Acks == 0 {
+		t.Fatalf("nothing to check: %d list elements, %d w=1 writes, %d register writes acknowledged, %d acknowledgements in the commit logs",
+			rep.Lists.Acked, rep.W1.Acked, rep.History.DefiniteWrites, rep.Writers.Acks)
+	}
+}
+
 func TestTortureHelp(t *testing.T) {
 	var out, errs bytes.Buffer
 	if code := run([]string{"torture", "--help"}, &out, &errs); code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	for _, flag := range []string{"-nodes", "-replication-factor", "-duration", "-seed", "-clients", "-keep", "-keep-outage", "-binary", "-network", "-runs", "-log-level"} {
+	for _, flag := range []string{"-nodes", "-replication-factor", "-duration", "-seed", "-clients", "-keep", "-keep-outage", "-binary", "-network", "-runs", "-log-level", "-mongo-command"} {
 		if !strings.Contains(errs.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, errs.String())
 		}
 	}
 	if code := run([]string{"torture", "--network", "wifi"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "use auto, netns or loopback") {
 		t.Fatalf("--network wifi exited %d: %s", code, errs.String())
+	}
+	if code := run([]string{"torture", "--mongo-command", "  "}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "--mongo-command is blank") {
+		t.Fatalf("--mongo-command '  ' exited %d: %s", code, errs.String())
 	}
 	if code := run([]string{"torture", "--log-level", "loud"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "use debug, info, warn or error") {
 		t.Fatalf("--log-level loud exited %d: %s", code, errs.String())

@@ -175,8 +175,11 @@ func TestAnOutageBelongsToTheFaultThatFailedItsFirstWrite(t *testing.T) {
 }
 
 func TestScheduleIsTheSeeds(t *testing.T) {
-	for _, network := range []string{NetLoopback, NetNetns} {
+	for _, network := range []string{NetLoopback, NetNetns, "netns with a MongoDB per node"} {
 		kinds := KindsFor(network)
+		if network == "netns with a MongoDB per node" {
+			kinds = append(KindsFor(NetNetns), StoreFaultKinds...)
+		}
 		a, b, c := Schedule(7, time.Minute, kinds), Schedule(7, time.Minute, kinds), Schedule(8, time.Minute, kinds)
 		if FormatSchedule(a) != FormatSchedule(b) {
 			t.Fatalf("%s: one seed, two schedules:\n%s\n%s", network, FormatSchedule(a), FormatSchedule(b))

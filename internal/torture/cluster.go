@@ -56,6 +56,22 @@ type ClusterOptions struct {
 	// root and iproute2; see Network) instead of on 127.0.0.1, so that
 	// links between nodes can be cut.
 	Netns bool
+	// Mongo, when its Command is set, gives every node a MongoDB of its
+	// own (the mongo engine) instead of the embedded store.
+	Mongo MongoOptions
+}
+
+// MongoOptions says how to run a node's own MongoDB: a process started
+// with the cluster, in the node's namespace, that lives through the node's
+// kills and restarts (as a mongod beside it would) until the cluster
+// closes.
+type MongoOptions struct {
+	// Command is the program and its arguments; in each, {addr} is
+	// replaced by the host:port it must listen on ({host} and {port} by
+	// its two parts) and {dir} by a directory for its data.
+	Command []string
+	// Env is added to its environment.
+	Env []string
 }
 
 // Cluster is a running cluster of `shoal serve` processes.
@@ -107,6 +123,8 @@ type Node struct {
 	exited chan struct{} // closed when cmd has been waited for
 	log    *os.File
 	paused bool
+
+	mongo *mongoProcess // its own MongoDB, or nil on the embedded store
 }
 
 // URL is the node's API base URL.
@@ -142,8 +160,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 		return c, err
 	}
 	c.Dial = (&net.Dialer{}).DialContext
-	var ports []int
+	var ports, mongoPorts []int
 	all := o.Nodes + o.Spares
+	onMongo := len(o.Mongo.Command) > 0
 	if o.Netns {
 		var ids []string
 		for i := 0; i < all; i++ {
@@ -156,8 +175,15 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 		for range all { // a namespace each: the same ports for all
 			ports = append(ports, 8080, 7946)
 		}
-	} else if ports, err = freeport.Find(2 * all); err != nil {
-		return c, err
+	} else {
+		want := 2 * all
+		if onMongo {
+			want += all // found at once: separate calls may find a port twice
+		}
+		if ports, err = freeport.Find(want); err != nil {
+			return c, err
+		}
+		ports, mongoPorts = ports[:2*all], ports[2*all:]
 	}
 	c.HTTP = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: c.Dial, MaxIdleConnsPerHost: 4}}
 	c.PeersFile = filepath.Join(c.Dir, "peers.json")
@@ -176,6 +202,13 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 		n.env = append(n.env, "NODE_ID="+n.ID, fmt.Sprintf("HTTP_ADDR=%s:%d", n.Host, n.HTTP), fmt.Sprintf("GOSSIP_ADDR=%s:%d", n.Host, n.Gossip),
 			"DATA_DIR="+n.DataDir, "PEERS_ENDPOINT="+c.PeersFile, "PEERS_REFRESH=1s", "AUTH_SECRET="+authSecret,
 			"CLUSTER_SECRET="+clusterSecret, "GOSSIP_INTERVAL="+gossipInterval.String(), "GOSSIP_SUSPECT_TIMEOUT="+gossipSuspect.String())
+		if onMongo {
+			n.mongo = &mongoProcess{addr: "127.0.0.1:27017", dir: filepath.Join(c.Dir, n.ID+"-mongo"), logPath: filepath.Join(c.Dir, n.ID+"-mongo.log"), opts: o.Mongo, start: n.start}
+			if c.Net == nil {
+				n.mongo.addr = fmt.Sprintf("127.0.0.1:%d", mongoPorts[i])
+			}
+			n.env = append(n.env, "MONGO_URI=mongodb://"+n.mongo.addr+"/", "MONGO_DB=shoal")
+		}
 		n.env = append(n.env, o.Settings...)
 		c.Nodes = append(c.Nodes, n)
 		c.peers = append(c.peers, peerEntry{ID: n.ID, URL: n.URL(), Gossip: fmt.Sprintf("%s:%d", n.Host, n.Gossip), Voter: i < o.Nodes})
@@ -183,6 +216,11 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 	}
 	if err := c.writePeers(); err != nil {
 		return c, err
+	}
+	if onMongo {
+		if err := c.startMongos(ctx); err != nil {
+			return c, err
+		}
 	}
 	for _, n := range c.Nodes[:o.Nodes] {
 		if err := n.Start(); err != nil {
@@ -286,6 +324,11 @@ func (c *Cluster) killAll() {
 	for _, n := range c.Nodes {
 		n.Kill()
 	}
+	for _, n := range c.Nodes { // after the nodes: none sees its store go
+		if n.mongo != nil {
+			n.mongo.kill(true)
+		}
+	}
 }
 
 // Start starts the node's process on its data (it must not be running).
@@ -313,6 +356,23 @@ func (n *Node) Start() error {
 	}
 	n.cmd, n.exited, n.log, n.paused = cmd, exited, f, false
 	return nil
+}
+
+// exitedByItself reports whether the node's process, started and not
+// stopped by the suite, has exited; if so it is marked stopped.
+func (n *Node) exitedByItself() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		n.cmd, n.paused = nil, false
+		return true
+	default:
+		return false
+	}
 }
 
 // Running reports whether the node's process is running (paused or not).

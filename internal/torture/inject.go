@@ -253,6 +253,29 @@ func (r *runner) begin(ctx context.Context, s Step, overlapping bool) (injected,
 		}
 		n.Kill()
 		return injected{target: target, heal: func(context.Context) error { return n.Start() }}, nil
+	case KillStore:
+		master, _, err := r.placementFor(ctx, overlapping, false)
+		if err != nil {
+			return injected{}, err
+		}
+		n, err := r.c.Node(master)
+		if err != nil {
+			return injected{}, err
+		}
+		if n.mongo == nil {
+			return injected{}, fmt.Errorf("%s has no MongoDB of its own to kill", master)
+		}
+		n.mongo.kill(false)
+		return injected{target: master + "'s MongoDB", heal: func(ctx context.Context) error {
+			if err := r.c.startMongo(ctx, n); err != nil {
+				return err
+			}
+			if n.exitedByItself() {
+				// A node waits for its store to come back; it does not exit.
+				return fmt.Errorf("%s exited while its MongoDB was down (its log: %s)", n.ID, n.LogPath)
+			}
+			return nil
+		}}, nil
 	case KillAll:
 		var victims []*Node
 		for _, n := range r.c.Nodes {

@@ -20,6 +20,9 @@ const (
 	IsolateMaster  = "isolate-master"  // the registers' master cut from every other node for longer than LEASE_TTL
 	IsolateReplica = "isolate-replica" // one of its replicas cut from every other node
 	Bridge         = "bridge"          // two sides that do not reach each other, and one node that reaches both
+	// A store's crash (runs on the mongo engine only: the embedded store
+	// lives and dies with its node).
+	KillStore = "kill-store" // kill -9 of the registers' master's MongoDB, restarted after the hold
 )
 
 // FaultKinds are every kind the nemesis injects on any network, on their
@@ -28,6 +31,10 @@ var FaultKinds = []string{KillMaster, KillReplica, KillAll, PauseMaster, AddNode
 
 // LinkFaultKinds are the kinds it injects when the network can cut links.
 var LinkFaultKinds = []string{IsolateMaster, IsolateReplica, Bridge}
+
+// StoreFaultKinds are the kinds it injects when every node has a MongoDB
+// of its own.
+var StoreFaultKinds = []string{KillStore}
 
 // overlaps are the pairs of faults a schedule overlaps: the second starts
 // during the first's hold and both heal together. A membership edit in a
@@ -45,6 +52,11 @@ var linkOverlaps = [][2]string{
 	{IsolateMaster, KillReplica}, // the master cut off, and one of the others down
 	{Bridge, AddNode},            // a node joins a partitioned cluster
 	{IsolateReplica, KillMaster}, // the master down while a replica is cut off
+}
+
+// storeOverlaps are the pairs a schedule with store crashes overlaps too.
+var storeOverlaps = [][2]string{
+	{KillReplica, KillStore}, // the master's store lost while a replica is down
 }
 
 // leaseTTL is the nodes' LEASE_TTL (the default): a pause outlasts it.
@@ -119,12 +131,17 @@ func Schedule(seed uint64, duration time.Duration, kinds []string) []Step {
 			return ms(1000, 4000)
 		case KillAll:
 			return ms(300, 2000)
+		case KillStore:
+			return ms(500, 6000) // at times past LEASE_TTL: renewals fail too
 		}
 		return ms(500, 3000)
 	}
 	pairs := overlaps
 	if slices.Contains(kinds, IsolateMaster) {
 		pairs = append(slices.Clip(pairs), linkOverlaps...)
+	}
+	if slices.Contains(kinds, KillStore) {
+		pairs = append(slices.Clip(pairs), storeOverlaps...)
 	}
 	var out []Step
 	var planned time.Duration

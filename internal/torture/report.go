@@ -15,7 +15,9 @@ type Report struct {
 	Seed              uint64
 	Nodes             int
 	ReplicationFactor int
-	Network           string // NetLoopback or NetNetns
+	Network           string   // NetLoopback or NetNetns
+	Store             string   // "embedded" or "mongo"
+	Kinds             []string // the fault kinds the run was to inject
 	Planned           []Step
 	Executed          []Fault
 	Faults            map[string]int // executed, by kind
@@ -110,9 +112,12 @@ func first(l []string, n int) []string {
 func (r *Report) Table() string {
 	var b strings.Builder
 	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-34s %s\n", k, fmt.Sprintf(format, args...)) }
-	row("seed", "%d (%d nodes, REPLICATION_FACTOR %d, %s network)", r.Seed, r.Nodes, r.ReplicationFactor, r.Network)
+	row("seed", "%d (%d nodes, REPLICATION_FACTOR %d, %s network, %s store)", r.Seed, r.Nodes, r.ReplicationFactor, r.Network, r.Store)
 	var faults []string
-	kinds := KindsFor(r.Network)
+	kinds := r.Kinds
+	if kinds == nil {
+		kinds = KindsFor(r.Network)
+	}
 	for _, k := range kinds {
 		if _, ok := r.Faults[k]; ok || len(r.Planned) > 0 {
 			faults = append(faults, fmt.Sprintf("%s %d", k, r.Faults[k]))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,9 @@ type Config struct {
 	// Kinds are the fault kinds to inject (nil: every kind the network
 	// can, KindsFor).
 	Kinds []string
+	// Mongo, when its Command is set, runs every node on a MongoDB of its
+	// own (the mongo engine) instead of the embedded store.
+	Mongo MongoOptions
 }
 
 func (c Config) registerUser() string { return "registers" }
@@ -115,13 +119,20 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
+	onMongo := len(cfg.Mongo.Command) > 0
 	kinds := cfg.Kinds
 	if kinds == nil {
 		kinds = KindsFor(network)
+		if onMongo {
+			kinds = append(kinds, StoreFaultKinds...)
+		}
 	}
 	for _, k := range kinds {
 		if isLinkCut(k) && network != NetNetns {
 			return nil, fmt.Errorf("%s faults need --network netns (%s)", k, netWhy)
+		}
+		if slices.Contains(StoreFaultKinds, k) && !onMongo {
+			return nil, fmt.Errorf("%s faults need a MongoDB per node (--mongo-command)", k)
 		}
 	}
 	rf := cfg.replicationFactor()
@@ -129,11 +140,17 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, fmt.Errorf("--replication-factor %d: the suite needs at least 2 (a write kept on one node is lost with it)", rf)
 	}
 	steps := Schedule(cfg.Seed, cfg.Duration, kinds)
-	rep = &Report{Seed: cfg.Seed, Nodes: cfg.Nodes, ReplicationFactor: rf, Network: network, Planned: steps, Faults: map[string]int{}, Ops: map[string]int{}}
+	rep = &Report{Seed: cfg.Seed, Nodes: cfg.Nodes, ReplicationFactor: rf, Network: network, Store: "embedded", Kinds: kinds, Planned: steps, Faults: map[string]int{}, Ops: map[string]int{}}
+	if onMongo {
+		rep.Store = "mongo"
+	}
 	r := &runner{cfg: cfg}
 	r.logf("network: %s", netWhy)
+	if rep.Store == "mongo" {
+		r.logf("store: the mongo engine, each node on a MongoDB of its own: %s", strings.Join(cfg.Mongo.Command, " "))
+	}
 	r.logf("seed %d: %d faults planned for %s:\n%s", cfg.Seed, len(steps), cfg.Duration, FormatSchedule(steps))
-	c, err := StartCluster(ctx, ClusterOptions{Binary: cfg.Binary, Env: cfg.Env, Nodes: cfg.Nodes, Spares: 1, Dir: cfg.Dir, Netns: network == NetNetns,
+	c, err := StartCluster(ctx, ClusterOptions{Binary: cfg.Binary, Env: cfg.Env, Nodes: cfg.Nodes, Spares: 1, Dir: cfg.Dir, Netns: network == NetNetns, Mongo: cfg.Mongo,
 		Settings: append([]string{"REPLICATION_FACTOR=" + strconv.Itoa(rf), "PARTITION_COUNT=" + strconv.Itoa(partitions), "STORE_SYNC=normal", "LEASE_TTL=" + leaseTTL.String()},
 			nodeLogLevel(cfg.LogLevel)...)})
 	if err != nil {
@@ -219,6 +236,17 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	// running, and a node out of it drained and stopped.
 	if err := c.HealLinks(); err != nil {
 		rep.problem("healing the links: %v", err)
+	}
+	for _, n := range c.Nodes {
+		if n.mongo != nil && n.mongo.gone() {
+			rep.problem("%s's MongoDB was not running after the faults (its log: %s)", n.ID, n.mongo.logPath)
+			if err := c.startMongo(ctx, n); err != nil {
+				rep.problem("restarting %s's MongoDB after the faults: %v", n.ID, err)
+			}
+		}
+		if n.exitedByItself() {
+			rep.problem("%s exited by itself during the faults (its log: %s)", n.ID, n.LogPath)
+		}
 	}
 	for _, n := range c.Nodes {
 		switch {
