@@ -645,6 +645,22 @@ func (m *Manager) Acquire(ctx context.Context, partition int) (uint64, error) {
 		if e, ok := m.Holds(partition); ok {
 			return e, nil
 		}
+		// A refused campaign is tried again after retryAfter, not at
+		// once: a refusal records nothing and comes back in a round trip,
+		// and every attempt uses up an epoch (a round before then would
+		// skip the partition).
+		m.mu.Lock()
+		wait := m.attempt[partition].Add(m.retryAfter(partition)).Sub(m.cfg.Now())
+		m.mu.Unlock()
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return 0, fmt.Errorf("partition %d not acquired: %w", partition, ctx.Err())
+			}
+		}
 		m.roundMu.Lock()
 		rounded := m.rounded
 		m.roundMu.Unlock()
@@ -711,8 +727,9 @@ func (m *Manager) Round(ctx context.Context) {
 			continue
 		}
 		// Campaign at most once a round per partition while refused, so a
-		// lapsed lease is taken within a round of its end.
-		if now.Sub(m.attempt[p]) < m.cfg.TTL/8 && !m.eager[p] {
+		// lapsed lease is taken within a round of its end; an Acquire
+		// (retryAfter) sooner, but not in every round.
+		if now.Sub(m.attempt[p]) < m.retryAfter(p) {
 			continue
 		}
 		m.attempt[p] = now
@@ -1064,4 +1081,15 @@ func (m *Manager) report(now time.Time) {
 	for _, c := range changes {
 		m.cfg.OnChange(c.p, c.holder, c.epoch)
 	}
+}
+
+// retryAfter is the least time between two campaigns of partition (call
+// with mu held): TTL/8 in the rounds, TTL/30 for an Acquire, which wants
+// the partition at once (a handoff's writes are paused meanwhile) but must
+// not spend an epoch in every round while the voters refuse it.
+func (m *Manager) retryAfter(partition int) time.Duration {
+	if m.eager[partition] {
+		return m.cfg.TTL / 30
+	}
+	return m.cfg.TTL / 8
 }

@@ -384,3 +384,82 @@ func TestTheLatestTwoListsOfTheNewestEpochAreKept(t *testing.T) {
 		t.Fatalf("kept %+v after a newer epoch, want 4.1 alone", seen)
 	}
 }
+
+// votersVia delivers every batch to the voter of the manager named, unless
+// the link to it is cut.
+type votersVia struct {
+	voters map[string]*Manager
+	cut    map[string]bool
+}
+
+func (v votersVia) Vote(ctx context.Context, to string, b Batch) ([]Decision, error) {
+	if v.cut[to] {
+		return nil, errors.New("link cut")
+	}
+	return v.voters[to].Vote(ctx, b), nil
+}
+
+// A node campaigning as Acquire does (a handoff's receiver) while the
+// voters still count the previous holder's lease, whose release reached
+// one of them only, waits between attempts as every campaign does,
+// however fast the voters refuse: every attempt uses up an epoch, and in a
+// fault run on MongoDB a receiver proposed 194 epochs in two seconds
+// (partition 5 went from epoch 5 to 199), one vote written per attempt.
+func TestAnEagerCampaignRefusedAtOnceWaitsBetweenAttempts(t *testing.T) {
+	ctx := context.Background()
+	const ttl = 3 * time.Second
+	clock := time.Unix(1_800_000_000, 0)
+	now := func() time.Time { return clock }
+	ids := []string{"v1", "v2", "v3"}
+	voters := map[string]*Manager{}
+	for _, id := range ids {
+		plan := func() Plan { return Plan{Voters: ids, Want: func(int) bool { return false }} }
+		m, err := NewManager(ctx, ManagerConfig{Self: id, Partitions: 1, TTL: ttl, Store: openStore(t), Transport: cutNetwork{}, Plan: plan, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		voters[id] = m
+	}
+	clock = clock.Add(ttl) // past the voters' wait as new voters
+	wants := func() Plan { return Plan{Voters: ids, Want: func(int) bool { return true }} }
+	toOld := votersVia{voters: voters, cut: map[string]bool{}}
+	old, err := NewManager(ctx, ManagerConfig{Self: "old", Partitions: 1, TTL: ttl, Store: openStore(t), Transport: toOld, Plan: wants, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Round(ctx)
+	from, ok := old.Holds(0)
+	if !ok {
+		t.Fatal("the first holder did not take the lease")
+	}
+	toOld.cut["v2"], toOld.cut["v3"] = true, true
+	if !old.Release(ctx, 0) {
+		t.Fatal("nothing released")
+	}
+	next, err := NewManager(ctx, ManagerConfig{Self: "next", Partitions: 1, TTL: ttl, Store: openStore(t), Transport: votersVia{voters: voters}, Plan: wants, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.mu.Lock()
+	next.eager[0] = true // as Acquire marks it
+	next.mu.Unlock()
+	const step = 5 * time.Millisecond // a round trip to voters that refuse without a store write
+	start := clock
+	var won uint64
+	for range 2000 {
+		next.Round(ctx)
+		if e, ok := next.Holds(0); ok {
+			won = e
+			break
+		}
+		clock = clock.Add(step)
+	}
+	if won == 0 {
+		t.Fatalf("no lease after %s", clock.Sub(start))
+	}
+	// Nobody could win before v2 and v3 let the old lease run out: about
+	// a TTL, at one attempt every TTL/30.
+	if most := uint64(ttl/(ttl/30)) + 2; won-from > most {
+		t.Fatalf("the lease was won at epoch %d, %d past the released one's after %s: more than %d attempts", won, won-from, clock.Sub(start), most)
+	}
+}
