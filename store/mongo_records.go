@@ -165,6 +165,17 @@ func (m *mongoEngine) Meta(ctx context.Context) (meta engine.Meta, ok bool, err 
 	return meta, ok, err
 }
 
+// noteOpened records when the store was last opened, in a document of
+// its own in the meta collection: a journaled write at once, so that a
+// MongoDB that cannot journal (6.0 or older run with --nojournal) refuses
+// the node at start, not at its first write (an existing store's indexes
+// exist, and nothing else writes before then).
+func (m *mongoEngine) noteOpened(ctx context.Context) error {
+	_, err := m.s.db.Collection(metaCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "opened"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "at", Value: time.Now().UTC()}}}}, options.UpdateOne().SetUpsert(true))
+	return err
+}
+
 // CreateMeta records meta unless some is recorded already.
 func (m *mongoEngine) CreateMeta(ctx context.Context, meta engine.Meta) (created bool, err error) {
 	err = m.s.timed("meta_create", func() error {

@@ -116,3 +116,32 @@ func TestAMongoURIAskingForLessThanTheJournalIsRefused(t *testing.T) {
 		t.Fatalf("w=majority became %+v", wc)
 	}
 }
+
+// A store opened on a MongoDB makes a journaled write at once, also when
+// it exists already (its indexes then exist, and nothing else writes at
+// start): a MongoDB run without its journal refuses every such write, and
+// the node should learn that when it starts, not at its first write.
+func TestOpeningAMongoStoreWritesToItsJournalAtOnce(t *testing.T) {
+	ctx := context.Background()
+	mongo := storetest.Start(t)
+	first, err := Open(ctx, Options{URI: mongo.URI, Database: "opened"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close(ctx)
+	uri, sent := mongo.Recording(t)
+	s, err := Open(ctx, Options{URI: uri, Database: "opened"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for _, cmd := range sent() {
+		switch cmd.Index(0).Key() {
+		case "insert", "update", "delete", "findAndModify", "createIndexes":
+			if j, err := cmd.LookupErr("writeConcern", "j"); err == nil && j.Boolean() {
+				return
+			}
+		}
+	}
+	t.Fatalf("opening an existing store sent no journaled write: %d commands", len(sent()))
+}

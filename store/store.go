@@ -162,6 +162,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	m := &mongoEngine{s: s}
 	s.docs, s.records = m, m
+	if err := m.noteOpened(ctx); err != nil {
+		s.Close(ctx)
+		return nil, fmt.Errorf("store: %s refused a journaled write (a MongoDB run without its journal refuses every one; run it with its journal): %w", redact(s.uri), err)
+	}
 	if err := m.ensureAllIndexes(ctx); err != nil {
 		s.Close(ctx)
 		return nil, fmt.Errorf("store: %w", err)
