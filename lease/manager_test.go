@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,11 +61,31 @@ func TestVoterSetStepsSurviveARestart(t *testing.T) {
 	}
 }
 
-// voteVia is a transport that delivers every batch to one manager's voter.
-type voteVia struct{ voter *Manager }
+// votersVia delivers every batch to the voter of the manager named, unless
+// the link to it is cut.
+type votersVia struct {
+	voters map[string]*Manager
+	cut    map[string]bool
+}
 
-func (v voteVia) Vote(ctx context.Context, _ string, b Batch) ([]Decision, error) {
-	return v.voter.Vote(ctx, b), nil
+// via is a transport to the voters of managers ms.
+func via(ms ...*Manager) votersVia {
+	v := votersVia{voters: map[string]*Manager{}, cut: map[string]bool{}}
+	for _, m := range ms {
+		v.voters[m.cfg.Self] = m
+	}
+	return v
+}
+
+func (v votersVia) Vote(ctx context.Context, to string, b Batch) ([]Decision, error) {
+	if v.cut[to] {
+		return nil, errors.New("link cut")
+	}
+	m, ok := v.voters[to]
+	if !ok {
+		return nil, fmt.Errorf("no voter %q", to)
+	}
+	return m.Vote(ctx, b), nil
 }
 
 // An orderly handoff: the holder releases its lease on the voters and the
@@ -86,7 +107,7 @@ func TestReleaseLetsTheNextHolderInAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewManager(ctx, ManagerConfig{Self: "b", Partitions: 1, TTL: ttl, Store: open(), Transport: voteVia{a}, Plan: plan})
+	b, err := NewManager(ctx, ManagerConfig{Self: "b", Partitions: 1, TTL: ttl, Store: open(), Transport: via(a), Plan: plan})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +211,7 @@ func TestEndedAsksAMajorityOfTheVoters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewManager(ctx, ManagerConfig{Self: "r", Partitions: 1, TTL: ttl, Store: open(), Transport: voteVia{a},
+	r, err := NewManager(ctx, ManagerConfig{Self: "r", Partitions: 1, TTL: ttl, Store: open(), Transport: via(a),
 		Plan: func() Plan { return Plan{Voters: []string{"a"}, Want: func(int) bool { return false }} }, Now: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +370,7 @@ func TestTheVotersKeepTheHoldersListOfCopies(t *testing.T) {
 	}
 	// a stops wanting the partition; b campaigns once the lease ran out.
 	planB := func() Plan { return Plan{Voters: []string{"a"}, Want: func(int) bool { return true }} }
-	b, err := NewManager(ctx, ManagerConfig{Self: "b", Partitions: 1, TTL: ttl, Store: openStore(t), Transport: voteVia{a}, Plan: planB, Now: clock})
+	b, err := NewManager(ctx, ManagerConfig{Self: "b", Partitions: 1, TTL: ttl, Store: openStore(t), Transport: via(a), Plan: planB, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,20 +406,6 @@ func TestTheLatestTwoListsOfTheNewestEpochAreKept(t *testing.T) {
 	}
 }
 
-// votersVia delivers every batch to the voter of the manager named, unless
-// the link to it is cut.
-type votersVia struct {
-	voters map[string]*Manager
-	cut    map[string]bool
-}
-
-func (v votersVia) Vote(ctx context.Context, to string, b Batch) ([]Decision, error) {
-	if v.cut[to] {
-		return nil, errors.New("link cut")
-	}
-	return v.voters[to].Vote(ctx, b), nil
-}
-
 // A node campaigning as Acquire does (a handoff's receiver) while the
 // voters still count the previous holder's lease, whose release reached
 // one of them only, waits between attempts as every campaign does,
@@ -411,18 +418,18 @@ func TestAnEagerCampaignRefusedAtOnceWaitsBetweenAttempts(t *testing.T) {
 	clock := time.Unix(1_800_000_000, 0)
 	now := func() time.Time { return clock }
 	ids := []string{"v1", "v2", "v3"}
-	voters := map[string]*Manager{}
+	var voters []*Manager
 	for _, id := range ids {
 		plan := func() Plan { return Plan{Voters: ids, Want: func(int) bool { return false }} }
 		m, err := NewManager(ctx, ManagerConfig{Self: id, Partitions: 1, TTL: ttl, Store: openStore(t), Transport: cutNetwork{}, Plan: plan, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
-		voters[id] = m
+		voters = append(voters, m)
 	}
 	clock = clock.Add(ttl) // past the voters' wait as new voters
 	wants := func() Plan { return Plan{Voters: ids, Want: func(int) bool { return true }} }
-	toOld := votersVia{voters: voters, cut: map[string]bool{}}
+	toOld := via(voters...)
 	old, err := NewManager(ctx, ManagerConfig{Self: "old", Partitions: 1, TTL: ttl, Store: openStore(t), Transport: toOld, Plan: wants, Now: now})
 	if err != nil {
 		t.Fatal(err)
@@ -436,7 +443,7 @@ func TestAnEagerCampaignRefusedAtOnceWaitsBetweenAttempts(t *testing.T) {
 	if !old.Release(ctx, 0) {
 		t.Fatal("nothing released")
 	}
-	next, err := NewManager(ctx, ManagerConfig{Self: "next", Partitions: 1, TTL: ttl, Store: openStore(t), Transport: votersVia{voters: voters}, Plan: wants, Now: now})
+	next, err := NewManager(ctx, ManagerConfig{Self: "next", Partitions: 1, TTL: ttl, Store: openStore(t), Transport: via(voters...), Plan: wants, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,5 +468,60 @@ func TestAnEagerCampaignRefusedAtOnceWaitsBetweenAttempts(t *testing.T) {
 	// a TTL, at one attempt every TTL/30.
 	if most := uint64(ttl/(ttl/30)) + 2; won-from > most {
 		t.Fatalf("the lease was won at epoch %d, %d past the released one's after %s: more than %d attempts", won, won-from, clock.Sub(start), most)
+	}
+}
+
+// Acquire itself paces the rounds it asks for while it is refused: a
+// round before the next attempt is due skips the partition, and asking
+// for rounds back to back would spin on them (every round reads the
+// node's plan) until the old lease runs out. Real time, a short TTL.
+func TestAnAcquireRefusedAtOnceDoesNotSpinOnRounds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ttl = 600 * time.Millisecond
+	ids := []string{"v1", "v2", "v3"}
+	var voters []*Manager
+	for _, id := range ids {
+		plan := func() Plan { return Plan{Voters: ids, Want: func(int) bool { return false }} }
+		m, err := NewManager(ctx, ManagerConfig{Self: id, Partitions: 1, TTL: ttl, Store: openStore(t), Transport: cutNetwork{}, Plan: plan})
+		if err != nil {
+			t.Fatal(err)
+		}
+		voters = append(voters, m)
+	}
+	wants := func() Plan { return Plan{Voters: ids, Want: func(int) bool { return true }} }
+	toOld := via(voters...)
+	old, err := NewManager(ctx, ManagerConfig{Self: "old", Partitions: 1, TTL: ttl, Store: openStore(t), Transport: toOld, Plan: wants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCtx, stopOld := context.WithCancel(ctx)
+	oldDone := make(chan struct{})
+	go func() { defer close(oldDone); old.Run(oldCtx) }()
+	actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+	defer acancel()
+	if _, err := old.Acquire(actx, 0); err != nil {
+		t.Fatal(err)
+	}
+	stopOld()
+	<-oldDone
+	toOld.cut["v2"], toOld.cut["v3"] = true, true
+	if !old.Release(ctx, 0) {
+		t.Fatal("nothing released")
+	}
+	var plans atomic.Int64
+	counted := func() Plan { plans.Add(1); return wants() }
+	next, err := NewManager(ctx, ManagerConfig{Self: "next", Partitions: 1, TTL: ttl, Store: openStore(t), Transport: via(voters...), Plan: counted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go next.Run(ctx)
+	if _, err := next.Acquire(actx, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Until the old lease ran out (at most a TTL): a round every TTL/6
+	// and an attempt every TTL/30, about 40; spinning, thousands.
+	if n := plans.Load(); n > 200 {
+		t.Fatalf("%d rounds to acquire a lease refused for at most %s", n, ttl)
 	}
 }

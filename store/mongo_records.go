@@ -171,9 +171,14 @@ func (m *mongoEngine) Meta(ctx context.Context) (meta engine.Meta, ok bool, err 
 // the node at start, not at its first write (an existing store's indexes
 // exist, and nothing else writes before then).
 func (m *mongoEngine) noteOpened(ctx context.Context) error {
-	_, err := m.s.db.Collection(metaCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "opened"}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "at", Value: time.Now().UTC()}}}}, options.UpdateOne().SetUpsert(true))
-	return err
+	return m.s.timed("meta_opened", func() error {
+		_, err := m.s.db.Collection(metaCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "opened"}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "at", Value: time.Now().UTC()}}}}, options.UpdateOne().SetUpsert(true))
+		if err != nil {
+			return fmt.Errorf("%w: recording when the store was opened (a MongoDB run without its journal refuses every write Shoal makes: run it with its journal): %v", ErrUnavailable, err)
+		}
+		return nil
+	})
 }
 
 // CreateMeta records meta unless some is recorded already.

@@ -164,7 +164,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	s.docs, s.records = m, m
 	if err := m.noteOpened(ctx); err != nil {
 		s.Close(ctx)
-		return nil, fmt.Errorf("store: %s refused a journaled write (a MongoDB run without its journal refuses every one; run it with its journal): %w", redact(s.uri), err)
+		return nil, fmt.Errorf("store: %s: %w", redact(s.uri), err)
 	}
 	if err := m.ensureAllIndexes(ctx); err != nil {
 		s.Close(ctx)

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"strings"
+	"net/url"
 	"sync"
 	"testing"
 
@@ -18,10 +18,11 @@ import (
 // stops when the test ends.
 func (m *Mongo) Recording(t testing.TB) (uri string, sent func() []bson.Raw) {
 	t.Helper()
-	target := strings.TrimSuffix(strings.TrimPrefix(m.URI, "mongodb://"), "/")
-	if i := strings.IndexAny(target, "/?"); i >= 0 {
-		target = target[:i]
+	u, err := url.Parse(m.URI)
+	if err != nil {
+		t.Fatal(err)
 	}
+	target := u.Host
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -40,10 +40,10 @@ type Mongo struct {
 // FerretDB 1.24 looks a document up by `_id` through an expression
 // (`_ferretdb_sjson->'$._id'`) that its own index (on
 // `_ferretdb_sjson->"_id"`) does not match, so every lookup by key scans
-// the collection (issue 16), and a fault run's copies that catch up slow
-// down as the collections grow (a removed node waited minutes for a swap).
-// Serve indexes that expression in every collection's table as it
-// appears, so that a lookup by key costs what it costs on a MongoDB.
+// the collection (issue 16). Serve indexes that expression in every
+// collection's table as it appears, so that a lookup by key costs what it
+// costs on a MongoDB. A range or a sort is still read from the whole
+// collection: FerretDB pushes neither down to SQLite.
 func Serve(ctx context.Context, addr, dir string, logger *slog.Logger) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err

@@ -74,6 +74,9 @@ type MongoOptions struct {
 	Env []string
 }
 
+// enabled reports whether the nodes run on MongoDBs of their own.
+func (o MongoOptions) enabled() bool { return len(o.Command) > 0 }
+
 // Cluster is a running cluster of `shoal serve` processes.
 type Cluster struct {
 	// Nodes are every node, the spares last.
@@ -162,7 +165,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (c *Cluster, err error)
 	c.Dial = (&net.Dialer{}).DialContext
 	var ports, mongoPorts []int
 	all := o.Nodes + o.Spares
-	onMongo := len(o.Mongo.Command) > 0
+	onMongo := o.Mongo.enabled()
 	if o.Netns {
 		var ids []string
 		for i := 0; i < all; i++ {

@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	onMongo := len(cfg.Mongo.Command) > 0
+	onMongo := cfg.Mongo.enabled()
 	kinds := cfg.Kinds
 	if kinds == nil {
 		kinds = KindsFor(network)
