@@ -124,7 +124,6 @@ type Node struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
-	log    *os.File
 	paused bool
 
 	mongo *mongoProcess // its own MongoDB, or nil on the embedded store
@@ -342,23 +341,34 @@ func (n *Node) Start() error {
 	if n.cmd != nil {
 		return fmt.Errorf("%s is already running", n.ID)
 	}
-	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(f, "=== torture: %s starting at %s\n", n.ID, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(n.binary, "serve")
 	cmd.Env = append(append([]string(nil), n.env...), "COMMIT_LOG="+n.CommitLogPath())
 	cmd.Dir = n.DataDir // no stray .env file is read
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = sysProcAttr()
-	exited := make(chan struct{})
-	if err := n.start(cmd, func() { cmd.Wait(); f.Close(); close(exited) }); err != nil {
-		f.Close()
+	exited, err := startLogged(n.start, cmd, n.LogPath, n.ID)
+	if err != nil {
 		return fmt.Errorf("starting %s: %w", n.ID, err)
 	}
-	n.cmd, n.exited, n.log, n.paused = cmd, exited, f, false
+	n.cmd, n.exited, n.paused = cmd, exited, false
 	return nil
+}
+
+// startLogged starts cmd through start (in a namespace, or here), its
+// output appended to logPath after a line saying who starts when;
+// exited is closed once the process has been waited for.
+func startLogged(start func(cmd *exec.Cmd, wait func()) error, cmd *exec.Cmd, logPath, who string) (exited chan struct{}, err error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(f, "=== torture: %s starting at %s\n", who, time.Now().Format(time.RFC3339Nano))
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = sysProcAttr()
+	exited = make(chan struct{})
+	if err := start(cmd, func() { cmd.Wait(); f.Close(); close(exited) }); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return exited, nil
 }
 
 // exitedByItself reports whether the node's process, started and not

@@ -84,10 +84,6 @@ func (m *mongoProcess) run() error {
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
 	host, port, _ := net.SplitHostPort(m.addr)
 	fill := strings.NewReplacer("{addr}", m.addr, "{host}", host, "{port}", port, "{dir}", m.dir)
 	argv := make([]string, len(m.opts.Command))
@@ -97,17 +93,13 @@ func (m *mongoProcess) run() error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(childEnv(), m.opts.Env...)
 	cmd.Dir = m.dir
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = sysProcAttr()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closing {
-		f.Close()
 		return errors.New("the cluster is closing")
 	}
-	exited := make(chan struct{})
-	if err := m.start(cmd, func() { cmd.Wait(); f.Close(); close(exited) }); err != nil {
-		f.Close()
+	exited, err := startLogged(m.start, cmd, m.logPath, "MongoDB")
+	if err != nil {
 		return fmt.Errorf("starting %s: %w", strings.Join(argv, " "), err)
 	}
 	m.cmd, m.exited = cmd, exited
