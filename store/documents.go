@@ -147,16 +147,17 @@ func (s *Store) remove(ctx context.Context, partition int, keys []string) error 
 	return s.docs.Remove(ctx, partition, keys)
 }
 
-// tombstones reads a partition's tombstones (without bodies: they have
-// none).
-func (s *Store) tombstones(ctx context.Context, partition int) ([]*Doc, error) {
-	return s.docs.Tombstones(ctx, partition)
+// tombstones reads up to limit (0: all) of a partition's tombstones last
+// changed at or after from and before before (the zero time: unbounded),
+// oldest first, without bodies (they have none).
+func (s *Store) tombstones(ctx context.Context, partition int, from, before time.Time, limit int) ([]*Doc, error) {
+	return s.docs.Tombstones(ctx, partition, from, before, limit)
 }
 
-// deleteTombstones removes a partition's tombstones last changed before
-// the given time: the same ones planPurge picks from tombstones.
-func (s *Store) deleteTombstones(ctx context.Context, partition int, before time.Time) error {
-	return s.docs.PurgeTombstones(ctx, partition, before)
+// deleteTombstones removes tombstones tombstones read, of the keys they
+// are still the state of, and returns how many entries went.
+func (s *Store) deleteTombstones(ctx context.Context, partition int, tombstones []*Doc) (int, error) {
+	return s.docs.PurgeTombstones(ctx, partition, tombstones)
 }
 
 // keyRange returns the keys and positions of what a partition holds with

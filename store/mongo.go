@@ -318,29 +318,59 @@ func (m *mongoEngine) Remove(ctx context.Context, partition int, keys []string) 
 	})
 }
 
-// tombstones reads a partition's tombstones (without bodies: they have
-// none).
-func (m *mongoEngine) Tombstones(ctx context.Context, partition int) ([]*Doc, error) {
-	return m.find(ctx, "tombstones", partition, bson.D{{Key: fDeleted, Value: true}},
-		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: fEpoch, Value: 1}, {Key: fSeq, Value: 1},
-			{Key: fDeleted, Value: 1}, {Key: fUpdated, Value: 1}}))
+// Tombstones reads up to limit (0: all) of a partition's tombstones
+// (without bodies: they have none) last changed at or after from and
+// before before (the zero time: unbounded), oldest first, through the
+// tombstones index.
+func (m *mongoEngine) Tombstones(ctx context.Context, partition int, from, before time.Time, limit int) ([]*Doc, error) {
+	when := bson.D{}
+	if !from.IsZero() {
+		when = append(when, bson.E{Key: "$gte", Value: from.UnixMilli()})
+	}
+	if !before.IsZero() {
+		when = append(when, bson.E{Key: "$lt", Value: before.UnixMilli()})
+	}
+	filter := bson.D{{Key: fDeleted, Value: true}}
+	if len(when) > 0 {
+		filter = append(filter, bson.E{Key: fUpdated, Value: when})
+	}
+	opts := options.Find().SetSort(bson.D{{Key: fDeleted, Value: 1}, {Key: fUpdated, Value: 1}}).
+		SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: fEpoch, Value: 1}, {Key: fSeq, Value: 1},
+			{Key: fDeleted, Value: 1}, {Key: fUpdated, Value: 1}})
+	if limit > 0 {
+		opts.SetLimit(int64(limit))
+	}
+	return m.find(ctx, "tombstones", partition, filter, opts)
 }
 
-// deleteTombstones removes a partition's tombstones last changed before
-// the given time: the same ones planPurge picks from tombstones.
-func (m *mongoEngine) PurgeTombstones(ctx context.Context, partition int, before time.Time) error {
+// PurgeTombstones deletes the given tombstones of the keys whose state
+// they still are: a key written again since is kept. The keys' $in lets
+// the server find them by _id; the $or keeps only the states read.
+func (m *mongoEngine) PurgeTombstones(ctx context.Context, partition int, tombstones []*Doc) (int, error) {
+	if len(tombstones) == 0 {
+		return 0, nil
+	}
 	if err := m.s.acquireWrite(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	defer m.s.releaseWrite()
-	return m.s.timed("purge", func() error {
-		_, err := m.s.db.Collection(CollectionName(partition)).DeleteMany(ctx, bson.D{{Key: fDeleted, Value: true},
-			{Key: fUpdated, Value: bson.D{{Key: "$lt", Value: before.UnixMilli()}}}})
-		if err != nil {
-			return fmt.Errorf("%w: purging tombstones of partition %d: %v", ErrUnavailable, partition, err)
+	var n int64
+	err := m.s.timed("purge", func() error {
+		keys := make(bson.A, len(tombstones))
+		states := make(bson.A, len(tombstones))
+		for i, t := range tombstones {
+			keys[i] = t.Key
+			states[i] = bson.D{{Key: "_id", Value: t.Key}, {Key: fEpoch, Value: int64(t.Pos.Epoch)}, {Key: fSeq, Value: int64(t.Pos.Seq)}}
 		}
+		res, err := m.s.db.Collection(CollectionName(partition)).DeleteMany(ctx,
+			bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}, {Key: fDeleted, Value: true}, {Key: "$or", Value: states}})
+		if err != nil {
+			return fmt.Errorf("%w: purging %d tombstones of partition %d: %v", ErrUnavailable, len(tombstones), partition, err)
+		}
+		n = res.DeletedCount
 		return nil
 	})
+	return int(n), err
 }
 
 // ScanKeys returns up to limit (0: all) documents and tombstones of a

@@ -105,13 +105,14 @@ func (o observed) Collections(ctx context.Context, partition int, user string) (
 	return out, err
 }
 
-func (o observed) Tombstones(ctx context.Context, partition int) (docs []*record.Doc, err error) {
-	err = o.timed("tombstones", func() error { docs, err = o.e.Tombstones(ctx, partition); return err })
+func (o observed) Tombstones(ctx context.Context, partition int, from, before time.Time, limit int) (docs []*record.Doc, err error) {
+	err = o.timed("tombstones", func() error { docs, err = o.e.Tombstones(ctx, partition, from, before, limit); return err })
 	return docs, err
 }
 
-func (o observed) PurgeTombstones(ctx context.Context, partition int, before time.Time) error {
-	return o.timed("purge", func() error { return o.e.PurgeTombstones(ctx, partition, before) })
+func (o observed) PurgeTombstones(ctx context.Context, partition int, tombstones []*record.Doc) (n int, err error) {
+	err = o.timed("purge", func() error { n, err = o.e.PurgeTombstones(ctx, partition, tombstones); return err })
+	return n, err
 }
 
 func (o observed) Partitions(ctx context.Context) (map[int]bool, error) { return o.e.Partitions(ctx) }

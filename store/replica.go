@@ -308,7 +308,16 @@ func (w *Writer) LoadAll(ctx context.Context) error {
 			}
 		}
 		p.setLoaded(last, applied[p.id])
-		p.tombstones.Store(exists[p.id])
+		// Whether the copy holds a tombstone, read (one index lookup),
+		// not assumed: a replica that may hold one looks up every new
+		// document it is sent (applyRun).
+		holds := false
+		if exists[p.id] {
+			if holds, err = w.holdsTombstones(ctx, p); err != nil {
+				return err
+			}
+		}
+		p.tombstones.Store(holds)
 	}
 	return nil
 }

@@ -756,7 +756,7 @@ func TestANewDocumentOverATombstoneTheMasterPurgedReplacesIt(t *testing.T) {
 	if r := w.Apply(ctx, again); r.Err != nil {
 		t.Fatalf("the new a: %+v", r)
 	}
-	if tombs, err := s.tombstones(ctx, 0); err != nil || len(tombs) != 0 {
+	if tombs, err := s.tombstones(ctx, 0, time.Time{}, time.Time{}, 0); err != nil || len(tombs) != 0 {
 		t.Fatalf("tombstones left beside the new document: %v (%v)", ids(tombs), err)
 	}
 	if all, err := s.ScanAfter(ctx, 0, Position{}, 0); err != nil || len(all) != 1 || all[0].Pos != again.UpTo {
@@ -879,5 +879,56 @@ func TestAFullCopysChunkCutShortKeepsTheHorizonItRemovedUnder(t *testing.T) {
 	}
 	if got := w.Horizon(0); got.Compare(horizon) < 0 {
 		t.Fatalf("after a restart the copy's horizon is %s, below the master's %s", got, horizon)
+	}
+}
+
+// After a restart, a replica reads whether each partition's copy holds a
+// tombstone: one that holds none stores its master's new documents
+// without a lookup at once, as before the restart (it used to take every
+// partition with a document as holding tombstones, and looked up every
+// new document until the first purge, up to 10 minutes later); one that
+// holds a tombstone looks them up.
+func TestAfterARestartOnlyACopyHoldingATombstoneLooksUpNewDocuments(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := openAt(t, dir)
+	w := NewWriter(s, 2, WriterOptions{CacheBytes: 1 << 20})
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 2 {
+		run := Batch{Partition: p, Epoch: 2, UpTo: Position{Epoch: 2, Seq: 2}, Docs: []*Doc{newDoc("a", 2, 1), newDoc("b", 2, 2)}}
+		if p == 1 {
+			run.Docs[1] = doc("a", 2, 2, 2, true) // a deleted: a tombstone
+		}
+		if r := w.Apply(ctx, run); r.Err != nil {
+			t.Fatalf("partition %d: %+v", p, r)
+		}
+	}
+	if err := w.SyncApplied(ctx); err != nil { // as a replica does before it answers
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(ctx)
+
+	s = openAt(t, dir)
+	w = NewWriter(s, 2, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range []int64{1, 4} { // the count; the count and three keys
+		run := Batch{Partition: p, Epoch: 2, From: Position{Epoch: 2, Seq: 2}, UpTo: Position{Epoch: 2, Seq: 5},
+			Docs: []*Doc{newDoc("c", 2, 3), newDoc("d", 2, 4), newDoc("e", 2, 5)}}
+		before := engineLookups(t, s)
+		if r := w.Apply(ctx, run); r.Err != nil {
+			t.Fatalf("partition %d after the restart: %+v", p, r)
+		}
+		if got := engineLookups(t, s) - before; got != want {
+			t.Errorf("partition %d (tombstone held: %v): storing 3 new documents read %d states or counts, want %d",
+				p, p == 1, got, want)
+		}
 	}
 }

@@ -13,31 +13,38 @@ import (
 // removes older ones and raises the partition's horizon; a replica whose
 // acknowledged position is behind it gets a full copy instead (Batch.Full).
 
-// purge is a request to purge a partition's tombstones.
+// purge is a request to purge a chunk of a partition's tombstones.
 type purge struct {
+	from   time.Time // the chunk starts at this time (where the last one ended)
 	before time.Time // tombstones last changed before this go
 	purged int
+	more   bool      // the chunk was full and removed something: more may be due
+	next   time.Time // where the next chunk starts
 	err    error
 }
 
-// purgePlan is what a purge removes, decided from the partition's
-// tombstones alone.
+// purgeChunk is how many tombstones one request of a purge reads and
+// removes: the partition's writes wait for one chunk at a time, and a
+// purge holds one chunk in memory, however many tombstones the partition
+// keeps.
+const purgeChunk = 1000
+
+// purgePlan is what a purge removes, decided from the tombstones read.
 type purgePlan struct {
-	keys    []string // the tombstones to remove
+	gone    []*Doc   // the tombstones to remove
 	horizon Position // the horizon once they are gone
-	kept    int      // tombstones too young to remove
 }
 
 // planPurge picks the tombstones last changed before cutoff (compared in
-// milliseconds, as stored) and the horizon that follows.
+// milliseconds, as stored, and as the engine selected them) and the
+// horizon that follows.
 func planPurge(tombstones []*Doc, cutoff time.Time, horizon Position) purgePlan {
 	plan := purgePlan{horizon: horizon}
 	for _, d := range tombstones {
 		if d.Updated.UnixMilli() >= cutoff.UnixMilli() {
-			plan.kept++
 			continue
 		}
-		plan.keys = append(plan.keys, d.Key)
+		plan.gone = append(plan.gone, d)
 		plan.horizon = maxPosition(plan.horizon, d.Pos)
 	}
 	return plan
@@ -45,21 +52,22 @@ func planPurge(tombstones []*Doc, cutoff time.Time, horizon Position) purgePlan 
 
 // PurgeTombstones removes, from every partition that may hold tombstones,
 // those last changed before the given time, each through its partition's
-// writer. It returns how many it removed.
+// writer, a chunk at a time (purgeChunk). It returns how many it removed.
 func (w *Writer) PurgeTombstones(ctx context.Context, before time.Time) (int, error) {
 	total := 0
 	var errs []error
 	for _, p := range w.parts {
-		if !p.tombstones.Load() {
-			continue
-		}
-		req := &request{purge: &purge{before: before}, done: make(chan struct{})}
-		if err := w.submit(ctx, p, req); err != nil {
-			return total, err
-		}
-		total += req.purge.purged
-		if req.purge.err != nil {
-			errs = append(errs, fmt.Errorf("partition %d: %w", p.id, req.purge.err))
+		var from time.Time
+		for more := p.tombstones.Load(); more; {
+			req := &request{purge: &purge{from: from, before: before}, done: make(chan struct{})}
+			if err := w.submit(ctx, p, req); err != nil {
+				return total, err
+			}
+			total += req.purge.purged
+			more, from = req.purge.more, req.purge.next
+			if req.purge.err != nil {
+				errs = append(errs, fmt.Errorf("partition %d: %w", p.id, req.purge.err))
+			}
 		}
 	}
 	return total, errors.Join(errs...)
@@ -75,43 +83,60 @@ func (w *Writer) Horizon(partition int) Position {
 	return p.horizon
 }
 
-// processPurge runs a purge on the partition's goroutine. The horizon is
-// recorded before the tombstones go: a crash in between costs at most a
-// needless full copy, never a replica that misses a delete.
-func (w *Writer) processPurge(p *partition, before time.Time) (int, error) {
+// processPurge runs one chunk of a purge on the partition's goroutine: it
+// reads up to purgeChunk of the oldest tombstones due, from r.from on (a
+// chunk starting at the time the last one ended does not step again over
+// what that one removed), and removes them. The horizon is recorded
+// before they go: a crash in between costs at most a needless full copy,
+// never a replica that misses a delete.
+func (w *Writer) processPurge(p *partition, r *purge) error {
 	if err := w.load(p); err != nil {
-		return 0, err
+		return err
 	}
-	tombs, err := w.store.tombstones(w.ctx, p.id)
+	tombs, err := w.store.tombstones(w.ctx, p.id, r.from, r.before, purgeChunk)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	plan := planPurge(tombs, before, p.horizon)
-	if len(plan.keys) > 0 {
+	plan := planPurge(tombs, r.before, p.horizon)
+	if len(plan.gone) > 0 {
 		if plan.horizon != p.horizon {
 			w.setRecord(p.record(p.applied, plan.horizon))
 			if err := w.SyncApplied(w.ctx); err != nil {
-				return 0, err
+				return err
 			}
 			p.mu.Lock()
 			p.horizon, p.last = plan.horizon, maxPosition(p.last, plan.horizon)
 			p.mu.Unlock()
 		}
 		p.commits.Add(1)
-		err := w.store.deleteTombstones(w.ctx, p.id, before)
-		for _, k := range plan.keys {
-			w.cache.forget(p.id, k)
+		removed, err := w.store.deleteTombstones(w.ctx, p.id, plan.gone)
+		for _, d := range plan.gone {
+			w.cache.forget(p.id, d.Key)
 		}
 		p.commits.Add(1)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		w.log.Debug("purged tombstones", "partition", p.id, "purged", len(plan.keys), "kept", plan.kept, "horizon", plan.horizon)
+		r.purged = removed
+		w.log.Debug("purged tombstones", "partition", p.id, "purged", removed, "horizon", plan.horizon)
 	}
-	if plan.kept == 0 {
-		p.tombstones.Store(false)
+	if len(plan.gone) == purgeChunk && r.purged > 0 {
+		r.more, r.next = true, plan.gone[len(plan.gone)-1].Updated
+		return nil
 	}
-	return len(plan.keys), nil
+	left, err := w.holdsTombstones(w.ctx, p)
+	if err != nil {
+		return err
+	}
+	p.tombstones.Store(left)
+	return nil
+}
+
+// holdsTombstones reads whether the partition's copy here holds a
+// tombstone (one index lookup).
+func (w *Writer) holdsTombstones(ctx context.Context, p *partition) (bool, error) {
+	one, err := w.store.tombstones(ctx, p.id, time.Time{}, time.Time{}, 1)
+	return len(one) > 0, err
 }
 
 func compareKeys(a, b string) int {

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/shoal-db/shoal/store/engine"
 )
 
 func TestPlanPurge(t *testing.T) {
@@ -23,20 +26,23 @@ func TestPlanPurge(t *testing.T) {
 		horizon Position
 		keys    []string
 		want    Position
-		kept    int
 	}{
-		{"none", nil, Position{}, nil, Position{}, 0},
-		{"all young", []*Doc{at("a", 3, 10_000), at("b", 4, 12_000)}, Position{}, nil, Position{}, 2},
+		{"none", nil, Position{}, nil, Position{}},
+		{"all young", []*Doc{at("a", 3, 10_000), at("b", 4, 12_000)}, Position{}, nil, Position{}},
 		{"old and young", []*Doc{at("a", 3, 9_999), at("b", 7, 10_000), at("c", 5, 1)},
-			Position{}, []string{DocKey("u", "c", "a"), DocKey("u", "c", "c")}, Position{Epoch: 1, Seq: 5}, 1},
+			Position{}, []string{DocKey("u", "c", "a"), DocKey("u", "c", "c")}, Position{Epoch: 1, Seq: 5}},
 		{"horizon never goes back", []*Doc{at("a", 3, 1)}, Position{Epoch: 2, Seq: 1},
-			[]string{DocKey("u", "c", "a")}, Position{Epoch: 2, Seq: 1}, 0},
+			[]string{DocKey("u", "c", "a")}, Position{Epoch: 2, Seq: 1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := planPurge(c.tombs, cutoff, c.horizon)
-			if !slices.Equal(got.keys, c.keys) || got.horizon != c.want || got.kept != c.kept {
-				t.Fatalf("got %+v, want keys %v horizon %v kept %d", got, c.keys, c.want, c.kept)
+			var k []string
+			for _, d := range got.gone {
+				k = append(k, d.Key)
+			}
+			if !slices.Equal(k, c.keys) || got.horizon != c.want {
+				t.Fatalf("got keys %v horizon %v, want keys %v horizon %v", k, got.horizon, c.keys, c.want)
 			}
 		})
 	}
@@ -134,8 +140,8 @@ func TestHorizonSurvivesARestart(t *testing.T) {
 	if w2.Horizon(2) != del.Doc.Pos || w2.Position(2) != del.Doc.Pos {
 		t.Fatalf("after a restart: horizon %v, position %v, want both %v", w2.Horizon(2), w2.Position(2), del.Doc.Pos)
 	}
-	if w2.parts[0].tombstones.Load() || !w2.parts[2].tombstones.Load() {
-		t.Fatal("after a restart, only partitions with a collection may hold tombstones")
+	if w2.parts[0].tombstones.Load() || w2.parts[2].tombstones.Load() {
+		t.Fatal("after a restart, a partition whose only tombstone was purged is taken to hold one")
 	}
 	res := w2.Do(ctx, Op{Partition: 2, User: "u", Coll: "c", ID: "b", Mutate: put(map[string]any{"again": true})})
 	if res.Err != nil || res.Doc.Version != 1 || res.Doc.Pos.Compare(del.Doc.Pos) <= 0 {
@@ -306,5 +312,109 @@ func TestPlanFullChunkReplacesAnAbandonedHistory(t *testing.T) {
 	}
 	if len(writes) != 1 || writes[0].doc.ID != "a" || writes[0].doc.Pos != (Position{Epoch: 2, Seq: 1}) || writes[0].insert {
 		t.Fatalf("writes %+v, want the master's a@2.1 over the abandoned a@2.4", writes)
+	}
+}
+
+// tombstoneReads is an engine that records how many tombstones each read
+// of them returned, and calls before, when set, before each read with the
+// number of reads before it.
+type tombstoneReads struct {
+	engine.Documents
+	reads  []int
+	before func(n int)
+}
+
+func (r *tombstoneReads) Tombstones(ctx context.Context, partition int, from, until time.Time, limit int) ([]*Doc, error) {
+	if r.before != nil {
+		r.before(len(r.reads))
+	}
+	got, err := r.Documents.Tombstones(ctx, partition, from, until, limit)
+	r.reads = append(r.reads, len(got))
+	return got, err
+}
+
+// A purge reads and removes the tombstones due a chunk at a time, oldest
+// first, each chunk a request of its own to the partition's writer, and
+// never reads those it keeps: its memory and the pause of the partition's
+// writes are bounded by a chunk, however many tombstones the partition
+// holds (it read all of them, kept ones too, at every pass, in one
+// request).
+func TestAPurgeReadsTheTombstonesDueAChunkAtATime(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	const old, young = 2*purgeChunk + purgeChunk/2, 10
+	var seq uint64
+	for seq < old+young {
+		run := Batch{Partition: 0, Epoch: 1}
+		if seq > 0 {
+			run.From = Position{Epoch: 1, Seq: seq}
+		}
+		for range min(500, old+young-seq) {
+			seq++
+			d := doc(fmt.Sprintf("d%05d", seq), 1, seq, 2, true)
+			// Every 100 share a millisecond, as deletes in a burst do.
+			d.Updated = now.Add(-time.Hour + time.Duration(seq/100)*time.Millisecond)
+			if seq > old {
+				d.Updated = now
+			}
+			run.Docs = append(run.Docs, d)
+		}
+		run.UpTo = Position{Epoch: 1, Seq: seq}
+		if r := w.Apply(ctx, run); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	reads := &tombstoneReads{Documents: s.docs}
+	s.docs = reads
+	// A write sent while the first chunk runs is done before the second.
+	wrote := make(chan Result, 1)
+	reads.before = func(n int) {
+		switch n {
+		case 0:
+			go func() {
+				wrote <- w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "between", Mutate: put(map[string]any{})})
+			}()
+			for len(w.parts[0].queue) == 0 {
+				runtime.Gosched() // until the write waits in the partition's queue
+			}
+		case 1:
+			if _, err := reads.Documents.Get(ctx, 0, DocKey("u", "c", "between")); err != nil {
+				t.Errorf("a write queued during the first chunk is not stored before the second (%v): the chunks ran as one request", err)
+			}
+		}
+	}
+	n, err := w.PurgeTombstones(ctx, now.Add(-time.Minute))
+	if err != nil || n != old {
+		t.Fatalf("purged %d (%v), want %d", n, err, old)
+	}
+	if r := <-wrote; r.Err != nil {
+		t.Fatalf("the write between the chunks: %v", r.Err)
+	}
+	if want := []int{purgeChunk, purgeChunk, purgeChunk / 2, 1}; !slices.Equal(reads.reads, want) {
+		t.Fatalf("the purge read %v tombstones at a time, want %v (three chunks, then whether any is left)", reads.reads, want)
+	}
+	if h := w.Horizon(0); h != (Position{Epoch: 1, Seq: old}) {
+		t.Fatalf("horizon %v, want 1.%d", h, old)
+	}
+	if !w.parts[0].tombstones.Load() {
+		t.Fatal("a partition that still holds tombstones is not purged again")
+	}
+	left, err := s.tombstones(ctx, 0, time.Time{}, time.Time{}, 0)
+	if err != nil || len(left) != young {
+		t.Fatalf("%d tombstones left (%v), want the %d young ones", len(left), err, young)
+	}
+	// A pass with nothing due reads nothing but whether any is left.
+	reads.reads, reads.before = nil, nil
+	if n, err := w.PurgeTombstones(ctx, now.Add(-time.Minute)); err != nil || n != 0 {
+		t.Fatalf("the second pass purged %d (%v)", n, err)
+	}
+	if want := []int{0, 1}; !slices.Equal(reads.reads, want) {
+		t.Fatalf("a pass with nothing due read %v tombstones at a time, want %v", reads.reads, want)
 	}
 }

@@ -467,7 +467,7 @@ func (w *Writer) handleAlone(p *partition, r *request) {
 	case r.apply != nil:
 		r.applied = w.processApply(p, r.apply)
 	case r.purge != nil:
-		r.purge.purged, r.purge.err = w.processPurge(p, r.purge.before)
+		r.purge.err = w.processPurge(p, r.purge)
 	case r.tenure != nil:
 		r.tenure.err = w.startTenure(p, r.tenure.epoch)
 	case r.pause != nil:

@@ -128,12 +128,19 @@ type Documents interface {
 	// Collections lists a user's collections that hold a live document,
 	// with their counts, sorted by name.
 	Collections(ctx context.Context, partition int, user string) ([]CollectionCount, error)
-	// Tombstones returns the partition's tombstones (keys, positions,
-	// times; no bodies).
-	Tombstones(ctx context.Context, partition int) ([]*record.Doc, error)
-	// PurgeTombstones deletes the tombstones written before the given
-	// time.
-	PurgeTombstones(ctx context.Context, partition int, before time.Time) error
+	// Tombstones returns up to limit (0: all) of the partition's
+	// tombstones (keys, positions, times; no bodies) last changed at or
+	// after from and before before, compared in whole milliseconds (the
+	// zero time: unbounded), oldest first: an index range, so that a
+	// purge reads what it removes and not the tombstones it keeps, and
+	// each of its chunks starts where the last one ended.
+	Tombstones(ctx context.Context, partition int, from, before time.Time, limit int) ([]*record.Doc, error)
+	// PurgeTombstones deletes the given tombstones, as Tombstones returned
+	// them, of those keys whose state they still are (a key written again
+	// since keeps its state), and returns how many entries it removed (a
+	// tombstone's index entry left behind by its key's later state counts:
+	// it is removed too, so that it is not returned again).
+	PurgeTombstones(ctx context.Context, partition int, tombstones []*record.Doc) (int, error)
 	// Partitions lists the partitions that may hold a state (a partition
 	// left out holds none).
 	Partitions(ctx context.Context) (map[int]bool, error)

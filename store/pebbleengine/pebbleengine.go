@@ -477,6 +477,18 @@ func (e *Engine) count(k string) (int64, error) {
 	return e.readCount([]byte(k))
 }
 
+// holds reports whether the database holds key.
+func (e *Engine) holds(key []byte) (bool, error) {
+	_, closer, err := e.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, unavailable("reading", err)
+	}
+	return true, closer.Close()
+}
+
 // readCount reads a collection count from the database.
 func (e *Engine) readCount(k []byte) (int64, error) {
 	v, closer, err := e.db.Get(k)
@@ -728,47 +740,62 @@ func (e *Engine) doCollections(_ context.Context, partition int, user string) ([
 	return out, err
 }
 
-func (e *Engine) doTombstones(_ context.Context, partition int) ([]*record.Doc, error) {
+func (e *Engine) doTombstones(_ context.Context, partition int, from, before time.Time, limit int) ([]*record.Doc, error) {
 	p := prefix('t', partition)
+	// The index is in time order: the range runs from from to before.
+	start, end := p, upper(p)
+	if !from.IsZero() {
+		start = binary.BigEndian.AppendUint64(slices.Clone(p), uint64(max(from.UnixMilli(), 0)))
+	}
+	if !before.IsZero() {
+		end = binary.BigEndian.AppendUint64(slices.Clone(p), uint64(max(before.UnixMilli(), 0)))
+	}
 	var out []*record.Doc
-	err := e.iterate(p, upper(p), false, func(k, v []byte) (bool, error) {
+	err := e.iterate(start, end, false, func(k, v []byte) (bool, error) {
 		if len(k) < len(p)+8 || len(v) != 16 {
 			return false, errors.New("pebble engine: a tombstone index entry is corrupt")
 		}
 		out = append(out, &record.Doc{Key: string(k[len(p)+8:]), Deleted: true, Pos: positionOf(v),
 			Updated: time.UnixMilli(int64(binary.BigEndian.Uint64(k[len(p):]))).UTC()})
-		return true, nil
+		return limit <= 0 || len(out) < limit, nil
 	})
 	return out, err
 }
 
-func (e *Engine) doPurgeTombstones(ctx context.Context, partition int, before time.Time) error {
-	tombs, err := e.doTombstones(ctx, partition)
-	if err != nil {
-		return err
-	}
+func (e *Engine) doPurgeTombstones(_ context.Context, partition int, tombs []*record.Doc) (int, error) {
 	b := e.newBatch(partition)
+	removed := 0
 	for _, t := range tombs {
-		// Whole milliseconds, as the store's planPurge and the mongo
-		// engine compare: a tombstone planPurge keeps is never deleted.
-		if t.Updated.UnixMilli() >= before.UnixMilli() {
-			continue
-		}
 		// Only the tombstone itself: a key written again since is kept.
 		o, err := b.before(t.Key)
 		if err != nil {
 			b.b.Close()
-			return err
+			return 0, err
 		}
 		if !o.held || !o.deleted || o.pos != t.Pos {
+			// An index entry its key's state does not account for (no
+			// write leaves one; an older version's bug could): removed,
+			// or every purge would read it again.
+			if !o.held || !o.deleted || o.updated.UnixMilli() != t.Updated.UnixMilli() {
+				left, err := e.holds(tombKey(partition, t.Updated, t.Key))
+				if err == nil && left {
+					err = b.b.Delete(tombKey(partition, t.Updated, t.Key), nil)
+					removed++
+				}
+				if err != nil {
+					b.b.Close()
+					return 0, err
+				}
+			}
 			continue
 		}
 		if err := b.remove(t.Key); err != nil {
 			b.b.Close()
-			return err
+			return 0, err
 		}
+		removed++
 	}
-	return b.commit(fmt.Sprintf("purging tombstones of partition %d", partition), false)
+	return removed, b.commit(fmt.Sprintf("purging %d tombstones of partition %d", len(tombs), partition), false)
 }
 
 func (e *Engine) doPartitions(_ context.Context) (map[int]bool, error) {
@@ -1143,22 +1170,25 @@ func (e *Engine) Collections(ctx context.Context, partition int, user string) ([
 	return e.doCollections(ctx, partition, user)
 }
 
-// Tombstones returns the partition's tombstones.
-func (e *Engine) Tombstones(ctx context.Context, partition int) ([]*record.Doc, error) {
+// Tombstones returns up to limit (0: all) of the partition's tombstones
+// last changed at or after from and before before (the zero time:
+// unbounded), oldest first.
+func (e *Engine) Tombstones(ctx context.Context, partition int, from, before time.Time, limit int) ([]*record.Doc, error) {
 	if err := e.enter(); err != nil {
 		return nil, err
 	}
 	defer e.mu.RUnlock()
-	return e.doTombstones(ctx, partition)
+	return e.doTombstones(ctx, partition, from, before, limit)
 }
 
-// PurgeTombstones deletes the tombstones written before the given time.
-func (e *Engine) PurgeTombstones(ctx context.Context, partition int, before time.Time) error {
+// PurgeTombstones deletes the given tombstones of the keys whose state
+// they still are, and index entries left without one.
+func (e *Engine) PurgeTombstones(ctx context.Context, partition int, tombstones []*record.Doc) (int, error) {
 	if err := e.enter(); err != nil {
-		return err
+		return 0, err
 	}
 	defer e.mu.RUnlock()
-	return e.doPurgeTombstones(ctx, partition, before)
+	return e.doPurgeTombstones(ctx, partition, tombstones)
 }
 
 // Partitions lists the partitions that hold a state.

@@ -411,31 +411,66 @@ func collections(t *testing.T, e Engine) {
 
 func tombstones(t *testing.T, e Engine) {
 	ctx := context.Background()
-	old, recent := at.Add(-time.Hour), at.Add(time.Hour)
-	commit(t, e, 0, tomb("c", "old", 1, 1, old), tomb("c", "recent", 1, 2, recent), doc("c", "live", 1, 3, nil))
-	got, err := e.Tombstones(ctx, 0)
+	old, older, recent := at.Add(-time.Hour), at.Add(-2*time.Hour), at.Add(time.Hour)
+	commit(t, e, 0, tomb("c", "old", 1, 1, old), tomb("c", "recent", 1, 2, recent), doc("c", "live", 1, 3, nil),
+		tomb("c", "older", 1, 4, older), tomb("c", "edge", 1, 5, at.Add(-time.Millisecond+time.Microsecond)))
+	read := func(from, before time.Time, limit int) []string {
+		t.Helper()
+		got, err := e.Tombstones(ctx, 0, from, before, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range got {
+			if !d.Deleted || d.Key == "" || d.Pos == (record.Position{}) || d.Updated.IsZero() {
+				t.Fatalf("a tombstone answered %+v: it needs its key, position and time", d)
+			}
+		}
+		return keys(got)
+	}
+	var unbounded time.Time
+	if got := read(unbounded, unbounded, 0); !slices.Equal(got, []string{"older", "old", "edge", "recent"}) {
+		t.Fatalf("every tombstone: %v, want older, old, edge, recent (oldest first)", got)
+	}
+	// Compared in whole milliseconds: edge, a fraction of a millisecond
+	// before at, is stored in at's millisecond less one.
+	for _, c := range []struct {
+		from, before time.Time
+		limit        int
+		want         []string
+	}{
+		{unbounded, at, 0, []string{"older", "old", "edge"}},
+		{unbounded, at.Add(500 * time.Microsecond), 0, []string{"older", "old", "edge"}},
+		{unbounded, at.Add(-time.Millisecond), 0, []string{"older", "old"}},
+		{unbounded, at, 2, []string{"older", "old"}},
+		{unbounded, unbounded, 1, []string{"older"}},
+		{old, at, 0, []string{"old", "edge"}},
+		{old.Add(time.Millisecond), unbounded, 0, []string{"edge", "recent"}},
+		{at.Add(-500 * time.Microsecond), unbounded, 0, []string{"edge", "recent"}},
+	} {
+		if got := read(c.from, c.before, c.limit); !slices.Equal(got, c.want) {
+			t.Fatalf("from %v before %v (limit %d): %v, want %v", c.from, c.before, c.limit, got, c.want)
+		}
+	}
+	due, err := e.Tombstones(ctx, 0, unbounded, at, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := keys(got)
-	slices.Sort(ids)
-	if !slices.Equal(ids, []string{"old", "recent"}) {
-		t.Fatalf("tombstones %v, want old and recent", ids)
-	}
-	for _, d := range got {
-		if !d.Deleted || d.Key == "" || d.Pos == (record.Position{}) || d.Updated.IsZero() {
-			t.Fatalf("a tombstone answered %+v: it needs its key, position and time", d)
-		}
-	}
-	if err := e.PurgeTombstones(ctx, 0, at); err != nil {
-		t.Fatal(err)
+	// old is written again (a document) and edge deleted again after they
+	// were read: a purge of what was read leaves their states.
+	commit(t, e, 0, doc("c", "old", 1, 6, map[string]any{"again": true}), tomb("c", "edge", 1, 7, recent))
+	n, err := e.PurgeTombstones(ctx, 0, due)
+	if err != nil || n != 1 {
+		t.Fatalf("purged %d (%v), want 1: older", n, err)
 	}
 	left, err := e.ScanKeys(ctx, 0, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k := keys(left); !slices.Equal(k, []string{"live", "recent"}) {
-		t.Fatalf("after purging tombstones older than %v: %v, want live and recent", at, k)
+	if k := keys(left); !slices.Equal(k, []string{"edge", "live", "old", "recent"}) {
+		t.Fatalf("after purging the tombstones read before %v: %v, want edge, live, old and recent", at, k)
+	}
+	if got := read(unbounded, unbounded, 0); !slices.Equal(got, []string{"recent", "edge"}) && !slices.Equal(got, []string{"edge", "recent"}) {
+		t.Fatalf("tombstones left: %v, want recent and edge", got)
 	}
 }
 
