@@ -97,8 +97,18 @@ type FinalRead struct {
 
 // LostRegisterWrites lists the acknowledged majority writes that the final
 // state of their register does not hold: a later version, or the same
-// version with another value.
+// version with another value; or absent, when no delete (acknowledged or
+// of unknown outcome) named that version or a later one. An acknowledged
+// delete is lost when the register ends present at its version or an
+// earlier one.
 func (h *History) LostRegisterWrites(finals map[string]FinalRead) []string {
+	deleted := map[string]int64{} // doc -> the highest version a delete that may have taken effect named
+	for _, op := range h.ops {
+		in, out := op.Input.(regInput), op.Output.(regOutput)
+		if in.Kind == opDelete && (out.Outcome == resultDone || out.Outcome == resultUnknown) {
+			deleted[in.Doc] = max(deleted[in.Doc], in.Expect)
+		}
+	}
 	var lost []string
 	for _, op := range h.ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
@@ -106,12 +116,17 @@ func (h *History) LostRegisterWrites(finals map[string]FinalRead) []string {
 			continue
 		}
 		f, ok := finals[in.Doc]
+		ends := describeState(regState{Exists: f.Found, Value: f.Value, Version: f.Version})
 		switch {
 		case !ok:
 			// Not read: the failed final read fails the run on its own.
-		case !f.Found || f.Version < out.Version:
-			lost = append(lost, fmt.Sprintf("%s [%s]: the register ends %s", describeOp(op.Input, op.Output), op.Metadata, describeState(regState{Exists: f.Found, Value: f.Value, Version: f.Version})))
-		case f.Version == out.Version && f.Value != in.Value:
+		case in.Kind == opDelete:
+			if f.Found && f.Version <= out.Version {
+				lost = append(lost, fmt.Sprintf("%s [%s]: the register ends %s", describeOp(op.Input, op.Output), op.Metadata, ends))
+			}
+		case !f.Found && deleted[in.Doc] < out.Version || f.Found && f.Version < out.Version:
+			lost = append(lost, fmt.Sprintf("%s [%s]: the register ends %s", describeOp(op.Input, op.Output), op.Metadata, ends))
+		case f.Found && f.Version == out.Version && f.Value != in.Value:
 			lost = append(lost, fmt.Sprintf("%s [%s]: the register ends at that version with %q", describeOp(op.Input, op.Output), op.Metadata, f.Value))
 		}
 	}

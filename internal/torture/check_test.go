@@ -91,6 +91,24 @@ func TestLostMajorityWritesAreCaught(t *testing.T) {
 	}
 }
 
+// An acknowledged delete makes an earlier acknowledged write's absence
+// no loss; an absence no delete explains is one, and so is a register
+// that ends present at or below an acknowledged delete's version.
+func TestLostWritesAndDeletesAreCaught(t *testing.T) {
+	m := newHandMade()
+	m.add("a", 0, 1, opPut, "x", 1, false)
+	m.h.ops = append(m.h.ops, porcupine.Operation{ClientId: 1, Input: regInput{Doc: "a", Kind: opDelete, Expect: 1}, Call: 2,
+		Output: regOutput{Outcome: resultDone, Version: 2}, Return: 3, Metadata: &opMeta{id: 99, asked: "n1"}})
+	m.add("b", 0, 1, opPut, "z", 1, false)
+	if lost := m.h.LostRegisterWrites(map[string]FinalRead{"a": {Node: "n1"}, "b": {Node: "n1", Found: true, Value: "z", Version: 1}}); len(lost) != 0 {
+		t.Fatalf("lost %q, where a was deleted after its write and b kept", lost)
+	}
+	lost := m.h.LostRegisterWrites(map[string]FinalRead{"a": {Node: "n1", Found: true, Value: "x", Version: 1}, "b": {Node: "n1"}})
+	if len(lost) != 2 || !strings.Contains(lost[0], "delete(a, if v1)") || !strings.Contains(lost[1], `"z"`) {
+		t.Fatalf("lost %q, want the delete of a (a ends at v1) and the write of z (b ends absent, no delete)", lost)
+	}
+}
+
 func TestW1WritesMissingAndNotRolledBackAreCaught(t *testing.T) {
 	h := &History{W1: []W1Write{{User: "u", ID: "k1", Acked: true}, {User: "u", ID: "k2", Acked: true}, {User: "u", ID: "k3", Acked: true}, {User: "u", ID: "k4", Unknown: true}}}
 	r := h.CheckW1(map[string]bool{"u/k1": true}, map[string]bool{"u/k2": true})

@@ -155,8 +155,9 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 		}
 	}
 	rep.Ops["register writes done"] = h.DefiniteWrites
+	rep.Ops["register deletes done"] = h.Deletes
 	rep.Ops["register writes unknown"] = h.UnknownWrites
-	rep.Ops["compare-and-sets refused"] = h.Refused
+	rep.Ops["compare-and-sets or -deletes refused"] = h.Refused
 	rep.Ops["linearizable reads"] = h.DefiniteReads[ReadLinearizable]
 	rep.Ops["local reads"] = h.DefiniteReads[ReadLocal]
 }

@@ -11,8 +11,12 @@ import (
 
 // The register model. A document is a register: absent, or a value at a
 // version; a put writes the next version, a compare-and-set only when
-// its If-Match names the current version, and a read returns the value
-// and version or 404.
+// its If-Match names the current version, a compare-and-delete (DELETE
+// with If-Match) makes it absent at the next version on the same
+// condition (404 when it is absent), and a read returns the value and
+// version or 404. Versions go on through a delete (its tombstone holds
+// the next one; the suite's runs are far shorter than
+// TOMBSTONE_RETENTION, after which a document made again starts at 1).
 
 type opKind int
 
@@ -20,6 +24,7 @@ const (
 	opPut opKind = iota
 	opCAS
 	opRead
+	opDelete // compare-and-delete
 )
 
 type ReadConcern string
@@ -33,15 +38,16 @@ type outcome int
 
 const (
 	resultDone    outcome = iota // 2xx (or a read's 404)
-	resultRefused                // 412: the compare-and-set did not match
+	resultRefused                // 412: the compare-and-set or -delete did not match
 	resultUnknown                // timed out, 503, 504, connection lost: may or may not have been applied
+	resultAbsent                 // a delete's 404: there was nothing to delete
 )
 
 type regInput struct {
 	Doc     string
 	Kind    opKind
 	Value   string      // put, cas
-	Expect  int64       // cas: the If-Match version
+	Expect  int64       // cas, delete: the If-Match version
 	Concern ReadConcern // read
 }
 
@@ -49,7 +55,7 @@ type regOutput struct {
 	Outcome outcome
 	Found   bool   // read
 	Value   string // read
-	Version int64  // read; put and cas when done
+	Version int64  // read; put, cas and delete when done (a delete's: its tombstone's, Expect+1)
 }
 
 type regState struct {
@@ -93,6 +99,22 @@ func stepRegister(st, in, out any) (bool, any) {
 	case opPut:
 		next := regState{Exists: true, Value: i.Value, Version: s.Version + 1}
 		return o.Outcome == resultUnknown || o.Version == next.Version, next
+	case opDelete:
+		match := s.Exists && s.Version == i.Expect
+		next := regState{Version: s.Version + 1}
+		switch o.Outcome {
+		case resultAbsent:
+			return !s.Exists, s
+		case resultRefused:
+			return s.Exists && !match, s
+		case resultDone:
+			return match && o.Version == next.Version, next
+		default:
+			if match {
+				return true, next
+			}
+			return true, s
+		}
 	default: // opCAS
 		match := s.Exists && s.Version == i.Expect
 		next := regState{Exists: true, Value: i.Value, Version: s.Version + 1}
@@ -118,6 +140,8 @@ func describeOp(in, out any) string {
 		res = "unknown"
 	case resultRefused:
 		res = "412"
+	case resultAbsent:
+		res = "404"
 	default:
 		res = "v" + strconv.FormatInt(o.Version, 10)
 	}
@@ -126,6 +150,8 @@ func describeOp(in, out any) string {
 		return fmt.Sprintf("put(%s, %q) -> %s", i.Doc, i.Value, res)
 	case opCAS:
 		return fmt.Sprintf("cas(%s, if v%d, %q) -> %s", i.Doc, i.Expect, i.Value, res)
+	case opDelete:
+		return fmt.Sprintf("delete(%s, if v%d) -> %s", i.Doc, i.Expect, res)
 	}
 	if !o.Found {
 		return fmt.Sprintf("read-%s(%s) -> 404", i.Concern, i.Doc)
@@ -135,6 +161,9 @@ func describeOp(in, out any) string {
 
 func describeState(st any) string {
 	s := st.(regState)
+	if !s.Exists && s.Version > 0 {
+		return fmt.Sprintf("deleted at v%d", s.Version)
+	}
 	if !s.Exists {
 		return "absent"
 	}
@@ -204,28 +233,46 @@ func secs(ns int64) float64 { return float64(ns) / 1e9 }
 // linearization can explain: a read older than a write acknowledged
 // before it began, a read of a state another acknowledged write
 // contradicts (rolled back), and two acknowledged writes at one version.
+// Deletes are writes of an absent state at a version.
 func anomalies(ops []porcupine.Operation) []string {
 	const most = 8
 	type write struct {
 		op      porcupine.Operation
 		version int64
 	}
-	acked := map[string][]write{}               // doc -> writes done
-	byValue := map[string]porcupine.Operation{} // value -> the write of it
+	acked := map[string][]write{}                 // doc -> writes done, deletes included
+	byValue := map[string]porcupine.Operation{}   // value -> the write of it
+	deletes := map[string][]porcupine.Operation{} // doc -> deletes that may have taken effect
 	for _, op := range ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
 		if in.Kind == opRead {
 			continue
 		}
-		byValue[in.Value] = op
+		if in.Kind == opDelete {
+			if out.Outcome == resultDone || out.Outcome == resultUnknown {
+				deletes[in.Doc] = append(deletes[in.Doc], op)
+			}
+		} else {
+			byValue[in.Value] = op
+		}
 		if out.Outcome == resultDone {
 			acked[in.Doc] = append(acked[in.Doc], write{op, out.Version})
 		}
 	}
+	// deletedSince reports whether a delete invoked before until may have
+	// removed the state of version v or a later one.
+	deletedSince := func(doc string, v, until int64) bool {
+		for _, d := range deletes[doc] {
+			if d.Input.(regInput).Expect >= v && d.Call < until {
+				return true
+			}
+		}
+		return false
+	}
 	var stale, rolledBack, twice, dirtyRefusal []string
 	for _, op := range ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
-		if in.Kind == opCAS && out.Outcome == resultRefused {
+		if (in.Kind == opCAS || in.Kind == opDelete) && out.Outcome == resultRefused {
 			// Its If-Match came from a read that returned in.Expect before
 			// it began, so the version was past in.Expect when it was
 			// refused: a later read of in.Expect, or a later write made
@@ -244,7 +291,11 @@ func anomalies(ops []porcupine.Operation) []string {
 			continue
 		}
 		for _, w := range acked[in.Doc] {
-			if w.op.Return < op.Call && (!out.Found || w.version > out.Version) {
+			if w.op.Return >= op.Call {
+				continue
+			}
+			gone := w.op.Input.(regInput).Kind == opDelete || deletedSince(in.Doc, w.version, op.Return)
+			if out.Found && w.version > out.Version || !out.Found && !gone {
 				stale = append(stale, fmt.Sprintf("  %s [%s, %.3fs..%.3fs] began after %s [%s] was acknowledged at %.3fs",
 					describeOp(op.Input, op.Output), op.Metadata, secs(op.Call), secs(op.Return), describeOp(w.op.Input, w.op.Output), w.op.Metadata, secs(w.op.Return)))
 				break
@@ -304,8 +355,13 @@ func anomalies(ops []porcupine.Operation) []string {
 //     observed, g the highest version below Mv that no operation observed
 //     (if any); W was invoked after some operation observing a version
 //     above g returned; and
-//   - no refused compare-and-set names a version >= Mv.
+//   - no refused compare-and-set or compare-and-delete, and no delete of
+//     unknown outcome, names a version >= Mv.
 //
+// Unknown deletes are never left out. An acknowledged delete observes the
+// version of its tombstone (its If-Match plus one), a 404 no version. (A
+// delete's If-Match comes from a linearizable read, which the history
+// of local reads leaves out: its version may be above Mv there.)
 // Then H is linearizable iff H without W is: W's return is at the end of
 // the history, so a linearization without it takes W last. Conversely, in
 // a linearization of H where W takes effect, at version v: if v <= Mv, v
@@ -314,7 +370,11 @@ func anomalies(ops []porcupine.Operation) []string {
 // observed a later version returned): neither can be; so v > Mv, and after
 // W come only refused compare-and-sets (each names a version below
 // Mv, which the state without W still differs from) and unknown writes,
-// which can go last. So the rest is a linearization without W.
+// which can go last. No delete can take effect after W: it would name
+// W's version or a later one, above Mv (an acknowledged delete observes
+// its tombstone's version, at most Mv; an unknown one naming Mv or above
+// keeps every write), so no 404 comes after W either. So the rest is a
+// linearization without W.
 func reduce(ops []porcupine.Operation) ([]porcupine.Operation, int) {
 	type docInfo struct {
 		name     string
@@ -350,7 +410,9 @@ func reduce(ops []porcupine.Operation) ([]porcupine.Operation, int) {
 	}
 	for _, op := range ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
-		if d := get(in.Doc); in.Kind == opCAS && out.Outcome == resultRefused && in.Expect >= d.mv {
+		d := get(in.Doc)
+		refused := (in.Kind == opCAS || in.Kind == opDelete) && out.Outcome == resultRefused
+		if (refused || in.Kind == opDelete && out.Outcome == resultUnknown) && in.Expect >= d.mv {
 			d.keepAll = true
 		}
 	}
@@ -376,7 +438,7 @@ func reduce(ops []porcupine.Operation) ([]porcupine.Operation, int) {
 	dropped := 0
 	for _, op := range ops {
 		in, o := op.Input.(regInput), op.Output.(regOutput)
-		if d := docs[in.Doc]; in.Kind != opRead && o.Outcome == resultUnknown && !d.keepAll && !d.values[in.Value] && op.Call > d.closedAt {
+		if d := docs[in.Doc]; (in.Kind == opPut || in.Kind == opCAS) && o.Outcome == resultUnknown && !d.keepAll && !d.values[in.Value] && op.Call > d.closedAt {
 			dropped++
 			continue
 		}

@@ -1,6 +1,7 @@
 package torture
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -236,10 +237,16 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 	switch r := cl.rng.IntN(100); {
 	case r < 30:
 		w.write(ctx, cl, regInput{Doc: doc, Kind: opPut, Value: value})
-	case r < 55:
+	case r < 50:
 		// Compare-and-set on the version a linearizable read returns.
 		if o, ok := w.read(ctx, cl, doc, ReadLinearizable); ok && o.Found {
 			w.write(ctx, cl, regInput{Doc: doc, Kind: opCAS, Value: value, Expect: o.Version})
+		}
+	case r < 55:
+		// Compare-and-delete, likewise: the register is absent until a put
+		// makes it again, at the version after its tombstone's.
+		if o, ok := w.read(ctx, cl, doc, ReadLinearizable); ok && o.Found {
+			w.write(ctx, cl, regInput{Doc: doc, Kind: opDelete, Expect: o.Version})
 		}
 	case r < 78:
 		w.read(ctx, cl, doc, ReadLinearizable)
@@ -278,16 +285,24 @@ func docURL(n Target, user, coll, id string) string {
 // the status, headers and error of the answer.
 func (w *Workload) put(ctx context.Context, cl *client, n Target, url, value, concern string, ifMatch int64) (int, http.Header, error) {
 	body, _ := json.Marshal(map[string]string{"v": value})
-	req, _ := http.NewRequestWithContext(ctx, "PUT", url, strings.NewReader(string(body)))
+	status, hdr, _, err := w.send(ctx, cl, n, "PUT", url, body, concern, ifMatch)
+	return status, hdr, err
+}
+
+// send sends a write (a PUT with body, or a DELETE) with the write
+// concern, and If-Match when ifMatch is positive.
+func (w *Workload) send(ctx context.Context, cl *client, n Target, method, url string, body []byte, concern string, ifMatch int64) (int, http.Header, []byte, error) {
+	req, _ := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+w.o.Token)
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("X-Write-Concern", concern)
 	req.Header.Set("X-Write-Timeout", writeTimeout.String())
 	if ifMatch > 0 {
 		req.Header.Set("If-Match", strconv.Quote(strconv.FormatInt(ifMatch, 10)))
 	}
-	status, hdr, _, err := w.do(cl, n, req, writeDeadline)
-	return status, hdr, err
+	return w.do(cl, n, req, writeDeadline)
 }
 
 // attempt records a write attempt. After a failed one the client backs
@@ -309,19 +324,28 @@ func (w *Workload) attempt(ctx context.Context, cl *client, call, ret time.Durat
 	}
 }
 
-// write puts in.Value, with If-Match for a compare-and-set, as a majority
-// write through a random node. A write refused before it was sent (the
-// connection was refused) is not recorded in the history: it was never
-// invoked; it counts as a failed attempt.
+// write puts in.Value, with If-Match for a compare-and-set, or deletes
+// the register with If-Match, as a majority write through a random node.
+// A write refused before it was sent (the connection was refused) is not
+// recorded in the history: it was never invoked; it counts as a failed
+// attempt.
 func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 	n := w.pick(cl)
 	meta := &opMeta{id: int(w.nextID.Add(1)), client: cl.id, asked: n.ID}
-	var expect int64
-	if in.Kind == opCAS {
-		expect = in.Expect
-	}
+	url := docURL(n, w.o.RegisterUser, registerColl, in.Doc)
 	call := w.now()
-	status, hdr, err := w.put(ctx, cl, n, docURL(n, w.o.RegisterUser, registerColl, in.Doc), in.Value, "majority", expect)
+	var status int
+	var hdr http.Header
+	var body []byte
+	var err error
+	switch in.Kind {
+	case opDelete:
+		status, hdr, body, err = w.send(ctx, cl, n, "DELETE", url, nil, "majority", in.Expect)
+	case opCAS:
+		status, hdr, err = w.put(ctx, cl, n, url, in.Value, "majority", in.Expect)
+	default:
+		status, hdr, err = w.put(ctx, cl, n, url, in.Value, "majority", 0)
+	}
 	ret := w.now()
 	if unsent(err) {
 		w.attempt(ctx, cl, time.Duration(call), time.Duration(ret), false)
@@ -336,7 +360,14 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 	}
 	switch {
 	case err != nil:
-	case status == 200 || status == 201:
+	case in.Kind == opDelete && status == 204:
+		// Its tombstone holds the version after the one it named.
+		out = regOutput{Outcome: resultDone, Version: in.Expect + 1}
+		w.nAcked.Add(1)
+		w.nRegister.Add(1)
+	case in.Kind == opDelete && status == 404 && notFound(body):
+		out = regOutput{Outcome: resultAbsent}
+	case in.Kind != opDelete && (status == 200 || status == 201):
 		v, perr := strconv.ParseInt(strings.Trim(hdr.Get("ETag"), `"`), 10, 64)
 		if perr != nil {
 			meta.err = "no version in the ETag " + hdr.Get("ETag")
@@ -345,7 +376,7 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 		out = regOutput{Outcome: resultDone, Version: v}
 		w.nAcked.Add(1)
 		w.nRegister.Add(1)
-	case status == 412 && in.Kind == opCAS:
+	case status == 412 && (in.Kind == opCAS || in.Kind == opDelete):
 		out = regOutput{Outcome: resultRefused}
 	}
 	w.attempt(ctx, cl, time.Duration(call), time.Duration(ret), out.Outcome != resultUnknown)
@@ -449,15 +480,21 @@ func decodeRead(status int, body []byte) (regOutput, bool) {
 		}
 		return regOutput{Outcome: resultDone, Found: true, Value: d.V, Version: d.Version}, true
 	case 404:
-		var p struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(body, &p) != nil || p.Type != api.TypeNotFound {
+		if !notFound(body) {
 			return regOutput{}, false
 		}
 		return regOutput{Outcome: resultDone}, true
 	}
 	return regOutput{}, false
+}
+
+// notFound reports whether a 404's body says the document does not exist
+// (and not, say, that the route does not).
+func notFound(body []byte) bool {
+	var p struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(body, &p) == nil && p.Type == api.TypeNotFound
 }
 
 // do sends req to n and reads the answer; a node that does not answer is
@@ -487,6 +524,7 @@ type History struct {
 	Notes          []string
 	end            int64
 	DefiniteWrites int
+	Deletes        int // of DefiniteWrites, the acknowledged deletes
 	UnknownWrites  int
 	Refused        int
 	DefiniteReads  map[ReadConcern]int
@@ -515,10 +553,13 @@ func (w *Workload) History() *History {
 		case out.Outcome == resultUnknown:
 			h.UnknownWrites++
 			h.UnknownWhy[unknownReason(op.Metadata.(*opMeta))]++
-		case out.Outcome == resultRefused:
+		case out.Outcome == resultRefused || out.Outcome == resultAbsent:
 			h.Refused++
 		default:
 			h.DefiniteWrites++
+			if in.Kind == opDelete {
+				h.Deletes++
+			}
 		}
 	}
 	return h
@@ -531,8 +572,8 @@ func (h *History) Counts() string {
 		why = append(why, fmt.Sprintf("%s: %d", k, n))
 	}
 	sort.Strings(why)
-	return fmt.Sprintf("%d writes done, %d compare-and-sets refused, %d writes of unknown outcome (%s), %d linearizable and %d local reads",
-		h.DefiniteWrites, h.Refused, h.UnknownWrites, strings.Join(why, ", "), h.DefiniteReads[ReadLinearizable], h.DefiniteReads[ReadLocal])
+	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d writes of unknown outcome (%s), %d linearizable and %d local reads",
+		h.DefiniteWrites, h.Deletes, h.Refused, h.UnknownWrites, strings.Join(why, ", "), h.DefiniteReads[ReadLinearizable], h.DefiniteReads[ReadLocal])
 }
 
 // unknownReason classes why a write's outcome is unknown.
