@@ -158,6 +158,7 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 	rep.Ops["register deletes done"] = h.Deletes
 	rep.Ops["register writes unknown"] = h.UnknownWrites
 	rep.Ops["compare-and-sets or -deletes refused"] = h.Refused
+	rep.Ops["deletes of absent registers"] = h.Absent
 	rep.Ops["linearizable reads"] = h.DefiniteReads[ReadLinearizable]
 	rep.Ops["local reads"] = h.DefiniteReads[ReadLocal]
 }

@@ -334,7 +334,7 @@ func anomalies(ops []porcupine.Operation) []string {
 		lines []string
 	}{{"stale reads (older than an acknowledged write that returned before the read began)", stale},
 		{"reads of rolled-back states", rolledBack}, {"acknowledged writes sharing a version", twice},
-		{"compare-and-sets refused (412) on a version a later read still returned, or that a later write followed: the refusal compared against a state that did not last", dirtyRefusal}} {
+		{"compare-and-sets or -deletes refused (412) on a version a later read still returned, or that a later write followed: the refusal compared against a state that did not last", dirtyRefusal}} {
 		if len(k.lines) == 0 {
 			continue
 		}
@@ -356,7 +356,10 @@ func anomalies(ops []porcupine.Operation) []string {
 //     (if any); W was invoked after some operation observing a version
 //     above g returned; and
 //   - no refused compare-and-set or compare-and-delete, and no delete of
-//     unknown outcome, names a version >= Mv.
+//     unknown outcome, names a version >= Mv; and
+//   - Mv is not a tombstone's (an acknowledged delete's) while a
+//     compare-and-delete was refused (412): a refusal needs the register
+//     there, which, after a tombstone at Mv, only W can have made again.
 //
 // Unknown deletes are never left out. An acknowledged delete observes the
 // version of its tombstone (its If-Match plus one), a 404 no version. (A
@@ -368,9 +371,10 @@ func anomalies(ops []porcupine.Operation) []string {
 // is observed (by an operation that must come after W and would see W's
 // value) or a gap (but W would have been invoked after an operation that
 // observed a later version returned): neither can be; so v > Mv, and after
-// W come only refused compare-and-sets (each names a version below
-// Mv, which the state without W still differs from) and unknown writes,
-// which can go last. No delete can take effect after W: it would name
+// W come only refused compare-and-sets and -deletes (each names a version
+// below Mv, which the state without W still differs from; a refused
+// delete also needs the register there, as the state without W is unless
+// it is a tombstone at Mv) and unknown writes, which can go last. No delete can take effect after W: it would name
 // W's version or a later one, above Mv (an acknowledged delete observes
 // its tombstone's version, at most Mv; an unknown one naming Mv or above
 // keeps every write), so no 404 comes after W either. So the rest is a
@@ -408,11 +412,23 @@ func reduce(ops []porcupine.Operation) ([]porcupine.Operation, int) {
 			d.mv = max(d.mv, v)
 		}
 	}
+	tombAtMv, refusedDelete := map[string]bool{}, map[string]bool{}
 	for _, op := range ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
 		d := get(in.Doc)
 		refused := (in.Kind == opCAS || in.Kind == opDelete) && out.Outcome == resultRefused
 		if (refused || in.Kind == opDelete && out.Outcome == resultUnknown) && in.Expect >= d.mv {
+			d.keepAll = true
+		}
+		if in.Kind == opDelete && out.Outcome == resultDone && out.Version == d.mv {
+			tombAtMv[in.Doc] = true
+		}
+		if in.Kind == opDelete && refused {
+			refusedDelete[in.Doc] = true
+		}
+	}
+	for doc, d := range docs {
+		if tombAtMv[doc] && refusedDelete[doc] {
 			d.keepAll = true
 		}
 	}

@@ -74,6 +74,9 @@ func TestRegisterHistoryChecker(t *testing.T) {
 		// operation of it observed; the unknown write of v2 must stay, or
 		// the 404 that follows the delete has no linearization.
 		{"an unknown write an unknown delete may follow is kept", []porcupine.Operation{put(0, 1, "x", 1), put(2, 0, "y", 0), del(3, 0, 2, resultUnknown), read(4, 5, "", 0)}, porcupine.Ok, 0, ""},
+		// A delete refused with 412 needs the register there: after the
+		// tombstone at v2 only the unknown put can have made it again.
+		{"an unknown write a refused delete needs is kept", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 0, "y", 0), op(5, 6, regInput{Doc: "a", Kind: opDelete, Expect: 1}, regOutput{Outcome: resultRefused})}, porcupine.Ok, 0, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ops, dropped := reduce(c.ops)

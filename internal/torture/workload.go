@@ -527,6 +527,7 @@ type History struct {
 	Deletes        int // of DefiniteWrites, the acknowledged deletes
 	UnknownWrites  int
 	Refused        int
+	Absent         int // deletes answered 404: the register was absent
 	DefiniteReads  map[ReadConcern]int
 	UnknownWhy     map[string]int // why writes have an unknown outcome
 	W1             []W1Write
@@ -553,8 +554,10 @@ func (w *Workload) History() *History {
 		case out.Outcome == resultUnknown:
 			h.UnknownWrites++
 			h.UnknownWhy[unknownReason(op.Metadata.(*opMeta))]++
-		case out.Outcome == resultRefused || out.Outcome == resultAbsent:
+		case out.Outcome == resultRefused:
 			h.Refused++
+		case out.Outcome == resultAbsent:
+			h.Absent++
 		default:
 			h.DefiniteWrites++
 			if in.Kind == opDelete {
@@ -572,8 +575,8 @@ func (h *History) Counts() string {
 		why = append(why, fmt.Sprintf("%s: %d", k, n))
 	}
 	sort.Strings(why)
-	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d writes of unknown outcome (%s), %d linearizable and %d local reads",
-		h.DefiniteWrites, h.Deletes, h.Refused, h.UnknownWrites, strings.Join(why, ", "), h.DefiniteReads[ReadLinearizable], h.DefiniteReads[ReadLocal])
+	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d deletes of absent registers, %d writes of unknown outcome (%s), %d linearizable and %d local reads",
+		h.DefiniteWrites, h.Deletes, h.Refused, h.Absent, h.UnknownWrites, strings.Join(why, ", "), h.DefiniteReads[ReadLinearizable], h.DefiniteReads[ReadLocal])
 }
 
 // unknownReason classes why a write's outcome is unknown.
