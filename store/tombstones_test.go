@@ -340,36 +340,14 @@ func (r *tombstoneReads) Tombstones(ctx context.Context, partition int, from, un
 // holds (it read all of them, kept ones too, at every pass, in one
 // request).
 func TestAPurgeReadsTheTombstonesDueAChunkAtATime(t *testing.T) {
-	s := openTestStore(t)
+	s, w := purgeWriter(t)
 	ctx := context.Background()
-	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
-	defer w.Close(ctx)
-	if err := w.LoadAll(ctx); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	const old, young = 2*purgeChunk + purgeChunk/2, 10
 	var seq uint64
-	for seq < old+young {
-		run := Batch{Partition: 0, Epoch: 1}
-		if seq > 0 {
-			run.From = Position{Epoch: 1, Seq: seq}
-		}
-		for range min(500, old+young-seq) {
-			seq++
-			d := doc(fmt.Sprintf("d%05d", seq), 1, seq, 2, true)
-			// Every 100 share a millisecond, as deletes in a burst do.
-			d.Updated = now.Add(-time.Hour + time.Duration(seq/100)*time.Millisecond)
-			if seq > old {
-				d.Updated = now
-			}
-			run.Docs = append(run.Docs, d)
-		}
-		run.UpTo = Position{Epoch: 1, Seq: seq}
-		if r := w.Apply(ctx, run); r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	// Every 100 share a millisecond, as deletes in a burst do.
+	applyTombstones(t, w, &seq, old, func(seq uint64) time.Time { return now.Add(-time.Hour + time.Duration(seq/100)*time.Millisecond) })
+	applyTombstones(t, w, &seq, young, func(uint64) time.Time { return now })
 	reads := &tombstoneReads{Documents: s.docs}
 	s.docs = reads
 	// A write sent while the first chunk runs is done before the second.

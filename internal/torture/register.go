@@ -99,27 +99,18 @@ func stepRegister(st, in, out any) (bool, any) {
 	case opPut:
 		next := regState{Exists: true, Value: i.Value, Version: s.Version + 1}
 		return o.Outcome == resultUnknown || o.Version == next.Version, next
-	case opDelete:
+	default: // opCAS, opDelete: on the condition of If-Match
 		match := s.Exists && s.Version == i.Expect
-		next := regState{Version: s.Version + 1}
+		// A delete's next state is absent at the next version (its Value
+		// is empty).
+		next := regState{Exists: i.Kind == opCAS, Value: i.Value, Version: s.Version + 1}
 		switch o.Outcome {
-		case resultAbsent:
-			return !s.Exists, s
+		case resultAbsent: // a delete's 404, answered before If-Match is compared
+			return i.Kind == opDelete && !s.Exists, s
 		case resultRefused:
-			return s.Exists && !match, s
-		case resultDone:
-			return match && o.Version == next.Version, next
-		default:
-			if match {
-				return true, next
+			if i.Kind == opDelete {
+				return s.Exists && !match, s
 			}
-			return true, s
-		}
-	default: // opCAS
-		match := s.Exists && s.Version == i.Expect
-		next := regState{Exists: true, Value: i.Value, Version: s.Version + 1}
-		switch o.Outcome {
-		case resultRefused:
 			return !match, s
 		case resultDone:
 			return match && o.Version == next.Version, next
