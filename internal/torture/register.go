@@ -49,6 +49,7 @@ type regInput struct {
 	Value   string      // put, cas
 	Expect  int64       // cas, delete: the If-Match version
 	Concern ReadConcern // read
+	Query   bool        // read: taken from a query page of the registers' collection
 }
 
 type regOutput struct {
@@ -144,10 +145,14 @@ func describeOp(in, out any) string {
 	case opDelete:
 		return fmt.Sprintf("delete(%s, if v%d) -> %s", i.Doc, i.Expect, res)
 	}
-	if !o.Found {
-		return fmt.Sprintf("read-%s(%s) -> 404", i.Concern, i.Doc)
+	read := "read"
+	if i.Query {
+		read = "query"
 	}
-	return fmt.Sprintf("read-%s(%s) -> %q v%d", i.Concern, i.Doc, o.Value, o.Version)
+	if !o.Found {
+		return fmt.Sprintf("%s-%s(%s) -> absent", read, i.Concern, i.Doc)
+	}
+	return fmt.Sprintf("%s-%s(%s) -> %q v%d", read, i.Concern, i.Doc, o.Value, o.Version)
 }
 
 func describeState(st any) string {

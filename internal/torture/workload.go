@@ -85,6 +85,7 @@ type Workload struct {
 	nDefinite atomic.Int64
 	nAcked    atomic.Int64 // writes of any kind acknowledged
 	nRegister atomic.Int64 // register writes acknowledged: the registers' partition takes writes
+	nQueries  atomic.Int64 // linearizable query pages of the registers recorded
 	nClients  atomic.Int64
 	nReady    atomic.Int64 // clients that had a write acknowledged
 	nextID    atomic.Int64
@@ -248,10 +249,68 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 		if o, ok := w.read(ctx, cl, doc, ReadLinearizable); ok && o.Found {
 			w.write(ctx, cl, regInput{Doc: doc, Kind: opDelete, Expect: o.Version})
 		}
-	case r < 78:
+	case r < 75:
 		w.read(ctx, cl, doc, ReadLinearizable)
+	case r < 80:
+		w.query(ctx, cl)
 	default:
 		w.read(ctx, cl, doc, ReadLocal)
+	}
+}
+
+// query reads the registers' collection with a linearizable query page
+// and records what it returned as a linearizable read of each register
+// the page covers: its state, or absent. A page answers as a whole
+// within its call and return, so each register's state in it must fit
+// that register's history there (not a snapshot of all of them at one
+// instant, which the query does not promise). A failed query is not
+// recorded.
+func (w *Workload) query(ctx context.Context, cl *client) {
+	w.mu.Lock()
+	docs := slices.Clone(w.all) // the registers any write may have made by the call
+	w.mu.Unlock()
+	n := w.pick(cl)
+	meta := &opMeta{id: int(w.nextID.Add(1)), client: cl.id, asked: n.ID}
+	url := n.URL + "/v1/users/" + w.o.RegisterUser + "/collections/" + registerColl + "/documents?limit=1000"
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+w.o.Token)
+	req.Header.Set("X-Read-Concern", string(ReadLinearizable))
+	call := w.now()
+	status, hdr, body, err := w.do(cl, n, req, readDeadline)
+	ret := w.now()
+	if err != nil || status != 200 {
+		return
+	}
+	meta.status, meta.servedBy = status, hdr.Get("X-Served-By")
+	var page struct {
+		Documents []struct {
+			ID      string `json:"_id"`
+			V       string `json:"v"`
+			Version int64  `json:"_version"`
+		} `json:"documents"`
+		Next string `json:"next"`
+	}
+	if json.Unmarshal(body, &page) != nil {
+		return
+	}
+	got := map[string]regOutput{}
+	last := ""
+	for _, d := range page.Documents {
+		if d.Version == 0 {
+			return // not a register's answer
+		}
+		got[d.ID] = regOutput{Outcome: resultDone, Found: true, Value: d.V, Version: d.Version}
+		last = max(last, d.ID)
+	}
+	w.nQueries.Add(1)
+	for _, doc := range docs {
+		if page.Next != "" && doc > last {
+			continue // on a later page
+		}
+		m := *meta
+		m.id = int(w.nextID.Add(1))
+		w.record(porcupine.Operation{ClientId: cl.id, Input: regInput{Doc: doc, Kind: opRead, Concern: ReadLinearizable, Query: true},
+			Call: call, Output: got[doc], Return: ret, Metadata: &m}, true)
 	}
 }
 
@@ -528,6 +587,8 @@ type History struct {
 	UnknownWrites  int
 	Refused        int
 	Absent         int // deletes answered 404: the register was absent
+	QueryPages     int // linearizable query pages, each a read of every register it covers
+	QueryReads     int // the reads they make
 	DefiniteReads  map[ReadConcern]int
 	UnknownWhy     map[string]int // why writes have an unknown outcome
 	W1             []W1Write
@@ -542,6 +603,7 @@ func (w *Workload) History() *History {
 	h := &History{RegisterUser: w.o.RegisterUser, Docs: slices.Clone(w.all), marks: slices.Clone(w.marks), Notes: slices.Clone(w.notes), end: w.now() + 1,
 		DefiniteReads: map[ReadConcern]int{}, UnknownWhy: map[string]int{}, W1: slices.Clone(w.w1), List: slices.Clone(w.list), Attempts: slices.Clone(w.attempts)}
 	sort.Slice(h.Attempts, func(i, j int) bool { return h.Attempts[i].Call < h.Attempts[j].Call })
+	h.QueryPages = int(w.nQueries.Load())
 	for _, op := range w.ops {
 		if op.Return < 0 {
 			op.Return = h.end
@@ -551,6 +613,9 @@ func (w *Workload) History() *History {
 		switch {
 		case in.Kind == opRead:
 			h.DefiniteReads[in.Concern]++
+			if in.Query {
+				h.QueryReads++
+			}
 		case out.Outcome == resultUnknown:
 			h.UnknownWrites++
 			h.UnknownWhy[unknownReason(op.Metadata.(*opMeta))]++
@@ -575,8 +640,8 @@ func (h *History) Counts() string {
 		why = append(why, fmt.Sprintf("%s: %d", k, n))
 	}
 	sort.Strings(why)
-	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d deletes of absent registers, %d writes of unknown outcome (%s), %d linearizable and %d local reads",
-		h.DefiniteWrites, h.Deletes, h.Refused, h.Absent, h.UnknownWrites, strings.Join(why, ", "), h.DefiniteReads[ReadLinearizable], h.DefiniteReads[ReadLocal])
+	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d deletes of absent registers, %d writes of unknown outcome (%s), %d linearizable reads (%d of them from %d query pages) and %d local reads",
+		h.DefiniteWrites, h.Deletes, h.Refused, h.Absent, h.UnknownWrites, strings.Join(why, ", "), h.DefiniteReads[ReadLinearizable], h.QueryReads, h.QueryPages, h.DefiniteReads[ReadLocal])
 }
 
 // unknownReason classes why a write's outcome is unknown.

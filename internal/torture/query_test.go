@@ -1,0 +1,56 @@
+package torture
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+)
+
+// A linearizable query page of the registers is recorded as a read of
+// each register it covers, with the page's call and return: the state it
+// holds, or absent; a register past the page's last when it has a next
+// page is not covered, and a failed query records nothing.
+func TestAQueryPageIsAReadOfEachRegisterItCovers(t *testing.T) {
+	var answer string
+	var status int
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Read-Concern") != "linearizable" || r.URL.Path != "/v1/users/r/collections/registers/documents" {
+			t.Errorf("asked %s with read concern %q", r.URL.Path, r.Header.Get("X-Read-Concern"))
+		}
+		rw.WriteHeader(status)
+		rw.Write([]byte(answer))
+	}))
+	defer srv.Close()
+	w := NewWorkload([]Target{{ID: "n1", URL: srv.URL}}, WorkloadOptions{Token: "t", RegisterUser: "r"})
+	w.Round(2) // the registers: a1 b1 c1 a2 b2 c2
+	cl := &client{id: 1, rng: rand.New(rand.NewPCG(1, 1)), hc: &http.Client{Timeout: time.Second}, avoid: map[string]time.Time{}}
+
+	// b1 is the page's last and more follow: c1, c2 and b2 (after b1 in
+	// key order) are not covered; a2 is, and absent.
+	status, answer = 200, `{"documents":[{"_id":"a1","v":"x","_version":2},{"_id":"b1","v":"y","_version":5}],"next":"cursor"}`
+	w.query(context.Background(), cl)
+	status, answer = 503, `{"type":"urn:shoal:problem:unavailable"}`
+	w.query(context.Background(), cl)
+	h := w.History()
+	var got []string
+	for _, op := range h.ops {
+		got = append(got, describeOp(op.Input, op.Output))
+	}
+	want := []string{`query-linearizable(a1) -> "x" v2`, `query-linearizable(b1) -> "y" v5`, `query-linearizable(a2) -> absent`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("recorded %q, want %q", got, want)
+	}
+	if h.QueryPages != 1 || h.QueryReads != 3 {
+		t.Fatalf("%d query pages, %d reads from them: want 1 and 3", h.QueryPages, h.QueryReads)
+	}
+	// The whole collection on one page: every register is covered.
+	status, answer = 200, `{"documents":[{"_id":"c2","v":"z","_version":1}]}`
+	w.query(context.Background(), cl)
+	if n := len(w.History().ops) - len(h.ops); n != 6 {
+		t.Fatalf("a page without a next one recorded %d reads, want 6", n)
+	}
+}
