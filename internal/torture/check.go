@@ -133,6 +133,39 @@ func (h *History) LostRegisterWrites(finals map[string]FinalRead) []string {
 	return lost
 }
 
+// ReadYourWrites checks the local reads that sent the token of their
+// client's own last acknowledged write of the register (X-Consistency-
+// Token): each must return that write's version or a later one, or the
+// register absent when that write was a delete or some delete named its
+// version or a later one. It returns how many it checked and those that
+// broke the guarantee.
+func (h *History) ReadYourWrites() (checked int, broken []string) {
+	deleted := map[string]int64{} // doc -> the highest version a delete that may have taken effect named
+	for _, op := range h.ops {
+		in, out := op.Input.(regInput), op.Output.(regOutput)
+		if in.Kind == opDelete && (out.Outcome == resultDone || out.Outcome == resultUnknown) {
+			deleted[in.Doc] = max(deleted[in.Doc], in.Expect)
+		}
+	}
+	for _, op := range h.ops {
+		in, out := op.Input.(regInput), op.Output.(regOutput)
+		if in.Kind != opRead || in.Since == 0 {
+			continue
+		}
+		checked++
+		own := fmt.Sprintf("its client's write of v%d", in.Since)
+		if in.SinceDeleted {
+			own = fmt.Sprintf("its client's delete (tombstone v%d)", in.Since)
+		}
+		switch {
+		case out.Found && out.Version < in.Since,
+			!out.Found && !in.SinceDeleted && deleted[in.Doc] < in.Since:
+			broken = append(broken, fmt.Sprintf("%s [%s, %.3fs..%.3fs] sent the token of %s", describeOp(op.Input, op.Output), op.Metadata, secs(op.Call), secs(op.Return), own))
+		}
+	}
+	return checked, broken
+}
+
 // ListResult is the list checker's count.
 type ListResult struct {
 	Acked, Unknown int

@@ -389,3 +389,36 @@ func TestUnreadWritesAreNotCountedLost(t *testing.T) {
 		t.Fatalf("with copies read: lists %+v, w=1 %+v; want e2 and k1 lost", lists, w1)
 	}
 }
+
+// A local read sent with its client's own write's token returns that
+// write's version or a later one; absent only after a delete.
+func TestReadYourWritesIsChecked(t *testing.T) {
+	m := newHandMade()
+	read := func(doc string, since int64, deleted, found bool, version int64) {
+		m.id++
+		in := regInput{Doc: doc, Kind: opRead, Concern: ReadLocal, Since: since, SinceDeleted: deleted}
+		m.h.ops = append(m.h.ops, porcupine.Operation{ClientId: 1, Input: in, Call: 10, Return: 11,
+			Output: regOutput{Outcome: resultDone, Found: found, Value: "v", Version: version}, Metadata: &opMeta{id: m.id, asked: "n2"}})
+	}
+	read("a", 2, false, true, 2)  // its write
+	read("a", 2, false, true, 3)  // later
+	read("a", 0, false, true, 1)  // no token: not checked
+	read("a", 3, true, false, 0)  // its own delete
+	read("a", 2, false, true, 1)  // older: broken
+	read("b", 1, false, false, 0) // absent, no delete of b: broken
+	checked, broken := m.h.ReadYourWrites()
+	if checked != 5 || len(broken) != 2 || !strings.Contains(broken[0], "read-local(a)") || !strings.Contains(broken[1], "read-local(b) -> absent") {
+		t.Fatalf("checked %d, broken %q: want 5 checked, the read of a at v1 and the absent b broken", checked, broken)
+	}
+	// A delete of b (by anyone) naming its version explains the absence.
+	m.h.ops = append(m.h.ops, porcupine.Operation{ClientId: 2, Input: regInput{Doc: "b", Kind: opDelete, Expect: 1}, Call: 5, Return: 100,
+		Output: regOutput{Outcome: resultUnknown}, Metadata: &opMeta{id: 99, asked: "n1"}})
+	if _, broken := m.h.ReadYourWrites(); len(broken) != 1 {
+		t.Fatalf("broken %q, want only the read of a at v1", broken)
+	}
+	rep := &Report{}
+	rep.ReadYourWrites.Checked, rep.ReadYourWrites.Broken = m.h.ReadYourWrites()
+	if !rep.Failed() || !strings.Contains(rep.Table(), "read-your-writes (tokens)") {
+		t.Fatalf("a broken read-your-writes does not fail the run:\n%s", rep.Table())
+	}
+}

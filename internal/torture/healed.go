@@ -123,6 +123,7 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 		rep.problem("final reads of the registers: %v", err)
 	}
 	rep.LostRegister = h.LostRegisterWrites(finals)
+	rep.ReadYourWrites.Checked, rep.ReadYourWrites.Broken = h.ReadYourWrites()
 	h.AddFinalReads(finals)
 	rep.Lists, rep.W1 = h.checkContent(copies, rolled)
 	if copies == nil {

@@ -50,6 +50,11 @@ type regInput struct {
 	Expect  int64       // cas, delete: the If-Match version
 	Concern ReadConcern // read
 	Query   bool        // read: taken from a query page of the registers' collection
+	// Since (a local read) is the version of the client's own last
+	// acknowledged write of the register, whose X-Consistency-Token the
+	// read sent (0: none); SinceDeleted says that write was a delete.
+	Since        int64
+	SinceDeleted bool
 }
 
 type regOutput struct {

@@ -24,8 +24,14 @@ type Report struct {
 	Ops               map[string]int // by outcome
 	History           *History
 
-	Registers      RegisterVerdict
-	LostRegister   []string
+	Registers    RegisterVerdict
+	LostRegister []string
+	// ReadYourWrites: local reads sent with their client's own last
+	// write's token, checked, and those that returned an older state.
+	ReadYourWrites struct {
+		Checked int
+		Broken  []string
+	}
 	Lists          ListResult
 	W1             W1Result
 	RolledBackDocs int // document states in the rollback collections
@@ -73,6 +79,9 @@ func (r *Report) Failures() []string {
 	}
 	if len(r.LostRegister) > 0 {
 		out = append(out, fmt.Sprintf("%d acknowledged majority register writes lost:\n  %s", len(r.LostRegister), strings.Join(first(r.LostRegister, 10), "\n  ")))
+	}
+	if b := r.ReadYourWrites.Broken; len(b) > 0 {
+		out = append(out, fmt.Sprintf("%d local reads sent with their client's token returned a state older than its write:\n  %s", len(b), strings.Join(first(b, 10), "\n  ")))
 	}
 	if len(r.Lists.Lost) > 0 {
 		var l []string
@@ -136,6 +145,7 @@ func (r *Report) Table() string {
 	sort.Strings(ops)
 	row("operations", "%s", strings.Join(ops, ", "))
 	row("lost majority register writes", "%d", len(r.LostRegister))
+	row("read-your-writes (tokens)", "%d local reads checked, %d returned an older state", r.ReadYourWrites.Checked, len(r.ReadYourWrites.Broken))
 	row("lost majority list elements", "%d of %d acknowledged (%d of unknown outcome, %d of them present)%s", len(r.Lists.Lost), r.Lists.Acked, r.Lists.Unknown, r.Lists.UnknownPresent, unread(r.Lists.Unread))
 	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost (%d of unknown outcome)%s", r.W1.Acked, r.W1.RolledBack, len(r.W1.Missing), r.W1.Unknown, unread(r.W1.Unread))
 	row("rolled back (all collections)", "%d document states", r.RolledBackDocs)

@@ -18,6 +18,8 @@ type Summary struct {
 	Ops          map[string]int
 
 	LostRegister, LostList, SilentW1 int
+	ReadYourWritesChecked            int
+	ReadYourWritesBroken             int
 	ListAcked, W1Acked, W1RolledBack int
 	RolledBackDocs                   int
 	Checked                          int // register operations porcupine checked
@@ -47,6 +49,8 @@ func (s *Summary) Add(r *Report) {
 		s.Ops[k] += n
 	}
 	s.LostRegister += len(r.LostRegister)
+	s.ReadYourWritesChecked += r.ReadYourWrites.Checked
+	s.ReadYourWritesBroken += len(r.ReadYourWrites.Broken)
 	s.LostList += len(r.Lists.Lost)
 	s.SilentW1 += len(r.W1.Missing)
 	s.ListAcked += r.Lists.Acked
@@ -83,6 +87,7 @@ func (s *Summary) Table() string {
 	}
 	row("operations", "%s", strings.Join(ops, ", "))
 	row("lost majority register writes", "%d", s.LostRegister)
+	row("read-your-writes (tokens)", "%d local reads checked, %d returned an older state", s.ReadYourWritesChecked, s.ReadYourWritesBroken)
 	row("lost majority list elements", "%d of %d acknowledged", s.LostList, s.ListAcked)
 	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost", s.W1Acked, s.W1RolledBack, s.SilentW1)
 	row("rolled back (all collections)", "%d document states", s.RolledBackDocs)

@@ -180,7 +180,7 @@ func (w *Workload) Start(ctx context.Context) {
 		kind := k.kind
 		for i := 0; i < k.n; i++ {
 			cl := &client{id: c, name: fmt.Sprintf("%s-%d", kind, i), rng: rand.New(rand.NewPCG(w.o.Seed, uint64(c))),
-				hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, DialContext: w.o.Dial}}, avoid: map[string]time.Time{}}
+				hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, DialContext: w.o.Dial}}, avoid: map[string]time.Time{}, own: map[string]ownWrite{}}
 			c++
 			w.nClients.Add(1)
 			w.wg.Add(1)
@@ -208,6 +208,16 @@ type client struct {
 	avoid    map[string]time.Time
 	attempts []Attempt
 	ready    bool // had a write acknowledged
+	// own is the client's last acknowledged write of each register, with
+	// the X-Consistency-Token its answer carried.
+	own map[string]ownWrite
+}
+
+// ownWrite is a client's acknowledged write of a register.
+type ownWrite struct {
+	token   string
+	version int64
+	deleted bool
 }
 
 func (w *Workload) run(ctx context.Context, kind string, i int, cl *client) {
@@ -439,6 +449,9 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 		out = regOutput{Outcome: resultRefused}
 	}
 	w.attempt(ctx, cl, time.Duration(call), time.Duration(ret), out.Outcome != resultUnknown)
+	if tok := hdr.Get("X-Consistency-Token"); out.Outcome == resultDone && tok != "" && cl.own != nil {
+		cl.own[in.Doc] = ownWrite{token: tok, version: out.Version, deleted: in.Kind == opDelete}
+	}
 	if out.Outcome == resultUnknown {
 		ret = -1 // pending: returns at the end of the history
 	}
@@ -510,6 +523,13 @@ func (w *Workload) read(ctx context.Context, cl *client, doc string, concern Rea
 	req, _ := http.NewRequestWithContext(ctx, "GET", docURL(n, w.o.RegisterUser, registerColl, doc), nil)
 	req.Header.Set("Authorization", "Bearer "+w.o.Token)
 	req.Header.Set("X-Read-Concern", string(concern))
+	in := regInput{Doc: doc, Kind: opRead, Concern: concern}
+	if own, ok := cl.own[doc]; ok && concern == ReadLocal {
+		// Read your writes: the copy that answers holds this client's
+		// last write of the register, or a later state.
+		req.Header.Set("X-Consistency-Token", own.token)
+		in.Since, in.SinceDeleted = own.version, own.deleted
+	}
 	call := w.now()
 	status, hdr, body, err := w.do(cl, n, req, readDeadline)
 	ret := w.now()
@@ -521,7 +541,7 @@ func (w *Workload) read(ctx context.Context, cl *client, doc string, concern Rea
 	if !ok {
 		return regOutput{}, false
 	}
-	w.record(porcupine.Operation{ClientId: cl.id, Input: regInput{Doc: doc, Kind: opRead, Concern: concern}, Call: call, Output: out, Return: ret, Metadata: meta}, true)
+	w.record(porcupine.Operation{ClientId: cl.id, Input: in, Call: call, Output: out, Return: ret, Metadata: meta}, true)
 	return out, true
 }
 

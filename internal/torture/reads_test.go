@@ -54,3 +54,41 @@ func TestAQueryPageIsAReadOfEachRegisterItCovers(t *testing.T) {
 		t.Fatalf("a page without a next one recorded %d reads, want 6", n)
 	}
 }
+
+// A client's local read of a register it wrote sends the token of its
+// last acknowledged write of it, and is recorded with that write's
+// version.
+func TestALocalReadSendsTheTokenOfItsClientsLastWrite(t *testing.T) {
+	var sent []string
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case "PUT":
+			rw.Header().Set("ETag", `"4"`)
+			rw.Header().Set("X-Consistency-Token", "tok-4")
+			rw.WriteHeader(200)
+		case "GET":
+			sent = append(sent, r.Header.Get("X-Consistency-Token"))
+			rw.Write([]byte(`{"v":"x","_version":4}`))
+		}
+	}))
+	defer srv.Close()
+	w := NewWorkload([]Target{{ID: "n1", URL: srv.URL}}, WorkloadOptions{Token: "t", RegisterUser: "r"})
+	cl := &client{id: 1, rng: rand.New(rand.NewPCG(1, 1)), hc: &http.Client{Timeout: time.Second}, avoid: map[string]time.Time{}, own: map[string]ownWrite{}}
+	ctx := context.Background()
+	w.read(ctx, cl, "a1", ReadLocal) // nothing written yet: no token
+	w.write(ctx, cl, regInput{Doc: "a1", Kind: opPut, Value: "x"})
+	w.read(ctx, cl, "a1", ReadLocal)
+	w.read(ctx, cl, "a1", ReadLinearizable) // a linearizable read needs none
+	if want := []string{"", "tok-4", ""}; !slices.Equal(sent, want) {
+		t.Fatalf("tokens sent %q, want %q", sent, want)
+	}
+	var since []int64
+	for _, op := range w.History().ops {
+		if in := op.Input.(regInput); in.Kind == opRead {
+			since = append(since, in.Since)
+		}
+	}
+	if want := []int64{0, 4, 0}; !slices.Equal(since, want) {
+		t.Fatalf("reads recorded since %v, want %v", since, want)
+	}
+}
