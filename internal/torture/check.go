@@ -135,17 +135,25 @@ func (h *History) LostRegisterWrites(finals map[string]FinalRead) []string {
 
 // ReadYourWrites checks the local reads that sent the token of their
 // client's own last acknowledged write of the register (X-Consistency-
-// Token): each must return that write's version or a later one, or the
-// register absent when that write was a delete or some delete named its
-// version or a later one. It returns how many it checked and those that
-// broke the guarantee.
+// Token): each must return that write (its version and value) or a later
+// version, or the register absent when that write was a delete or a
+// delete sent before the read returned named its version or a later one.
+// It returns how many it checked and those that broke the guarantee.
 func (h *History) ReadYourWrites() (checked int, broken []string) {
-	deleted := map[string]int64{} // doc -> the highest version a delete that may have taken effect named
+	var deletes []porcupine.Operation // deletes that may have taken effect
 	for _, op := range h.ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
 		if in.Kind == opDelete && (out.Outcome == resultDone || out.Outcome == resultUnknown) {
-			deleted[in.Doc] = max(deleted[in.Doc], in.Expect)
+			deletes = append(deletes, op)
 		}
+	}
+	deletedBy := func(doc string, v, until int64) bool {
+		for _, d := range deletes {
+			if in := d.Input.(regInput); in.Doc == doc && in.Expect >= v && d.Call < until {
+				return true
+			}
+		}
+		return false
 	}
 	for _, op := range h.ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
@@ -159,7 +167,8 @@ func (h *History) ReadYourWrites() (checked int, broken []string) {
 		}
 		switch {
 		case out.Found && out.Version < in.Since,
-			!out.Found && !in.SinceDeleted && deleted[in.Doc] < in.Since:
+			out.Found && out.Version == in.Since && !in.SinceDeleted && out.Value != in.SinceValue,
+			!out.Found && !in.SinceDeleted && !deletedBy(in.Doc, in.Since, op.Return):
 			broken = append(broken, fmt.Sprintf("%s [%s, %.3fs..%.3fs] sent the token of %s", describeOp(op.Input, op.Output), op.Metadata, secs(op.Call), secs(op.Return), own))
 		}
 	}

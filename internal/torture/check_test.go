@@ -391,30 +391,41 @@ func TestUnreadWritesAreNotCountedLost(t *testing.T) {
 }
 
 // A local read sent with its client's own write's token returns that
-// write's version or a later one; absent only after a delete.
+// write (its version and value) or a later version; absent only after a
+// delete sent before the read returned.
 func TestReadYourWritesIsChecked(t *testing.T) {
 	m := newHandMade()
-	read := func(doc string, since int64, deleted, found bool, version int64) {
+	read := func(doc string, since int64, deleted, found bool, version int64, value string) {
 		m.id++
-		in := regInput{Doc: doc, Kind: opRead, Concern: ReadLocal, Since: since, SinceDeleted: deleted}
+		in := regInput{Doc: doc, Kind: opRead, Concern: ReadLocal, Since: since, SinceValue: "v", SinceDeleted: deleted}
 		m.h.ops = append(m.h.ops, porcupine.Operation{ClientId: 1, Input: in, Call: 10, Return: 11,
-			Output: regOutput{Outcome: resultDone, Found: found, Value: "v", Version: version}, Metadata: &opMeta{id: m.id, asked: "n2"}})
+			Output: regOutput{Outcome: resultDone, Found: found, Value: value, Version: version}, Metadata: &opMeta{id: m.id, asked: "n2"}})
 	}
-	read("a", 2, false, true, 2)  // its write
-	read("a", 2, false, true, 3)  // later
-	read("a", 0, false, true, 1)  // no token: not checked
-	read("a", 3, true, false, 0)  // its own delete
-	read("a", 2, false, true, 1)  // older: broken
-	read("b", 1, false, false, 0) // absent, no delete of b: broken
+	read("a", 2, false, true, 2, "v") // its write
+	read("a", 2, false, true, 3, "w") // later
+	read("a", 0, false, true, 1, "u") // no token: not checked
+	read("a", 3, true, false, 0, "")  // its own delete
+	read("a", 2, false, true, 1, "u") // older: broken
+	read("a", 2, false, true, 2, "x") // its version with another value: broken
+	read("b", 1, false, false, 0, "") // absent, no delete of b: broken
 	checked, broken := m.h.ReadYourWrites()
-	if checked != 5 || len(broken) != 2 || !strings.Contains(broken[0], "read-local(a)") || !strings.Contains(broken[1], "read-local(b) -> absent") {
-		t.Fatalf("checked %d, broken %q: want 5 checked, the read of a at v1 and the absent b broken", checked, broken)
+	if checked != 6 || len(broken) != 3 || !strings.Contains(broken[0], `read-local(a) -> "u" v1`) ||
+		!strings.Contains(broken[1], `read-local(a) -> "x" v2`) || !strings.Contains(broken[2], "read-local(b) -> absent") {
+		t.Fatalf("checked %d, broken %q: want 6 checked, the reads of a at v1 and of x at v2 and the absent b broken", checked, broken)
 	}
-	// A delete of b (by anyone) naming its version explains the absence.
-	m.h.ops = append(m.h.ops, porcupine.Operation{ClientId: 2, Input: regInput{Doc: "b", Kind: opDelete, Expect: 1}, Call: 5, Return: 100,
-		Output: regOutput{Outcome: resultUnknown}, Metadata: &opMeta{id: 99, asked: "n1"}})
-	if _, broken := m.h.ReadYourWrites(); len(broken) != 1 {
-		t.Fatalf("broken %q, want only the read of a at v1", broken)
+	// A delete of b sent after the read returned explains nothing; one
+	// (by anyone) sent before, naming b's version, explains the absence.
+	del := func(call int64) porcupine.Operation {
+		return porcupine.Operation{ClientId: 2, Input: regInput{Doc: "b", Kind: opDelete, Expect: 1}, Call: call, Return: 100,
+			Output: regOutput{Outcome: resultUnknown}, Metadata: &opMeta{id: 99, asked: "n1"}}
+	}
+	m.h.ops = append(m.h.ops, del(50))
+	if _, broken := m.h.ReadYourWrites(); len(broken) != 3 {
+		t.Fatalf("broken %q, want the absent b still broken: its delete came after the read", broken)
+	}
+	m.h.ops = append(m.h.ops, del(5))
+	if _, broken := m.h.ReadYourWrites(); len(broken) != 2 {
+		t.Fatalf("broken %q, want only the two reads of a", broken)
 	}
 	rep := &Report{}
 	rep.ReadYourWrites.Checked, rep.ReadYourWrites.Broken = m.h.ReadYourWrites()

@@ -160,7 +160,8 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 	rep.Ops["register writes unknown"] = h.UnknownWrites
 	rep.Ops["compare-and-sets or -deletes refused"] = h.Refused
 	rep.Ops["deletes of absent registers"] = h.Absent
-	rep.Ops["linearizable reads"] = h.DefiniteReads[ReadLinearizable]
+	rep.Ops["linearizable reads"] = h.DefiniteReads[ReadLinearizable] - h.QueryReads
+	rep.Ops["linearizable reads from query pages"] = h.QueryReads
 	rep.Ops["linearizable query pages"] = h.QueryPages
 	rep.Ops["local reads"] = h.DefiniteReads[ReadLocal]
 }

@@ -52,8 +52,10 @@ type regInput struct {
 	Query   bool        // read: taken from a query page of the registers' collection
 	// Since (a local read) is the version of the client's own last
 	// acknowledged write of the register, whose X-Consistency-Token the
-	// read sent (0: none); SinceDeleted says that write was a delete.
+	// read sent (0: none), SinceValue its value; SinceDeleted says that
+	// write was a delete.
 	Since        int64
+	SinceValue   string
 	SinceDeleted bool
 }
 

@@ -217,6 +217,7 @@ type client struct {
 type ownWrite struct {
 	token   string
 	version int64
+	value   string
 	deleted bool
 }
 
@@ -270,15 +271,14 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 
 // query reads the registers' collection with a linearizable query page
 // and records what it returned as a linearizable read of each register
-// the page covers: its state, or absent. A page answers as a whole
-// within its call and return, so each register's state in it must fit
-// that register's history there (not a snapshot of all of them at one
-// instant, which the query does not promise). A failed query is not
-// recorded.
+// of the current round the page covers: its state, or absent (the
+// earlier rounds' histories are left to grow no more, so that porcupine
+// checks each round's apart). A page answers as a whole within its call
+// and return, so each register's state in it must fit that register's
+// history there (not a snapshot of all of them at one instant, which the
+// query does not promise). A failed query is not recorded.
 func (w *Workload) query(ctx context.Context, cl *client) {
-	w.mu.Lock()
-	docs := slices.Clone(w.all) // the registers any write may have made by the call
-	w.mu.Unlock()
+	docs := w.Docs()
 	n := w.pick(cl)
 	meta := &opMeta{id: int(w.nextID.Add(1)), client: cl.id, asked: n.ID}
 	url := n.URL + "/v1/users/" + w.o.RegisterUser + "/collections/" + registerColl + "/documents?limit=1000"
@@ -450,7 +450,7 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 	}
 	w.attempt(ctx, cl, time.Duration(call), time.Duration(ret), out.Outcome != resultUnknown)
 	if tok := hdr.Get("X-Consistency-Token"); out.Outcome == resultDone && tok != "" && cl.own != nil {
-		cl.own[in.Doc] = ownWrite{token: tok, version: out.Version, deleted: in.Kind == opDelete}
+		cl.own[in.Doc] = ownWrite{token: tok, version: out.Version, value: in.Value, deleted: in.Kind == opDelete}
 	}
 	if out.Outcome == resultUnknown {
 		ret = -1 // pending: returns at the end of the history
@@ -528,7 +528,7 @@ func (w *Workload) read(ctx context.Context, cl *client, doc string, concern Rea
 		// Read your writes: the copy that answers holds this client's
 		// last write of the register, or a later state.
 		req.Header.Set("X-Consistency-Token", own.token)
-		in.Since, in.SinceDeleted = own.version, own.deleted
+		in.Since, in.SinceValue, in.SinceDeleted = own.version, own.value, own.deleted
 	}
 	call := w.now()
 	status, hdr, body, err := w.do(cl, n, req, readDeadline)
@@ -660,8 +660,8 @@ func (h *History) Counts() string {
 		why = append(why, fmt.Sprintf("%s: %d", k, n))
 	}
 	sort.Strings(why)
-	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d deletes of absent registers, %d writes of unknown outcome (%s), %d linearizable reads (%d of them from %d query pages) and %d local reads",
-		h.DefiniteWrites, h.Deletes, h.Refused, h.Absent, h.UnknownWrites, strings.Join(why, ", "), h.DefiniteReads[ReadLinearizable], h.QueryReads, h.QueryPages, h.DefiniteReads[ReadLocal])
+	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d deletes of absent registers, %d writes of unknown outcome (%s), %d linearizable reads, %d more from %d query pages, and %d local reads",
+		h.DefiniteWrites, h.Deletes, h.Refused, h.Absent, h.UnknownWrites, strings.Join(why, ", "), h.DefiniteReads[ReadLinearizable]-h.QueryReads, h.QueryReads, h.QueryPages, h.DefiniteReads[ReadLocal])
 }
 
 // unknownReason classes why a write's outcome is unknown.
