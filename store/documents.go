@@ -154,8 +154,8 @@ func (s *Store) tombstones(ctx context.Context, partition int, from, before time
 	return s.docs.Tombstones(ctx, partition, from, before, limit)
 }
 
-// deleteTombstones removes tombstones tombstones read, of the keys they
-// are still the state of, and returns how many entries went.
+// deleteTombstones removes tombstones that tombstones returned, of the
+// keys whose state they still are, and returns how many entries went.
 func (s *Store) deleteTombstones(ctx context.Context, partition int, tombstones []*Doc) (int, error) {
 	return s.docs.PurgeTombstones(ctx, partition, tombstones)
 }

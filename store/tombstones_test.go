@@ -396,3 +396,28 @@ func TestAPurgeReadsTheTombstonesDueAChunkAtATime(t *testing.T) {
 		t.Fatalf("a pass with nothing due read %v tombstones at a time, want %v", reads.reads, want)
 	}
 }
+
+// removesNothing is an engine whose purge removes nothing, as one whose
+// index entries no state accounts for would, if it left them.
+type removesNothing struct{ engine.Documents }
+
+func (removesNothing) PurgeTombstones(context.Context, int, []*Doc) (int, error) { return 0, nil }
+
+// A purge goes on to a next chunk only while its chunks remove something:
+// a full chunk of which nothing could be removed would be read again and
+// again, the partition's writer busy with it for good.
+func TestAPurgeThatRemovesNothingEnds(t *testing.T) {
+	s, w := purgeWriter(t)
+	now := time.Now().UTC()
+	var seq uint64
+	applyTombstones(t, w, &seq, purgeChunk+1, func(uint64) time.Time { return now.Add(-time.Hour) })
+	s.docs = removesNothing{s.docs}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, err := w.PurgeTombstones(ctx, now); err != nil || n != 0 {
+		t.Fatalf("purged %d (%v), want none, and an end", n, err)
+	}
+	if !w.parts[0].tombstones.Load() {
+		t.Fatal("a partition whose tombstones stay is taken to hold none")
+	}
+}

@@ -3,7 +3,9 @@
 // while the test holds SQLite's write lock, every write the store attempts
 // fails (SQLITE_BUSY after a short busy timeout) and stores nothing. It is
 // how store and lease tests see what a node does when its store refuses a
-// write, through the same driver and store code as production.
+// write, through the same driver and store code as production. Recording
+// shows a test every command the driver sends; Serve runs FerretDB as a
+// process of its own for the fault suite (the ferretserve command).
 package storetest
 
 import (

@@ -2,6 +2,7 @@ package torture
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -102,13 +103,7 @@ type FinalRead struct {
 // delete is lost when the register ends present at its version or an
 // earlier one.
 func (h *History) LostRegisterWrites(finals map[string]FinalRead) []string {
-	deleted := map[string]int64{} // doc -> the highest version a delete that may have taken effect named
-	for _, op := range h.ops {
-		in, out := op.Input.(regInput), op.Output.(regOutput)
-		if in.Kind == opDelete && (out.Outcome == resultDone || out.Outcome == resultUnknown) {
-			deleted[in.Doc] = max(deleted[in.Doc], in.Expect)
-		}
-	}
+	deletes := possibleDeletesOf(h.ops)
 	var lost []string
 	for _, op := range h.ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
@@ -124,7 +119,7 @@ func (h *History) LostRegisterWrites(finals map[string]FinalRead) []string {
 			if f.Found && f.Version <= out.Version {
 				lost = append(lost, fmt.Sprintf("%s [%s]: the register ends %s", describeOp(op.Input, op.Output), op.Metadata, ends))
 			}
-		case !f.Found && deleted[in.Doc] < out.Version || f.Found && f.Version < out.Version:
+		case !f.Found && !deletes.since(in.Doc, out.Version, math.MaxInt64) || f.Found && f.Version < out.Version:
 			lost = append(lost, fmt.Sprintf("%s [%s]: the register ends %s", describeOp(op.Input, op.Output), op.Metadata, ends))
 		case f.Found && f.Version == out.Version && f.Value != in.Value:
 			lost = append(lost, fmt.Sprintf("%s [%s]: the register ends at that version with %q", describeOp(op.Input, op.Output), op.Metadata, f.Value))
@@ -140,21 +135,7 @@ func (h *History) LostRegisterWrites(finals map[string]FinalRead) []string {
 // delete sent before the read returned named its version or a later one.
 // It returns how many it checked and those that broke the guarantee.
 func (h *History) ReadYourWrites() (checked int, broken []string) {
-	var deletes []porcupine.Operation // deletes that may have taken effect
-	for _, op := range h.ops {
-		in, out := op.Input.(regInput), op.Output.(regOutput)
-		if in.Kind == opDelete && (out.Outcome == resultDone || out.Outcome == resultUnknown) {
-			deletes = append(deletes, op)
-		}
-	}
-	deletedBy := func(doc string, v, until int64) bool {
-		for _, d := range deletes {
-			if in := d.Input.(regInput); in.Doc == doc && in.Expect >= v && d.Call < until {
-				return true
-			}
-		}
-		return false
-	}
+	deletes := possibleDeletesOf(h.ops)
 	for _, op := range h.ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
 		if in.Kind != opRead || in.Since == 0 {
@@ -168,7 +149,7 @@ func (h *History) ReadYourWrites() (checked int, broken []string) {
 		switch {
 		case out.Found && out.Version < in.Since,
 			out.Found && out.Version == in.Since && !in.SinceDeleted && out.Value != in.SinceValue,
-			!out.Found && !in.SinceDeleted && !deletedBy(in.Doc, in.Since, op.Return):
+			!out.Found && !in.SinceDeleted && !deletes.since(in.Doc, in.Since, op.Return):
 			broken = append(broken, fmt.Sprintf("%s [%s, %.3fs..%.3fs] sent the token of %s", describeOp(op.Input, op.Output), op.Metadata, secs(op.Call), secs(op.Return), own))
 		}
 	}

@@ -232,6 +232,33 @@ func blockingOp(model porcupine.Model, doc string, ops []porcupine.Operation, pa
 
 func secs(ns int64) float64 { return float64(ns) / 1e9 }
 
+// possibleDeletes are the deletes of a history that may have taken effect
+// (acknowledged, or of unknown outcome), by register.
+type possibleDeletes map[string][]porcupine.Operation
+
+func possibleDeletesOf(ops []porcupine.Operation) possibleDeletes {
+	d := possibleDeletes{}
+	for _, op := range ops {
+		in, out := op.Input.(regInput), op.Output.(regOutput)
+		if in.Kind == opDelete && (out.Outcome == resultDone || out.Outcome == resultUnknown) {
+			d[in.Doc] = append(d[in.Doc], op)
+		}
+	}
+	return d
+}
+
+// since reports whether a delete of doc sent before until named version
+// v or a later one: it may have removed the state of version v, or of a
+// later one, by then.
+func (d possibleDeletes) since(doc string, v, until int64) bool {
+	for _, op := range d[doc] {
+		if op.Input.(regInput).Expect >= v && op.Call < until {
+			return true
+		}
+	}
+	return false
+}
+
 // anomalies names, in the register's terms, reads and writes that no
 // linearization can explain: a read older than a write acknowledged
 // before it began, a read of a state another acknowledged write
@@ -243,34 +270,20 @@ func anomalies(ops []porcupine.Operation) []string {
 		op      porcupine.Operation
 		version int64
 	}
-	acked := map[string][]write{}                 // doc -> writes done, deletes included
-	byValue := map[string]porcupine.Operation{}   // value -> the write of it
-	deletes := map[string][]porcupine.Operation{} // doc -> deletes that may have taken effect
+	acked := map[string][]write{}               // doc -> writes done, deletes included
+	byValue := map[string]porcupine.Operation{} // value -> the write of it
+	deletes := possibleDeletesOf(ops)
 	for _, op := range ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
 		if in.Kind == opRead {
 			continue
 		}
-		if in.Kind == opDelete {
-			if out.Outcome == resultDone || out.Outcome == resultUnknown {
-				deletes[in.Doc] = append(deletes[in.Doc], op)
-			}
-		} else {
+		if in.Kind != opDelete {
 			byValue[in.Value] = op
 		}
 		if out.Outcome == resultDone {
 			acked[in.Doc] = append(acked[in.Doc], write{op, out.Version})
 		}
-	}
-	// deletedSince reports whether a delete invoked before until may have
-	// removed the state of version v or a later one.
-	deletedSince := func(doc string, v, until int64) bool {
-		for _, d := range deletes[doc] {
-			if d.Input.(regInput).Expect >= v && d.Call < until {
-				return true
-			}
-		}
-		return false
 	}
 	var stale, rolledBack, twice, dirtyRefusal []string
 	for _, op := range ops {
@@ -297,7 +310,7 @@ func anomalies(ops []porcupine.Operation) []string {
 			if w.op.Return >= op.Call {
 				continue
 			}
-			gone := w.op.Input.(regInput).Kind == opDelete || deletedSince(in.Doc, w.version, op.Return)
+			gone := w.op.Input.(regInput).Kind == opDelete || deletes.since(in.Doc, w.version, op.Return)
 			if out.Found && w.version > out.Version || !out.Found && !gone {
 				stale = append(stale, fmt.Sprintf("  %s [%s, %.3fs..%.3fs] began after %s [%s] was acknowledged at %.3fs",
 					describeOp(op.Input, op.Output), op.Metadata, secs(op.Call), secs(op.Return), describeOp(w.op.Input, w.op.Output), w.op.Metadata, secs(w.op.Return)))

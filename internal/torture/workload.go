@@ -35,7 +35,8 @@ type WorkloadOptions struct {
 	// nemesis can aim at its master).
 	RegisterUser string
 	// Clients of each kind: registers (majority puts, compare-and-sets
-	// after a linearizable read, linearizable and local reads), w=1
+	// and -deletes after a linearizable read, linearizable reads and
+	// query pages, local reads with the token of their own last write), w=1
 	// writers (each key written once), list appenders (one user each, one
 	// document per element, majority writes).
 	RegisterClients, W1Clients, ListClients int
@@ -280,7 +281,7 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 func (w *Workload) query(ctx context.Context, cl *client) {
 	docs := w.Docs()
 	n := w.pick(cl)
-	meta := &opMeta{id: int(w.nextID.Add(1)), client: cl.id, asked: n.ID}
+	meta := opMeta{client: cl.id, asked: n.ID} // each read it makes gets an id of its own
 	url := n.URL + "/v1/users/" + w.o.RegisterUser + "/collections/" + registerColl + "/documents?limit=1000"
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	req.Header.Set("Authorization", "Bearer "+w.o.Token)
@@ -317,7 +318,7 @@ func (w *Workload) query(ctx context.Context, cl *client) {
 		if page.Next != "" && doc > last {
 			continue // on a later page
 		}
-		m := *meta
+		m := meta
 		m.id = int(w.nextID.Add(1))
 		w.record(porcupine.Operation{ClientId: cl.id, Input: regInput{Doc: doc, Kind: opRead, Concern: ReadLinearizable, Query: true},
 			Call: call, Output: got[doc], Return: ret, Metadata: &m}, true)
@@ -352,10 +353,15 @@ func docURL(n Target, user, coll, id string) string {
 
 // put sends a PUT of {"v": value} with the write concern; it returns
 // the status, headers and error of the answer.
-func (w *Workload) put(ctx context.Context, cl *client, n Target, url, value, concern string, ifMatch int64) (int, http.Header, error) {
-	body, _ := json.Marshal(map[string]string{"v": value})
-	status, hdr, _, err := w.send(ctx, cl, n, "PUT", url, body, concern, ifMatch)
+func (w *Workload) put(ctx context.Context, cl *client, n Target, url, value, concern string) (int, http.Header, error) {
+	status, hdr, _, err := w.send(ctx, cl, n, "PUT", url, valueBody(value), concern, 0)
 	return status, hdr, err
+}
+
+// valueBody is the body of a PUT of value: {"v": value}.
+func valueBody(value string) []byte {
+	body, _ := json.Marshal(map[string]string{"v": value})
+	return body
 }
 
 // send sends a write (a PUT with body, or a DELETE) with the write
@@ -402,19 +408,12 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 	n := w.pick(cl)
 	meta := &opMeta{id: int(w.nextID.Add(1)), client: cl.id, asked: n.ID}
 	url := docURL(n, w.o.RegisterUser, registerColl, in.Doc)
-	call := w.now()
-	var status int
-	var hdr http.Header
-	var body []byte
-	var err error
-	switch in.Kind {
-	case opDelete:
-		status, hdr, body, err = w.send(ctx, cl, n, "DELETE", url, nil, "majority", in.Expect)
-	case opCAS:
-		status, hdr, err = w.put(ctx, cl, n, url, in.Value, "majority", in.Expect)
-	default:
-		status, hdr, err = w.put(ctx, cl, n, url, in.Value, "majority", 0)
+	method, body := "PUT", valueBody(in.Value)
+	if in.Kind == opDelete {
+		method, body = "DELETE", nil
 	}
+	call := w.now()
+	status, hdr, answer, err := w.send(ctx, cl, n, method, url, body, "majority", in.Expect) // a put's Expect is 0: no If-Match
 	ret := w.now()
 	if unsent(err) {
 		w.attempt(ctx, cl, time.Duration(call), time.Duration(ret), false)
@@ -434,7 +433,7 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 		out = regOutput{Outcome: resultDone, Version: in.Expect + 1}
 		w.nAcked.Add(1)
 		w.nRegister.Add(1)
-	case in.Kind == opDelete && status == 404 && notFound(body):
+	case in.Kind == opDelete && status == 404 && notFound(answer):
 		out = regOutput{Outcome: resultAbsent}
 	case in.Kind != opDelete && (status == 200 || status == 201):
 		v, perr := strconv.ParseInt(strings.Trim(hdr.Get("ETag"), `"`), 10, 64)
@@ -462,7 +461,7 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 func (w *Workload) w1Write(ctx context.Context, cl *client, user, id string) {
 	n := w.pick(cl)
 	call := w.Since()
-	status, hdr, err := w.put(ctx, cl, n, docURL(n, user, w1Coll, id), id, "1", 0)
+	status, hdr, err := w.put(ctx, cl, n, docURL(n, user, w1Coll, id), id, "1")
 	ret := w.Since()
 	rec := W1Write{User: user, ID: id, Via: n.ID, Call: call}
 	if rec.Acked, rec.Unknown = writeOutcome(status, err); rec.Acked {
@@ -481,7 +480,7 @@ func (w *Workload) w1Write(ctx context.Context, cl *client, user, id string) {
 func (w *Workload) listAppend(ctx context.Context, cl *client, user, id string) {
 	n := w.pick(cl)
 	call := w.Since()
-	status, _, err := w.put(ctx, cl, n, docURL(n, user, listColl, id), id, "majority", 0)
+	status, _, err := w.put(ctx, cl, n, docURL(n, user, listColl, id), id, "majority")
 	ret := w.Since()
 	rec := ListElem{User: user, ID: id, Call: call}
 	if rec.Acked, rec.Unknown = writeOutcome(status, err); rec.Acked {

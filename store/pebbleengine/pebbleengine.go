@@ -742,13 +742,14 @@ func (e *Engine) doCollections(_ context.Context, partition int, user string) ([
 
 func (e *Engine) doTombstones(_ context.Context, partition int, from, before time.Time, limit int) ([]*record.Doc, error) {
 	p := prefix('t', partition)
-	// The index is in time order: the range runs from from to before.
+	// The index is in time order: the range runs from from to before,
+	// bounded as tombKey writes the times.
 	start, end := p, upper(p)
 	if !from.IsZero() {
-		start = binary.BigEndian.AppendUint64(slices.Clone(p), uint64(max(from.UnixMilli(), 0)))
+		start = tombKey(partition, from, "")
 	}
 	if !before.IsZero() {
-		end = binary.BigEndian.AppendUint64(slices.Clone(p), uint64(max(before.UnixMilli(), 0)))
+		end = tombKey(partition, before, "")
 	}
 	var out []*record.Doc
 	err := e.iterate(start, end, false, func(k, v []byte) (bool, error) {
@@ -766,34 +767,31 @@ func (e *Engine) doPurgeTombstones(_ context.Context, partition int, tombs []*re
 	b := e.newBatch(partition)
 	removed := 0
 	for _, t := range tombs {
-		// Only the tombstone itself: a key written again since is kept.
 		o, err := b.before(t.Key)
+		if err == nil {
+			switch {
+			case o.held && o.deleted && o.pos == t.Pos: // the tombstone itself
+				err = b.remove(t.Key)
+				removed++
+			case o.held && o.deleted && o.updated.UnixMilli() == t.Updated.UnixMilli():
+				// The key's later tombstone, whose index entry this is.
+			default:
+				// A key written again since keeps its state. An index entry
+				// its state does not account for (no write leaves one; an
+				// older version's bug could) is removed, or every purge
+				// would read it again.
+				var left bool
+				entry := tombKey(partition, t.Updated, t.Key)
+				if left, err = e.holds(entry); err == nil && left {
+					err = b.b.Delete(entry, nil)
+					removed++
+				}
+			}
+		}
 		if err != nil {
 			b.b.Close()
 			return 0, err
 		}
-		if !o.held || !o.deleted || o.pos != t.Pos {
-			// An index entry its key's state does not account for (no
-			// write leaves one; an older version's bug could): removed,
-			// or every purge would read it again.
-			if !o.held || !o.deleted || o.updated.UnixMilli() != t.Updated.UnixMilli() {
-				left, err := e.holds(tombKey(partition, t.Updated, t.Key))
-				if err == nil && left {
-					err = b.b.Delete(tombKey(partition, t.Updated, t.Key), nil)
-					removed++
-				}
-				if err != nil {
-					b.b.Close()
-					return 0, err
-				}
-			}
-			continue
-		}
-		if err := b.remove(t.Key); err != nil {
-			b.b.Close()
-			return 0, err
-		}
-		removed++
 	}
 	return removed, b.commit(fmt.Sprintf("purging %d tombstones of partition %d", len(tombs), partition), false)
 }
