@@ -101,27 +101,41 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		}
 		return nil
 	}
-	target := s.cfg.Source.Last(p)
-	horizon := s.horizon(p)
+	// The queue takes runs again before the target is read: a commit
+	// handed over after this follows the copy in the queue, and the
+	// writer publishes a commit's position only after handing it over,
+	// so one before it is at or before the target (but for a commit
+	// handed over just before and published just after the read: the
+	// queue then falls short, and another catch-up follows). A commit
+	// between reading the target and queueing again (which this order
+	// used to be, with the count between them) was in neither the
+	// copy's claim nor the queue: the replica, moved to the target,
+	// needed another catch-up. Under a steady write load nearly every
+	// catch-up on FerretDB, whose count reads a whole collection, met
+	// one, and its replicas went from catch-up to catch-up.
 	s.mu.Lock()
-	full := pr.needsFullCopy(horizon)
-	s.mu.Unlock()
-	var toCopy int64
-	if acked.Compare(target) < 0 {
-		from := acked
-		if full {
-			from = record.Position{}
-		}
-		toCopy, _ = s.cfg.Source.Count(s.ctx, p, from) // only for display
-	}
-	s.mu.Lock()
-	pr.copyStarted(toCopy)
+	pr.copyStarted()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		pr.copyEnded()
 		s.mu.Unlock()
 	}()
+	target := s.cfg.Source.Last(p)
+	horizon := s.horizon(p)
+	s.mu.Lock()
+	full := pr.needsFullCopy(horizon)
+	s.mu.Unlock()
+	if acked.Compare(target) < 0 {
+		from := acked
+		if full {
+			from = record.Position{}
+		}
+		toCopy, _ := s.cfg.Source.Count(s.ctx, p, from) // only for display
+		s.mu.Lock()
+		pr.toCopy = toCopy
+		s.mu.Unlock()
+	}
 	if full {
 		return s.fullCopy(d, pr, p, epoch, acked, target)
 	}

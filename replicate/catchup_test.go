@@ -188,3 +188,59 @@ func awaitCatchUp(t *testing.T, pr *pair) {
 		}
 	}
 }
+
+// A commit that lands as a catch-up starts, after the master's last
+// position was read as its target, is not in the catch-up's claim: it
+// must be queued to follow it, or the replica, moved to the target,
+// finds the queue starting past it (or empty, short of the master) and
+// needs another catch-up. Under a steady write load nearly every
+// catch-up met one while it counted what it had to send (a count on
+// FerretDB reads the whole collection): replicas went from catch-up to
+// catch-up without streaming, a majority write waited for each, and a
+// swap's newcomer never caught up while writes paused (seeds 2541, 2543
+// on the mongo engine). Here the commit lands during that count.
+func TestACommitAsACatchUpStartsFollowsItWithoutAnother(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		pr     *pair
+		armed  bool
+		counts int // catch-ups that counted what they had to send
+		fired  = make(chan struct{})
+	)
+	pr = newPairWith(t, pairOptions{
+		beforeCount: func() {
+			mu.Lock()
+			counts++
+			fire := armed
+			armed = false
+			mu.Unlock()
+			if fire {
+				pr.write(t, "as-it-starts", false)
+				close(fired)
+			}
+		},
+	})
+	pr.write(t, "a", false)
+	pr.waitReplicated(t)
+	pr.setCut(true)
+	pr.write(t, "b", false)
+	awaitCatchUp(t, pr)
+	mu.Lock()
+	armed, counts = true, 0
+	mu.Unlock()
+	pr.setCut(false)
+	select {
+	case <-fired:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no catch-up started")
+	}
+	pr.waitReplicated(t) // the master's position now includes the commit
+	mu.Lock()
+	defer mu.Unlock()
+	if counts != 1 {
+		t.Fatalf("%d catch-ups: the commit made as the first started did not follow it in the queue", counts)
+	}
+	if got, want := contents(t, pr.rstore), contents(t, pr.mstore); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the replica holds %v, the master %v", got, want)
+	}
+}

@@ -79,6 +79,9 @@ type pairOptions struct {
 	applied func(Request)
 	// beforeScan, if set, runs before every scan of a catch-up.
 	beforeScan func()
+	// beforeCount, if set, runs before every count of what a catch-up or
+	// full copy has to send.
+	beforeCount func()
 	// chaseChunks is the shipper's ChaseChunks (0: its default).
 	chaseChunks int
 }
@@ -131,7 +134,13 @@ func newPairWith(t *testing.T, o pairOptions) *pair {
 			}
 			return pr.mstore.ScanAfter(ctx, p, after, limit)
 		},
-		scanKeys:        pr.mstore.ScanKeys,
+		scanKeys: pr.mstore.ScanKeys,
+		count: func(ctx context.Context, p int, after store.Position) (int64, error) {
+			if o.beforeCount != nil {
+				o.beforeCount()
+			}
+			return pr.mstore.CountAfter(ctx, p, after)
+		},
 		get:             func(ctx context.Context, p int, k string) (*store.Doc, error) { return pr.master.Get(ctx, p, k) },
 		fullCopyStarted: func(int) { pr.mu.Lock(); pr.fullCopies++; pr.mu.Unlock() },
 		send:            pr.send,

@@ -22,6 +22,7 @@ type wiring struct {
 	get        func(context.Context, int, string) (*store.Doc, error)
 	scan       func(context.Context, int, store.Position, int) ([]*store.Doc, error)
 	scanKeys   func(context.Context, int, string, int) ([]*store.Doc, error)
+	count      func(context.Context, int, store.Position) (int64, error)
 	send       func(context.Context, string, Request) (Response, error)
 	// fullCopyStarted, if set, is told of every full copy begun.
 	fullCopyStarted func(int)
@@ -111,7 +112,12 @@ func (w *wiring) ScanKeys(ctx context.Context, p int, afterKey string, limit int
 	return w.scanKeys(ctx, p, afterKey, limit)
 }
 
-func (w *wiring) Count(context.Context, int, store.Position) (int64, error) { return 0, nil }
+func (w *wiring) Count(ctx context.Context, p int, after store.Position) (int64, error) {
+	if w.count == nil {
+		return 0, nil
+	}
+	return w.count(ctx, p, after)
+}
 
 func (w *wiring) Send(ctx context.Context, replica string, req Request) (Response, error) {
 	if w.send == nil {

@@ -761,7 +761,7 @@ func (n *Node) replaceUnderPause(ctx context.Context, s placement.PausedSwap, wa
 	if err != nil {
 		if !woken() {
 			n.log.Debug("newcomer replicas did not catch up while writes paused; tried again later", "partition", s.Partition,
-				"newcomers", s.Newcomers, "err", err)
+				"newcomers", s.Newcomers, "position", last, "copies", describeCopies(n.shipper, s.Partition, s.Newcomers), "err", err)
 		}
 		return true
 	}
