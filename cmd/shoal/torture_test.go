@@ -68,9 +68,10 @@ func TestTortureShortRun(t *testing.T) {
 	if overlapping == 0 {
 		t.Errorf("no overlapping faults in the run: %+v", rep.Executed)
 	}
-	if rep.Lists.Acked == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 || rep.History.Deletes == 0 || rep.Writers.Acks == 0 {
-		t.Fatalf("nothing to check: %d list elements, %d w=1 writes, %d register writes acknowledged (%d deletes), %d acknowledgements in the commit logs",
-			rep.Lists.Acked, rep.W1.Acked, rep.History.DefiniteWrites, rep.History.Deletes, rep.Writers.Acks)
+	if rep.Lists.Acked == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 || rep.History.Deletes == 0 || rep.Writers.Acks == 0 ||
+		rep.MajorityReads.Checked == 0 {
+		t.Fatalf("nothing to check: %d list elements, %d w=1 writes, %d register writes acknowledged (%d deletes), %d acknowledgements in the commit logs, %d majority reads",
+			rep.Lists.Acked, rep.W1.Acked, rep.History.DefiniteWrites, rep.History.Deletes, rep.Writers.Acks, rep.MajorityReads.Checked)
 	}
 	if network != torture.NetNetns {
 		return

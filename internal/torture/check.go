@@ -128,12 +128,13 @@ func (h *History) LostRegisterWrites(finals map[string]FinalRead) []string {
 	return lost
 }
 
-// ReadYourWrites checks the local reads that sent the token of their
-// client's own last acknowledged write of the register (X-Consistency-
-// Token): each must return that write (its version and value) or a later
-// version, or the register absent when that write was a delete or a
-// delete sent before the read returned named its version or a later one.
-// It returns how many it checked and those that broke the guarantee.
+// ReadYourWrites checks the local and majority reads that sent the token
+// of their client's own last acknowledged write of the register
+// (X-Consistency-Token): each must return that write (its version and
+// value) or a later version, or the register absent when that write was a
+// delete or a delete sent before the read returned named its version or a
+// later one. It returns how many it checked and those that broke the
+// guarantee.
 func (h *History) ReadYourWrites() (checked int, broken []string) {
 	deletes := possibleDeletesOf(h.ops)
 	for _, op := range h.ops {
@@ -154,6 +155,105 @@ func (h *History) ReadYourWrites() (checked int, broken []string) {
 		}
 	}
 	return checked, broken
+}
+
+// MajorityReads checks the majority reads that found their register:
+// each must return a state no failover rolled back. Every value is
+// written once, by one write, so a rolled-back state shows as:
+//   - a value no write of the register made, or one a refused write
+//     carried (never applied);
+//   - a version another state that stayed holds: an acknowledged write's
+//     (a delete's tombstone included), a linearizable read's, or the
+//     final read's (the history a later master wrote over it);
+//   - a version past the register's final one (rolled back, and no
+//     write made that version again), or the register ending absent
+//     with no delete of that version or a later one;
+//   - a version other than the one its write was acknowledged at.
+//
+// A majority read may be older than the newest acknowledged write; that
+// is not checked. Absent answers are not checked here (nothing in them
+// names a state); read-your-writes checks those sent with a token. It
+// returns how many it checked and those that broke the guarantee.
+func (h *History) MajorityReads(finals map[string]FinalRead) (checked int, broken []string) {
+	type at struct {
+		doc     string
+		version int64
+	}
+	deletes := possibleDeletesOf(h.ops)
+	stayed := map[at]porcupine.Operation{} // an observation of a state that stayed
+	writes := map[string]porcupine.Operation{}
+	for _, op := range h.ops {
+		in, out := op.Input.(regInput), op.Output.(regOutput)
+		switch {
+		case in.Kind != opRead:
+			if in.Kind != opDelete {
+				writes[in.Value] = op
+			}
+			if out.Outcome == resultDone {
+				stayed[at{in.Doc, out.Version}] = op
+			}
+		case in.Concern == ReadLinearizable && out.Found:
+			stayed[at{in.Doc, out.Version}] = op
+		}
+	}
+	for doc, f := range finals {
+		if f.Found {
+			out := regOutput{Outcome: resultDone, Found: true, Value: f.Value, Version: f.Version}
+			stayed[at{doc, f.Version}] = porcupine.Operation{ClientId: -1, Input: regInput{Doc: doc, Kind: opRead, Concern: ReadLinearizable},
+				Output: out, Metadata: &opMeta{id: -1, client: -1, asked: f.Node, servedBy: f.Node, status: 200}}
+		}
+	}
+	for _, op := range h.ops {
+		in, out := op.Input.(regInput), op.Output.(regOutput)
+		if in.Kind != opRead || in.Concern != ReadMajority || !out.Found {
+			continue
+		}
+		checked++
+		w, written := writes[out.Value]
+		var wi regInput
+		var wo regOutput
+		if written {
+			wi, wo = w.Input.(regInput), w.Output.(regOutput)
+		}
+		why := ""
+		switch {
+		case !written:
+			why = "no write made that value"
+		case wi.Doc != in.Doc:
+			why = "a write of another register made that value"
+		case wo.Outcome == resultRefused:
+			why = fmt.Sprintf("only a refused write carried that value: %s [%s]", describeOp(w.Input, w.Output), w.Metadata)
+		case wo.Outcome == resultDone && wo.Version != out.Version:
+			why = fmt.Sprintf("its write was acknowledged at another version: %s [%s]", describeOp(w.Input, w.Output), w.Metadata)
+		default:
+			s, ok := stayed[at{in.Doc, out.Version}]
+			f, read := finals[in.Doc]
+			switch {
+			case ok && stateOf(s) != (regState{Exists: true, Value: out.Value, Version: out.Version}):
+				why = fmt.Sprintf("the state that stayed at that version is %s: %s [%s]", describeState(stateOf(s)), describeOp(s.Input, s.Output), s.Metadata)
+			case read && f.Found && f.Version < out.Version:
+				why = fmt.Sprintf("the register ends at v%d", f.Version)
+			case read && !f.Found && !deletes.since(in.Doc, out.Version, math.MaxInt64):
+				why = "the register ends absent, and no delete named that version or a later one"
+			}
+		}
+		if why != "" {
+			broken = append(broken, fmt.Sprintf("%s [%s, %.3fs..%.3fs]: %s", describeOp(op.Input, op.Output), op.Metadata, secs(op.Call), secs(op.Return), why))
+		}
+	}
+	return checked, broken
+}
+
+// stateOf is the state an acknowledged write made, or a read found.
+func stateOf(op porcupine.Operation) regState {
+	in, out := op.Input.(regInput), op.Output.(regOutput)
+	switch in.Kind {
+	case opRead:
+		return regState{Exists: out.Found, Value: out.Value, Version: out.Version}
+	case opDelete:
+		return regState{Version: out.Version}
+	}
+	return regState{Exists: true, Value: in.Value, Version: out.Version}
 }
 
 // ListResult is the list checker's count.

@@ -433,3 +433,72 @@ func TestReadYourWritesIsChecked(t *testing.T) {
 		t.Fatalf("a broken read-your-writes does not fail the run:\n%s", rep.Table())
 	}
 }
+
+// A majority read must never return a state a failover rolled back. Each
+// value is written once, so such a state shows against the history that
+// stayed: another state at its version, a version past the register's
+// end, a value never written, or only by a refused write.
+func TestMajorityReadsAreChecked(t *testing.T) {
+	m := newHandMade()
+	write := func(doc, value string, outcome outcome, version int64) {
+		m.id++
+		m.h.ops = append(m.h.ops, porcupine.Operation{ClientId: 1, Input: regInput{Doc: doc, Kind: opPut, Value: value}, Call: 1, Return: 2,
+			Output: regOutput{Outcome: outcome, Version: version}, Metadata: &opMeta{id: m.id, asked: "n1"}})
+	}
+	read := func(doc string, concern ReadConcern, found bool, version int64, value string) {
+		m.id++
+		m.h.ops = append(m.h.ops, porcupine.Operation{ClientId: 2, Input: regInput{Doc: doc, Kind: opRead, Concern: concern}, Call: 10, Return: 11,
+			Output: regOutput{Outcome: resultDone, Found: found, Value: value, Version: version}, Metadata: &opMeta{id: m.id, asked: "n2"}})
+	}
+	write("a", "x", resultDone, 1)
+	write("a", "y", resultUnknown, 0) // applied at v2 by a master that lost it
+	write("a", "z", resultDone, 2)    // the next master's v2
+	write("a", "q", resultRefused, 0)
+	write("a", "u", resultUnknown, 0)         // took effect at v3: the final read
+	write("b", "s", resultUnknown, 0)         // applied at v1, rolled back, never written again
+	read("a", ReadMajority, true, 1, "x")     // fine
+	read("a", ReadMajority, true, 3, "u")     // fine: the final state
+	read("a", ReadMajority, false, 0, "")     // absent: not checked here
+	read("a", ReadLocal, true, 2, "y")        // a local read may see it
+	read("a", ReadMajority, true, 2, "y")     // broken: z stayed at v2
+	read("a", ReadMajority, true, 4, "q")     // broken: refused
+	read("a", ReadMajority, true, 4, "never") // broken: nobody wrote it
+	read("a", ReadMajority, true, 2, "s")     // broken: b's value
+	read("b", ReadMajority, true, 1, "s")     // settled by b's final read, below
+	finals := map[string]FinalRead{"a": {Node: "n1", Found: true, Value: "u", Version: 3}}
+	checked, broken := m.h.MajorityReads(finals)
+	want := []string{`read-majority(a) -> "y" v2`, `read-majority(a) -> "q" v4`, `read-majority(a) -> "never" v4`, `read-majority(a) -> "s" v2`}
+	if checked != 7 || len(broken) != len(want) {
+		t.Fatalf("checked %d, broken %q: want 7 checked and %d broken", checked, broken, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(broken[i], w) {
+			t.Fatalf("broken[%d] = %q, want %s", i, broken[i], w)
+		}
+	}
+	if !strings.Contains(broken[0], `the state that stayed at that version is "z" v2`) {
+		t.Fatalf("the rolled-back read does not name the state that stayed: %q", broken[0])
+	}
+	// b's final read finds it at v1 with another value (a later write
+	// made it again), or absent with no delete of v1 or later: either
+	// way s was rolled back. A delete that may have taken effect
+	// explains the absence.
+	for _, f := range []FinalRead{{Node: "n1", Found: true, Value: "t", Version: 1}, {Node: "n1"}} {
+		finals["b"] = f
+		if _, broken := m.h.MajorityReads(finals); len(broken) != 5 || !strings.Contains(broken[4], `read-majority(b) -> "s" v1`) {
+			t.Fatalf("broken %q: want b's read of s flagged once b ends %+v", broken, f)
+		}
+	}
+	m.h.ops = append(m.h.ops, porcupine.Operation{ClientId: 3, Input: regInput{Doc: "b", Kind: opDelete, Expect: 1}, Call: 20, Return: 21,
+		Output: regOutput{Outcome: resultUnknown}, Metadata: &opMeta{id: 99, asked: "n1"}})
+	finals["a"] = FinalRead{Node: "n1", Found: true, Value: "z", Version: 2}
+	if _, broken := m.h.MajorityReads(finals); len(broken) != 5 || !strings.Contains(broken[0], `read-majority(a) -> "u" v3`) ||
+		!strings.Contains(broken[0], "the register ends at v2") {
+		t.Fatalf("broken %q: want the read of u at v3 flagged once a ends at v2", broken)
+	}
+	rep := &Report{}
+	rep.MajorityReads.Checked, rep.MajorityReads.Broken = m.h.MajorityReads(finals)
+	if !rep.Failed() || !strings.Contains(rep.Table(), "majority reads") {
+		t.Fatalf("a majority read of a rolled-back state does not fail the run:\n%s", rep.Table())
+	}
+}

@@ -124,6 +124,7 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 	}
 	rep.LostRegister = h.LostRegisterWrites(finals)
 	rep.ReadYourWrites.Checked, rep.ReadYourWrites.Broken = h.ReadYourWrites()
+	rep.MajorityReads.Checked, rep.MajorityReads.Broken = h.MajorityReads(finals)
 	h.AddFinalReads(finals)
 	rep.Lists, rep.W1 = h.checkContent(copies, rolled)
 	if copies == nil {
@@ -160,9 +161,11 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 	rep.Ops["register writes unknown"] = h.UnknownWrites
 	rep.Ops["compare-and-sets or -deletes refused"] = h.Refused
 	rep.Ops["deletes of absent registers"] = h.Absent
-	rep.Ops["linearizable reads"] = h.DefiniteReads[ReadLinearizable] - h.QueryReads
-	rep.Ops["linearizable reads from query pages"] = h.QueryReads
-	rep.Ops["linearizable query pages"] = h.QueryPages
+	for _, c := range []ReadConcern{ReadLinearizable, ReadMajority} {
+		rep.Ops[string(c)+" reads"] = h.DefiniteReads[c] - h.QueryReads[c]
+		rep.Ops[string(c)+" reads from query pages"] = h.QueryReads[c]
+		rep.Ops[string(c)+" query pages"] = h.QueryPages[c]
+	}
 	rep.Ops["local reads"] = h.DefiniteReads[ReadLocal]
 }
 

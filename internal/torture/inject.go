@@ -312,7 +312,15 @@ func (r *runner) begin(ctx context.Context, s Step, overlapping bool) (injected,
 		if err := r.c.Cut(cuts); err != nil {
 			return injected{}, err
 		}
-		return injected{target: target, heal: func(context.Context) error { return r.c.Heal(cuts) }}, nil
+		if s.Kind == IsolateMaster {
+			r.w.Aim(target)
+		}
+		return injected{target: target, heal: func(context.Context) error {
+			if s.Kind == IsolateMaster {
+				r.w.Aim("")
+			}
+			return r.c.Heal(cuts)
+		}}, nil
 	case AddNode, RemoveNode:
 		spare := r.spare()
 		if spare == nil {

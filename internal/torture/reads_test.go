@@ -14,12 +14,13 @@ import (
 // each register of the current round it covers, with the page's call and
 // return: the state it holds, or absent; a register past the page's last
 // when it has a next page is not covered, and a failed query records
-// nothing.
+// nothing. A majority page is recorded the same way, as majority reads.
 func TestAQueryPageIsAReadOfEachRegisterItCovers(t *testing.T) {
 	var answer string
 	var status int
+	concern := "linearizable"
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Read-Concern") != "linearizable" || r.URL.Path != "/v1/users/r/collections/registers/documents" {
+		if r.Header.Get("X-Read-Concern") != concern || r.URL.Path != "/v1/users/r/collections/registers/documents" {
 			t.Errorf("asked %s with read concern %q", r.URL.Path, r.Header.Get("X-Read-Concern"))
 		}
 		rw.WriteHeader(status)
@@ -33,9 +34,9 @@ func TestAQueryPageIsAReadOfEachRegisterItCovers(t *testing.T) {
 	// b2 is the page's last and more follow: c2 is not covered, a1 and
 	// b1 are of the round before.
 	status, answer = 200, `{"documents":[{"_id":"a1","v":"w","_version":1},{"_id":"a2","v":"x","_version":2},{"_id":"b2","v":"y","_version":5}],"next":"cursor"}`
-	w.query(context.Background(), cl)
+	w.query(context.Background(), cl, ReadLinearizable)
 	status, answer = 503, `{"type":"urn:shoal:problem:unavailable"}`
-	w.query(context.Background(), cl)
+	w.query(context.Background(), cl, ReadLinearizable)
 	h := w.History()
 	var got []string
 	for _, op := range h.ops {
@@ -45,22 +46,37 @@ func TestAQueryPageIsAReadOfEachRegisterItCovers(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("recorded %q, want %q", got, want)
 	}
-	if h.QueryPages != 1 || h.QueryReads != 2 {
-		t.Fatalf("%d query pages, %d reads from them: want 1 and 2", h.QueryPages, h.QueryReads)
+	if h.QueryPages[ReadLinearizable] != 1 || h.QueryReads[ReadLinearizable] != 2 {
+		t.Fatalf("%d query pages, %d reads from them: want 1 and 2", h.QueryPages[ReadLinearizable], h.QueryReads[ReadLinearizable])
 	}
 	// The whole collection on one page: the round's three registers are
 	// covered, c2 absent.
 	status, answer = 200, `{"documents":[{"_id":"a2","v":"x","_version":2}]}`
-	w.query(context.Background(), cl)
+	w.query(context.Background(), cl, ReadLinearizable)
 	if n := len(w.History().ops) - len(h.ops); n != 3 {
 		t.Fatalf("a page without a next one recorded %d reads, want 3", n)
 	}
+	concern = "majority"
+	before := len(w.History().ops)
+	w.query(context.Background(), cl, ReadMajority)
+	h = w.History()
+	got = nil
+	for _, op := range h.ops[before:] {
+		got = append(got, describeOp(op.Input, op.Output))
+	}
+	want = []string{`query-majority(a2) -> "x" v2`, `query-majority(b2) -> absent`, `query-majority(c2) -> absent`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("recorded %q, want %q", got, want)
+	}
+	if h.QueryPages[ReadMajority] != 1 || h.QueryReads[ReadMajority] != 3 || h.QueryPages[ReadLinearizable] != 2 {
+		t.Fatalf("query pages %v, reads from them %v: want 2 linearizable and 1 majority page, 3 majority reads", h.QueryPages, h.QueryReads)
+	}
 }
 
-// A client's local read of a register it wrote sends the token of its
-// last acknowledged write of it, and is recorded with that write's
-// version.
-func TestALocalReadSendsTheTokenOfItsClientsLastWrite(t *testing.T) {
+// A client's local or majority read of a register it wrote sends the
+// token of its last acknowledged write of it, and is recorded with that
+// write's version.
+func TestALocalOrMajorityReadSendsTheTokenOfItsClientsLastWrite(t *testing.T) {
 	var sent []string
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		switch r.Method {
@@ -80,8 +96,9 @@ func TestALocalReadSendsTheTokenOfItsClientsLastWrite(t *testing.T) {
 	w.read(ctx, cl, "a1", ReadLocal) // nothing written yet: no token
 	w.write(ctx, cl, regInput{Doc: "a1", Kind: opPut, Value: "x"})
 	w.read(ctx, cl, "a1", ReadLocal)
+	w.read(ctx, cl, "a1", ReadMajority)
 	w.read(ctx, cl, "a1", ReadLinearizable) // a linearizable read needs none
-	if want := []string{"", "tok-4", ""}; !slices.Equal(sent, want) {
+	if want := []string{"", "tok-4", "tok-4", ""}; !slices.Equal(sent, want) {
 		t.Fatalf("tokens sent %q, want %q", sent, want)
 	}
 	var since []int64
@@ -90,7 +107,46 @@ func TestALocalReadSendsTheTokenOfItsClientsLastWrite(t *testing.T) {
 			since = append(since, in.Since)
 		}
 	}
-	if want := []int64{0, 4, 0}; !slices.Equal(since, want) {
+	if want := []int64{0, 4, 4, 0}; !slices.Equal(since, want) {
 		t.Fatalf("reads recorded since %v, want %v", since, want)
+	}
+}
+
+// While a node is aimed at (an isolated master), half the majority reads
+// go to it, and no other read; once the aim is cleared, none.
+func TestMajorityReadsAimAtAnIsolatedMaster(t *testing.T) {
+	hits := map[string]map[string]int{} // node -> read concern -> reads
+	serve := func(id string) *httptest.Server {
+		hits[id] = map[string]int{}
+		return httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			hits[id][r.Header.Get("X-Read-Concern")]++
+			rw.Write([]byte(`{"v":"x","_version":4}`))
+		}))
+	}
+	n1, n2 := serve("n1"), serve("n2")
+	defer n1.Close()
+	defer n2.Close()
+	w := NewWorkload([]Target{{ID: "n1", URL: n1.URL}, {ID: "n2", URL: n2.URL}}, WorkloadOptions{Token: "t", RegisterUser: "r"})
+	cl := &client{id: 1, rng: rand.New(rand.NewPCG(1, 1)), hc: &http.Client{Timeout: time.Second}, avoid: map[string]time.Time{}, own: map[string]ownWrite{}}
+	ctx := context.Background()
+	reads := func(concern ReadConcern) {
+		for range 40 {
+			w.read(ctx, cl, "a1", concern)
+		}
+	}
+	w.Aim("n2")
+	reads(ReadMajority)
+	reads(ReadLocal)
+	if m := hits["n2"]["majority"]; m < 25 || hits["n1"]["majority"] == 0 {
+		t.Fatalf("aimed at n2, majority reads went %d to n2 and %d to n1: want about three in four to n2", m, hits["n1"]["majority"])
+	}
+	if l := hits["n2"]["local"]; l > 30 {
+		t.Fatalf("aimed at n2, %d of 40 local reads went to it: only majority reads are aimed", l)
+	}
+	w.Aim("")
+	before := hits["n2"]["majority"]
+	reads(ReadMajority)
+	if m := hits["n2"]["majority"] - before; m > 30 {
+		t.Fatalf("with no aim, %d of 40 majority reads went to n2", m)
 	}
 }

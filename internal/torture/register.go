@@ -32,6 +32,7 @@ type ReadConcern string
 const (
 	ReadLinearizable ReadConcern = "linearizable"
 	ReadLocal        ReadConcern = "local"
+	ReadMajority     ReadConcern = "majority"
 )
 
 type outcome int
@@ -50,7 +51,7 @@ type regInput struct {
 	Expect  int64       // cas, delete: the If-Match version
 	Concern ReadConcern // read
 	Query   bool        // read: taken from a query page of the registers' collection
-	// Since (a local read) is the version of the client's own last
+	// Since (a local or majority read) is the version of the client's own last
 	// acknowledged write of the register, whose X-Consistency-Token the
 	// read sent (0: none), SinceValue its value; SinceDeleted says that
 	// write was a delete.

@@ -26,9 +26,16 @@ type Report struct {
 
 	Registers    RegisterVerdict
 	LostRegister []string
-	// ReadYourWrites: local reads sent with their client's own last
-	// write's token, checked, and those that returned an older state.
+	// ReadYourWrites: local and majority reads sent with their client's
+	// own last write's token, checked, and those that returned an older
+	// state.
 	ReadYourWrites struct {
+		Checked int
+		Broken  []string
+	}
+	// MajorityReads: majority reads that found their register, checked,
+	// and those that returned a state a failover rolled back.
+	MajorityReads struct {
 		Checked int
 		Broken  []string
 	}
@@ -81,7 +88,10 @@ func (r *Report) Failures() []string {
 		out = append(out, fmt.Sprintf("%d acknowledged majority register writes lost:\n  %s", len(r.LostRegister), strings.Join(first(r.LostRegister, 10), "\n  ")))
 	}
 	if b := r.ReadYourWrites.Broken; len(b) > 0 {
-		out = append(out, fmt.Sprintf("%d local reads sent with their client's token returned a state older than its write:\n  %s", len(b), strings.Join(first(b, 10), "\n  ")))
+		out = append(out, fmt.Sprintf("%d reads sent with their client's token returned a state older than its write:\n  %s", len(b), strings.Join(first(b, 10), "\n  ")))
+	}
+	if b := r.MajorityReads.Broken; len(b) > 0 {
+		out = append(out, fmt.Sprintf("%d majority reads returned a state a failover rolled back:\n  %s", len(b), strings.Join(first(b, 10), "\n  ")))
 	}
 	if len(r.Lists.Lost) > 0 {
 		var l []string
@@ -145,7 +155,8 @@ func (r *Report) Table() string {
 	sort.Strings(ops)
 	row("operations", "%s", strings.Join(ops, ", "))
 	row("lost majority register writes", "%d", len(r.LostRegister))
-	row("read-your-writes (tokens)", "%d local reads checked, %d returned an older state", r.ReadYourWrites.Checked, len(r.ReadYourWrites.Broken))
+	row("read-your-writes (tokens)", "%d local and majority reads checked, %d returned an older state", r.ReadYourWrites.Checked, len(r.ReadYourWrites.Broken))
+	row("majority reads", "%d that found their register checked, %d returned a rolled-back state", r.MajorityReads.Checked, len(r.MajorityReads.Broken))
 	row("lost majority list elements", "%d of %d acknowledged (%d of unknown outcome, %d of them present)%s", len(r.Lists.Lost), r.Lists.Acked, r.Lists.Unknown, r.Lists.UnknownPresent, unread(r.Lists.Unread))
 	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost (%d of unknown outcome)%s", r.W1.Acked, r.W1.RolledBack, len(r.W1.Missing), r.W1.Unknown, unread(r.W1.Unread))
 	row("rolled back (all collections)", "%d document states", r.RolledBackDocs)

@@ -20,6 +20,8 @@ type Summary struct {
 	LostRegister, LostList, SilentW1 int
 	ReadYourWritesChecked            int
 	ReadYourWritesBroken             int
+	MajorityReadsChecked             int
+	MajorityReadsBroken              int
 	ListAcked, W1Acked, W1RolledBack int
 	RolledBackDocs                   int
 	Checked                          int // register operations porcupine checked
@@ -51,6 +53,8 @@ func (s *Summary) Add(r *Report) {
 	s.LostRegister += len(r.LostRegister)
 	s.ReadYourWritesChecked += r.ReadYourWrites.Checked
 	s.ReadYourWritesBroken += len(r.ReadYourWrites.Broken)
+	s.MajorityReadsChecked += r.MajorityReads.Checked
+	s.MajorityReadsBroken += len(r.MajorityReads.Broken)
 	s.LostList += len(r.Lists.Lost)
 	s.SilentW1 += len(r.W1.Missing)
 	s.ListAcked += r.Lists.Acked
@@ -87,7 +91,8 @@ func (s *Summary) Table() string {
 	}
 	row("operations", "%s", strings.Join(ops, ", "))
 	row("lost majority register writes", "%d", s.LostRegister)
-	row("read-your-writes (tokens)", "%d local reads checked, %d returned an older state", s.ReadYourWritesChecked, s.ReadYourWritesBroken)
+	row("read-your-writes (tokens)", "%d local and majority reads checked, %d returned an older state", s.ReadYourWritesChecked, s.ReadYourWritesBroken)
+	row("majority reads", "%d that found their register checked, %d returned a rolled-back state", s.MajorityReadsChecked, s.MajorityReadsBroken)
 	row("lost majority list elements", "%d of %d acknowledged", s.LostList, s.ListAcked)
 	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost", s.W1Acked, s.W1RolledBack, s.SilentW1)
 	row("rolled back (all collections)", "%d document states", s.RolledBackDocs)

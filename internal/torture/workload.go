@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -35,8 +36,9 @@ type WorkloadOptions struct {
 	// nemesis can aim at its master).
 	RegisterUser string
 	// Clients of each kind: registers (majority puts, compare-and-sets
-	// and -deletes after a linearizable read, linearizable reads and
-	// query pages, local reads with the token of their own last write), w=1
+	// and -deletes after a linearizable read, linearizable and majority
+	// reads and query pages, local reads; local and majority ones with
+	// the token of their own last write), w=1
 	// writers (each key written once), list appenders (one user each, one
 	// document per element, majority writes).
 	RegisterClients, W1Clients, ListClients int
@@ -74,6 +76,8 @@ const (
 type Workload struct {
 	targets []Target
 	o       WorkloadOptions
+	// aimed, while set, is the node half the majority reads go to (Aim).
+	aimed atomic.Pointer[Target]
 	// docs are the registers of the current round; every round has its
 	// own, so that porcupine checks each round's apart (an unknown write
 	// may take effect at any later time, and a long history with many of
@@ -86,19 +90,19 @@ type Workload struct {
 	nDefinite atomic.Int64
 	nAcked    atomic.Int64 // writes of any kind acknowledged
 	nRegister atomic.Int64 // register writes acknowledged: the registers' partition takes writes
-	nQueries  atomic.Int64 // linearizable query pages of the registers recorded
 	nClients  atomic.Int64
 	nReady    atomic.Int64 // clients that had a write acknowledged
 	nextID    atomic.Int64
 
-	mu       sync.Mutex
-	all      []string // every round's registers, in order
-	ops      []porcupine.Operation
-	marks    []porcupine.Annotation
-	notes    []string
-	w1       []W1Write
-	list     []ListElem
-	attempts []Attempt
+	mu         sync.Mutex
+	queryPages map[ReadConcern]int // query pages of the registers recorded, by read concern
+	all        []string            // every round's registers, in order
+	ops        []porcupine.Operation
+	marks      []porcupine.Annotation
+	notes      []string
+	w1         []W1Write
+	list       []ListElem
+	attempts   []Attempt
 }
 
 // W1Write is a w=1 write of a key written only once.
@@ -131,7 +135,7 @@ func NewWorkload(targets []Target, o WorkloadOptions) *Workload {
 	if o.W1Users < 1 {
 		o.W1Users = 4
 	}
-	w := &Workload{targets: targets, o: o, t0: time.Now()}
+	w := &Workload{targets: targets, o: o, t0: time.Now(), queryPages: map[ReadConcern]int{}}
 	w.Round(1)
 	return w
 }
@@ -152,6 +156,20 @@ func (w *Workload) Docs() []string { return *w.docs.Load() }
 func (w *Workload) Since() time.Duration { return time.Since(w.t0) }
 
 func (w *Workload) now() int64 { return int64(time.Since(w.t0)) }
+
+// Aim sends half the majority reads to node id from now on ("": none
+// again): an isolated master keeps the writes it took while its lease
+// lasted, which a failover rolls back, and a majority read there is
+// where one would show them.
+func (w *Workload) Aim(id string) {
+	for _, t := range w.targets {
+		if t.ID == id {
+			w.aimed.Store(&t)
+			return
+		}
+	}
+	w.aimed.Store(nil)
+}
 
 // Mark notes a fault (or the end of one) on the timeline.
 func (w *Workload) Mark(what string) {
@@ -263,29 +281,37 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 		}
 	case r < 75:
 		w.read(ctx, cl, doc, ReadLinearizable)
+	case r < 78:
+		w.query(ctx, cl, ReadLinearizable)
 	case r < 80:
-		w.query(ctx, cl)
+		w.query(ctx, cl, ReadMajority)
+	case r < 90:
+		// A state a majority holds, from any copy: never one a failover
+		// rolls back (History.MajorityReads).
+		w.read(ctx, cl, doc, ReadMajority)
 	default:
 		w.read(ctx, cl, doc, ReadLocal)
 	}
 }
 
-// query reads the registers' collection with a linearizable query page
-// and records what it returned as a linearizable read of each register
-// of the current round the page covers: its state, or absent (the
-// earlier rounds' histories are left to grow no more, so that porcupine
-// checks each round's apart). A page answers as a whole within its call
-// and return, so each register's state in it must fit that register's
-// history there (not a snapshot of all of them at one instant, which the
-// query does not promise). A failed query is not recorded.
-func (w *Workload) query(ctx context.Context, cl *client) {
+// query reads the registers' collection with a query page of the read
+// concern (linearizable or majority) and records what it returned as a
+// read of that concern of each register of the current round the page
+// covers: its state, or absent (the earlier rounds' histories are left to
+// grow no more, so that porcupine checks each round's apart). A page
+// answers as a whole within its call and return, so each register's
+// state in a linearizable page must fit that register's history there
+// (not a snapshot of all of them at one instant, which the query does not
+// promise); a majority page's must be states that stayed
+// (History.MajorityReads). A failed query is not recorded.
+func (w *Workload) query(ctx context.Context, cl *client, concern ReadConcern) {
 	docs := w.Docs()
 	n := w.pick(cl)
 	meta := opMeta{client: cl.id, asked: n.ID} // each read it makes gets an id of its own
 	url := n.URL + "/v1/users/" + w.o.RegisterUser + "/collections/" + registerColl + "/documents?limit=1000"
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	req.Header.Set("Authorization", "Bearer "+w.o.Token)
-	req.Header.Set("X-Read-Concern", string(ReadLinearizable))
+	req.Header.Set("X-Read-Concern", string(concern))
 	call := w.now()
 	status, hdr, body, err := w.do(cl, n, req, readDeadline)
 	ret := w.now()
@@ -313,14 +339,16 @@ func (w *Workload) query(ctx context.Context, cl *client) {
 		got[d.ID] = regOutput{Outcome: resultDone, Found: true, Value: d.V, Version: d.Version}
 		last = max(last, d.ID)
 	}
-	w.nQueries.Add(1)
+	w.mu.Lock()
+	w.queryPages[concern]++
+	w.mu.Unlock()
 	for _, doc := range docs {
 		if page.Next != "" && doc > last {
 			continue // on a later page
 		}
 		m := meta
 		m.id = int(w.nextID.Add(1))
-		w.record(porcupine.Operation{ClientId: cl.id, Input: regInput{Doc: doc, Kind: opRead, Concern: ReadLinearizable, Query: true},
+		w.record(porcupine.Operation{ClientId: cl.id, Input: regInput{Doc: doc, Kind: opRead, Concern: concern, Query: true},
 			Call: call, Output: got[doc], Return: ret, Metadata: &m}, true)
 	}
 }
@@ -518,14 +546,18 @@ func unsent(err error) bool {
 // (ok false): it returned nothing to check.
 func (w *Workload) read(ctx context.Context, cl *client, doc string, concern ReadConcern) (regOutput, bool) {
 	n := w.pick(cl)
+	if t := w.aimed.Load(); t != nil && concern == ReadMajority && cl.rng.IntN(2) == 0 {
+		n = *t
+	}
 	meta := &opMeta{id: int(w.nextID.Add(1)), client: cl.id, asked: n.ID}
 	req, _ := http.NewRequestWithContext(ctx, "GET", docURL(n, w.o.RegisterUser, registerColl, doc), nil)
 	req.Header.Set("Authorization", "Bearer "+w.o.Token)
 	req.Header.Set("X-Read-Concern", string(concern))
 	in := regInput{Doc: doc, Kind: opRead, Concern: concern}
-	if own, ok := cl.own[doc]; ok && concern == ReadLocal {
+	if own, ok := cl.own[doc]; ok && concern != ReadLinearizable {
 		// Read your writes: the copy that answers holds this client's
-		// last write of the register, or a later state.
+		// last write of the register, or a later state (a linearizable
+		// read promises more).
 		req.Header.Set("X-Consistency-Token", own.token)
 		in.Since, in.SinceValue, in.SinceDeleted = own.version, own.value, own.deleted
 	}
@@ -605,9 +637,9 @@ type History struct {
 	Deletes        int // of DefiniteWrites, the acknowledged deletes
 	UnknownWrites  int
 	Refused        int
-	Absent         int // deletes answered 404: the register was absent
-	QueryPages     int // linearizable query pages, each a read of every register it covers
-	QueryReads     int // the reads they make
+	Absent         int                 // deletes answered 404: the register was absent
+	QueryPages     map[ReadConcern]int // query pages, each a read of every register it covers
+	QueryReads     map[ReadConcern]int // the reads they make
 	DefiniteReads  map[ReadConcern]int
 	UnknownWhy     map[string]int // why writes have an unknown outcome
 	W1             []W1Write
@@ -622,7 +654,7 @@ func (w *Workload) History() *History {
 	h := &History{RegisterUser: w.o.RegisterUser, Docs: slices.Clone(w.all), marks: slices.Clone(w.marks), Notes: slices.Clone(w.notes), end: w.now() + 1,
 		DefiniteReads: map[ReadConcern]int{}, UnknownWhy: map[string]int{}, W1: slices.Clone(w.w1), List: slices.Clone(w.list), Attempts: slices.Clone(w.attempts)}
 	sort.Slice(h.Attempts, func(i, j int) bool { return h.Attempts[i].Call < h.Attempts[j].Call })
-	h.QueryPages = int(w.nQueries.Load())
+	h.QueryPages, h.QueryReads = maps.Clone(w.queryPages), map[ReadConcern]int{}
 	for _, op := range w.ops {
 		if op.Return < 0 {
 			op.Return = h.end
@@ -633,7 +665,7 @@ func (w *Workload) History() *History {
 		case in.Kind == opRead:
 			h.DefiniteReads[in.Concern]++
 			if in.Query {
-				h.QueryReads++
+				h.QueryReads[in.Concern]++
 			}
 		case out.Outcome == resultUnknown:
 			h.UnknownWrites++
@@ -659,8 +691,10 @@ func (h *History) Counts() string {
 		why = append(why, fmt.Sprintf("%s: %d", k, n))
 	}
 	sort.Strings(why)
-	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d deletes of absent registers, %d writes of unknown outcome (%s), %d linearizable reads, %d more from %d query pages, and %d local reads",
-		h.DefiniteWrites, h.Deletes, h.Refused, h.Absent, h.UnknownWrites, strings.Join(why, ", "), h.DefiniteReads[ReadLinearizable]-h.QueryReads, h.QueryReads, h.QueryPages, h.DefiniteReads[ReadLocal])
+	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d deletes of absent registers, %d writes of unknown outcome (%s), %d linearizable reads, %d more from %d query pages, %d majority reads, %d more from %d query pages, and %d local reads",
+		h.DefiniteWrites, h.Deletes, h.Refused, h.Absent, h.UnknownWrites, strings.Join(why, ", "),
+		h.DefiniteReads[ReadLinearizable]-h.QueryReads[ReadLinearizable], h.QueryReads[ReadLinearizable], h.QueryPages[ReadLinearizable],
+		h.DefiniteReads[ReadMajority]-h.QueryReads[ReadMajority], h.QueryReads[ReadMajority], h.QueryPages[ReadMajority], h.DefiniteReads[ReadLocal])
 }
 
 // unknownReason classes why a write's outcome is unknown.
