@@ -101,6 +101,21 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		}
 		return nil
 	}
+	horizon := s.horizon(p)
+	s.mu.Lock()
+	full := pr.needsFullCopy(horizon)
+	s.mu.Unlock()
+	var toCopy int64
+	if acked.Compare(s.cfg.Source.Last(p)) < 0 {
+		from := acked
+		if full {
+			from = record.Position{}
+		}
+		// Only for display, and before the queue takes runs again, which
+		// it would fill meanwhile (a count on FerretDB reads a whole
+		// collection).
+		toCopy, _ = s.cfg.Source.Count(s.ctx, p, from)
+	}
 	// The queue takes runs again before the target is read: a commit
 	// handed over after this follows the copy in the queue, and the
 	// writer publishes a commit's position only after handing it over,
@@ -111,10 +126,10 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 	// used to be, with the count between them) was in neither the
 	// copy's claim nor the queue: the replica, moved to the target,
 	// needed another catch-up. Under a steady write load nearly every
-	// catch-up on FerretDB, whose count reads a whole collection, met
-	// one, and its replicas went from catch-up to catch-up.
+	// catch-up on FerretDB met one, and its replicas went from catch-up
+	// to catch-up.
 	s.mu.Lock()
-	pr.copyStarted()
+	pr.copyStarted(toCopy)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -122,20 +137,6 @@ func (s *Shipper) catchUp(d *dest, p int) error {
 		s.mu.Unlock()
 	}()
 	target := s.cfg.Source.Last(p)
-	horizon := s.horizon(p)
-	s.mu.Lock()
-	full := pr.needsFullCopy(horizon)
-	s.mu.Unlock()
-	if acked.Compare(target) < 0 {
-		from := acked
-		if full {
-			from = record.Position{}
-		}
-		toCopy, _ := s.cfg.Source.Count(s.ctx, p, from) // only for display
-		s.mu.Lock()
-		pr.toCopy = toCopy
-		s.mu.Unlock()
-	}
 	if full {
 		return s.fullCopy(d, pr, p, epoch, acked, target)
 	}

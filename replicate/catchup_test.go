@@ -3,6 +3,8 @@ package replicate
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,26 +199,48 @@ func awaitCatchUp(t *testing.T, pr *pair) {
 // catch-up met one while it counted what it had to send (a count on
 // FerretDB reads the whole collection): replicas went from catch-up to
 // catch-up without streaming, a majority write waited for each, and a
-// swap's newcomer never caught up while writes paused (seeds 2541, 2543
-// on the mongo engine). Here the commit lands during that count.
+// swap's newcomer never caught up while writes paused (seed 2546 on the
+// mongo engine). Here a commit lands at every step of the catch-up's
+// start, whatever their order: during the count, and after each read of
+// the master's last position, up to its first scan.
 func TestACommitAsACatchUpStartsFollowsItWithoutAnother(t *testing.T) {
 	var (
-		mu     sync.Mutex
-		pr     *pair
-		armed  bool
-		counts int // catch-ups that counted what they had to send
-		fired  = make(chan struct{})
+		mu      sync.Mutex
+		pr      *pair
+		armed   bool // until the catch-up's first scan
+		commits int
+		counts  int // catch-ups that counted what they had to send
+		started = make(chan struct{})
 	)
+	commit := func() {
+		mu.Lock()
+		fire := armed
+		if fire {
+			commits++
+		}
+		mu.Unlock()
+		if fire {
+			pr.write(t, fmt.Sprintf("as-it-starts-%d", commits), false)
+		}
+	}
 	pr = newPairWith(t, pairOptions{
 		beforeCount: func() {
 			mu.Lock()
 			counts++
-			fire := armed
-			armed = false
 			mu.Unlock()
-			if fire {
-				pr.write(t, "as-it-starts", false)
-				close(fired)
+			commit()
+		},
+		afterLast: func() {
+			if calledFrom("(*Shipper).catchUp") {
+				commit()
+			}
+		},
+		beforeScan: func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if armed {
+				armed = false
+				close(started)
 			}
 		},
 	})
@@ -230,17 +254,36 @@ func TestACommitAsACatchUpStartsFollowsItWithoutAnother(t *testing.T) {
 	mu.Unlock()
 	pr.setCut(false)
 	select {
-	case <-fired:
+	case <-started:
 	case <-time.After(30 * time.Second):
 		t.Fatal("no catch-up started")
 	}
-	pr.waitReplicated(t) // the master's position now includes the commit
+	pr.waitReplicated(t) // the master's position now includes the commits
 	mu.Lock()
 	defer mu.Unlock()
+	if commits < 2 {
+		t.Fatalf("%d commits as the catch-up started: want one during its count and one after its target is read", commits)
+	}
 	if counts != 1 {
-		t.Fatalf("%d catch-ups: the commit made as the first started did not follow it in the queue", counts)
+		t.Fatalf("%d catch-ups: a commit made as the first started did not follow it in the queue", counts)
 	}
 	if got, want := contents(t, pr.rstore), contents(t, pr.mstore); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("the replica holds %v, the master %v", got, want)
+	}
+}
+
+// calledFrom reports whether a caller of its caller is the named
+// function of this package (say "(*Shipper).catchUp").
+func calledFrom(name string) bool {
+	pcs := make([]uintptr, 16)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "/replicate."+name) {
+			return true
+		}
+		if !more {
+			return false
+		}
 	}
 }

@@ -80,8 +80,10 @@ type pairOptions struct {
 	// beforeScan, if set, runs before every scan of a catch-up.
 	beforeScan func()
 	// beforeCount, if set, runs before every count of what a catch-up or
-	// full copy has to send.
+	// full copy has to send; afterLast after every read of the master's
+	// last position (with the position read).
 	beforeCount func()
+	afterLast   func()
 	// chaseChunks is the shipper's ChaseChunks (0: its default).
 	chaseChunks int
 }
@@ -126,8 +128,14 @@ func newPairWith(t *testing.T, o pairOptions) *pair {
 		epoch:      epoch,
 		epochStart: epochStart,
 		epochs:     epochs,
-		last:       func(p int) store.Position { return pr.master.Position(p) },
-		horizon:    func(p int) store.Position { return pr.master.Horizon(p) },
+		last: func(p int) store.Position {
+			pos := pr.master.Position(p)
+			if o.afterLast != nil {
+				o.afterLast()
+			}
+			return pos
+		},
+		horizon: func(p int) store.Position { return pr.master.Horizon(p) },
 		scan: func(ctx context.Context, p int, after store.Position, limit int) ([]*store.Doc, error) {
 			if o.beforeScan != nil {
 				o.beforeScan()

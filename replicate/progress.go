@@ -202,14 +202,12 @@ func (pr *progress) refusedTheMaster() {
 // replica holds.
 func (pr *progress) failed() { pr.catchUp = true }
 
-// copyStarted: a catch-up or full copy begins (toCopy, how many
-// documents it has to send, is set once counted); everything up to its
-// target comes from the store, and what is committed from now on queues
-// to follow it.
-func (pr *progress) copyStarted() {
+// copyStarted: a catch-up or full copy of toCopy documents (0: not
+// counted) begins; everything up to its target comes from the store.
+func (pr *progress) copyStarted(toCopy int64) {
 	pr.dropQueue()
 	pr.catchUp = false
-	pr.copying, pr.copied, pr.toCopy = true, 0, 0
+	pr.copying, pr.copied, pr.toCopy = true, 0, toCopy
 }
 
 // chunkDelivered: a chunk of n documents was delivered; false if the copy was

@@ -49,8 +49,8 @@ func TestProgressStages(t *testing.T) {
 			{"queued", func(pr *progress) { pr.enqueue(run(3, 8), 5, 10, now) }, StageStream, queued(8)},
 			{"overflow", func(pr *progress) { pr.enqueue(run(8, 11), 3, 10, now) }, StageCatchUp, queued(0)},
 			{"nothing queues while it waits", func(pr *progress) { pr.enqueue(run(11, 12), 1, 10, now) }, StageCatchUp, queued(0)},
-			{"the copy starts, its count not known yet", func(pr *progress) { pr.copied, pr.toCopy = 3, 9; pr.copyStarted() }, StageCopying, func(t *testing.T, pr *progress) {
-				if pr.toCopy != 0 || pr.copied != 0 {
+			{"the copy starts", func(pr *progress) { pr.copyStarted(9) }, StageCopying, func(t *testing.T, pr *progress) {
+				if pr.toCopy != 9 || pr.copied != 0 {
 					t.Fatalf("copying %d of %d", pr.copied, pr.toCopy)
 				}
 			}},
@@ -64,7 +64,7 @@ func TestProgressStages(t *testing.T) {
 		}},
 		{"a failure cuts a copy short, and the next waits out a rest that grows", []step{
 			{"answered with a gap", func(pr *progress) { pr.gap(pos(1)) }, StageCatchUp, nil},
-			{"the copy starts", func(pr *progress) { pr.copyStarted() }, StageCopying, nil},
+			{"the copy starts", func(pr *progress) { pr.copyStarted(0) }, StageCopying, nil},
 			{"a batch in flight is lost", func(pr *progress) { pr.failed() }, StageCopying, nil},
 			{"the next chunk says stop", func(pr *progress) {
 				if pr.chunkDelivered(2) {
@@ -76,12 +76,12 @@ func TestProgressStages(t *testing.T) {
 					t.Fatalf("rests until %v after the first failure, want 100 ms", pr.restUntil.Sub(now))
 				}
 			}},
-			{"and again", func(pr *progress) { pr.copyStarted(); pr.copyFailed(now); pr.copyEnded() }, StageCatchUp, func(t *testing.T, pr *progress) {
+			{"and again", func(pr *progress) { pr.copyStarted(0); pr.copyFailed(now); pr.copyEnded() }, StageCatchUp, func(t *testing.T, pr *progress) {
 				if got := pr.restUntil.Sub(now); got != 200*time.Millisecond {
 					t.Fatalf("rests %v after the second failure in a row, want 200 ms", got)
 				}
 			}},
-			{"a copy that gets there ends the rests", func(pr *progress) { pr.copyStarted(); pr.caughtUp(false); pr.copyEnded() }, StageStream, func(t *testing.T, pr *progress) {
+			{"a copy that gets there ends the rests", func(pr *progress) { pr.copyStarted(0); pr.caughtUp(false); pr.copyEnded() }, StageStream, func(t *testing.T, pr *progress) {
 				if pr.failures != 0 || !pr.rested(now) {
 					t.Fatalf("%d failures in a row left, resting until %v", pr.failures, pr.restUntil)
 				}
@@ -95,12 +95,12 @@ func TestProgressStages(t *testing.T) {
 					t.Fatal("no full copy after the replica asked for one")
 				}
 			}},
-			{"a catch-up done is not a full copy", func(pr *progress) { pr.copyStarted(); pr.caughtUp(false); pr.copyEnded() }, StageStream, func(t *testing.T, pr *progress) {
+			{"a catch-up done is not a full copy", func(pr *progress) { pr.copyStarted(0); pr.caughtUp(false); pr.copyEnded() }, StageStream, func(t *testing.T, pr *progress) {
 				if !pr.needsFullCopy(store.Position{}) {
 					t.Fatal("the replica's request was forgotten by a catch-up")
 				}
 			}},
-			{"the full copy done", func(pr *progress) { pr.copyStarted(); pr.caughtUp(true); pr.copyEnded() }, StageStream, func(t *testing.T, pr *progress) {
+			{"the full copy done", func(pr *progress) { pr.copyStarted(0); pr.caughtUp(true); pr.copyEnded() }, StageStream, func(t *testing.T, pr *progress) {
 				if pr.needsFullCopy(store.Position{}) {
 					t.Fatal("a full copy is still asked for after one was done")
 				}
@@ -120,11 +120,11 @@ func TestProgressStages(t *testing.T) {
 			}},
 			{"queued", func(pr *progress) { pr.enqueue(run(2, 5), 3, 10, now) }, StageStream, queued(3)},
 			{"diverged", func(pr *progress) { pr.diverged(pos(1)) }, StageCatchUp, queued(0)},
-			{"caught up", func(pr *progress) { pr.copyStarted(); pr.caughtUp(false); pr.copyEnded() }, StageStream, nil},
+			{"caught up", func(pr *progress) { pr.copyStarted(0); pr.caughtUp(false); pr.copyEnded() }, StageStream, nil},
 			{"queued again", func(pr *progress) { pr.enqueue(run(5, 6), 1, 10, now) }, StageStream, queued(1)},
 			{"refused: a later master", func(pr *progress) { pr.refusedTheMaster() }, StageCatchUp, queued(0)},
-			{"the queue falls short", func(pr *progress) { pr.copyStarted(); pr.copyEnded(); pr.queueFallsShort() }, StageCatchUp, nil},
-			{"a tombstone horizon passed mid-copy starts over", func(pr *progress) { pr.copyStarted(); pr.startOver(); pr.copyEnded() }, StageCatchUp, nil},
+			{"the queue falls short", func(pr *progress) { pr.copyStarted(0); pr.copyEnded(); pr.queueFallsShort() }, StageCatchUp, nil},
+			{"a tombstone horizon passed mid-copy starts over", func(pr *progress) { pr.copyStarted(0); pr.startOver(); pr.copyEnded() }, StageCatchUp, nil},
 			{"answers are remembered by epoch", func(pr *progress) { pr.answered(3, 1); pr.answered(2, 2) }, StageCatchUp, func(t *testing.T, pr *progress) {
 				if pr.heard != 3 || pr.ackedAt != 2 {
 					t.Fatalf("heard epoch %d in answer %d, want epoch 3 and the latest answer, 2", pr.heard, pr.ackedAt)
