@@ -168,7 +168,9 @@ func (h *History) ReadYourWrites() (checked int, broken []string) {
 //   - a version past the register's final one (rolled back, and no
 //     write made that version again), or the register ending absent
 //     with no delete of that version or a later one;
-//   - a version other than the one its write was acknowledged at.
+//   - a version other than the one its write was acknowledged at;
+//   - a version at which another majority read found another value
+//     (one of the two was rolled back: both are named).
 //
 // A majority read may be older than the newest acknowledged write; that
 // is not checked. Absent answers are not checked here (nothing in them
@@ -203,12 +205,17 @@ func (h *History) MajorityReads(finals map[string]FinalRead) (checked int, broke
 				Output: out, Metadata: &opMeta{id: -1, client: -1, asked: f.Node, servedBy: f.Node, status: 200}}
 		}
 	}
+	majority := map[at]porcupine.Operation{} // the first majority read found at each version
 	for _, op := range h.ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
 		if in.Kind != opRead || in.Concern != ReadMajority || !out.Found {
 			continue
 		}
 		checked++
+		first, seen := majority[at{in.Doc, out.Version}]
+		if !seen {
+			majority[at{in.Doc, out.Version}] = op
+		}
 		w, written := writes[out.Value]
 		var wi regInput
 		var wo regOutput
@@ -235,6 +242,9 @@ func (h *History) MajorityReads(finals map[string]FinalRead) (checked int, broke
 				why = fmt.Sprintf("the register ends at v%d", f.Version)
 			case read && !f.Found && !deletes.since(in.Doc, out.Version, math.MaxInt64):
 				why = "the register ends absent, and no delete named that version or a later one"
+			case seen && first.Output.(regOutput).Value != out.Value:
+				why = fmt.Sprintf("another majority read found %q at that version: %s [%s, %.3fs..%.3fs]", first.Output.(regOutput).Value,
+					describeOp(first.Input, first.Output), first.Metadata, secs(first.Call), secs(first.Return))
 			}
 		}
 		if why != "" {

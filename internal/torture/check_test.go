@@ -496,9 +496,20 @@ func TestMajorityReadsAreChecked(t *testing.T) {
 		!strings.Contains(broken[0], "the register ends at v2") {
 		t.Fatalf("broken %q: want the read of u at v3 flagged once a ends at v2", broken)
 	}
+	// Two majority reads that disagree at a version nothing else
+	// observed: one of them was rolled back.
+	write("a", "lost", resultUnknown, 0)
+	write("a", "kept", resultUnknown, 0)
+	read("a", ReadMajority, true, 7, "lost")
+	read("a", ReadMajority, true, 7, "kept")
+	finals["a"] = FinalRead{Node: "n1", Found: true, Value: "later", Version: 8}
+	if _, broken := m.h.MajorityReads(finals); !strings.Contains(broken[len(broken)-1], `read-majority(a) -> "kept" v7`) ||
+		!strings.Contains(broken[len(broken)-1], `another majority read found "lost" at that version`) {
+		t.Fatalf("broken %q: want the two majority reads at v7 named", broken)
+	}
 	rep := &Report{}
 	rep.MajorityReads.Checked, rep.MajorityReads.Broken = m.h.MajorityReads(finals)
-	if !rep.Failed() || !strings.Contains(rep.Table(), "majority reads") {
+	if !rep.Failed() || !strings.Contains(rep.Table(), "majority reads never rolled back") {
 		t.Fatalf("a majority read of a rolled-back state does not fail the run:\n%s", rep.Table())
 	}
 }

@@ -100,7 +100,12 @@ func (r *runner) inject(ctx context.Context, s Step) (Fault, error) {
 	}
 	f.Healed = r.w.Since()
 	r.w.Mark("healed " + s.Label())
-	if err := r.awaitWhole(ctx); err != nil {
+	err = r.awaitWhole(ctx)
+	// An isolated master reconnected may still serve the writes the
+	// failover rolls back until its new master reaches it: the aim at it
+	// ends only now.
+	r.w.Aim("")
+	if err != nil {
 		return f, fmt.Errorf("after %s of %s: %w", s.Label(), f.Target, err)
 	}
 	f.Recovered = r.w.Since()
@@ -313,14 +318,9 @@ func (r *runner) begin(ctx context.Context, s Step, overlapping bool) (injected,
 			return injected{}, err
 		}
 		if s.Kind == IsolateMaster {
-			r.w.Aim(target)
+			r.w.Aim(target) // until the cluster is whole again (inject)
 		}
-		return injected{target: target, heal: func(context.Context) error {
-			if s.Kind == IsolateMaster {
-				r.w.Aim("")
-			}
-			return r.c.Heal(cuts)
-		}}, nil
+		return injected{target: target, heal: func(context.Context) error { return r.c.Heal(cuts) }}, nil
 	case AddNode, RemoveNode:
 		spare := r.spare()
 		if spare == nil {

@@ -156,7 +156,7 @@ func (r *Report) Table() string {
 	row("operations", "%s", strings.Join(ops, ", "))
 	row("lost majority register writes", "%d", len(r.LostRegister))
 	row("read-your-writes (tokens)", "%d local and majority reads checked, %d returned an older state", r.ReadYourWrites.Checked, len(r.ReadYourWrites.Broken))
-	row("majority reads", "%d that found their register checked, %d returned a rolled-back state", r.MajorityReads.Checked, len(r.MajorityReads.Broken))
+	row("majority reads never rolled back", "%d that found their register checked (query pages' included), %d returned a rolled-back state", r.MajorityReads.Checked, len(r.MajorityReads.Broken))
 	row("lost majority list elements", "%d of %d acknowledged (%d of unknown outcome, %d of them present)%s", len(r.Lists.Lost), r.Lists.Acked, r.Lists.Unknown, r.Lists.UnknownPresent, unread(r.Lists.Unread))
 	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost (%d of unknown outcome)%s", r.W1.Acked, r.W1.RolledBack, len(r.W1.Missing), r.W1.Unknown, unread(r.W1.Unread))
 	row("rolled back (all collections)", "%d document states", r.RolledBackDocs)

@@ -92,7 +92,7 @@ func (s *Summary) Table() string {
 	row("operations", "%s", strings.Join(ops, ", "))
 	row("lost majority register writes", "%d", s.LostRegister)
 	row("read-your-writes (tokens)", "%d local and majority reads checked, %d returned an older state", s.ReadYourWritesChecked, s.ReadYourWritesBroken)
-	row("majority reads", "%d that found their register checked, %d returned a rolled-back state", s.MajorityReadsChecked, s.MajorityReadsBroken)
+	row("majority reads never rolled back", "%d that found their register checked (query pages' included), %d returned a rolled-back state", s.MajorityReadsChecked, s.MajorityReadsBroken)
 	row("lost majority list elements", "%d of %d acknowledged", s.LostList, s.ListAcked)
 	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost", s.W1Acked, s.W1RolledBack, s.SilentW1)
 	row("rolled back (all collections)", "%d document states", s.RolledBackDocs)
