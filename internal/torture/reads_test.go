@@ -113,7 +113,8 @@ func TestALocalOrMajorityReadSendsTheTokenOfItsClientsLastWrite(t *testing.T) {
 }
 
 // While a node is aimed at (an isolated master), half the majority reads
-// go to it, and no other read; once the aim is cleared, none.
+// and query pages go to it, and no other read; once the aim is cleared,
+// none.
 func TestMajorityReadsAimAtAnIsolatedMaster(t *testing.T) {
 	hits := map[string]map[string]int{} // node -> read concern -> reads
 	serve := func(id string) *httptest.Server {
@@ -142,6 +143,13 @@ func TestMajorityReadsAimAtAnIsolatedMaster(t *testing.T) {
 	}
 	if l := hits["n2"]["local"]; l > 30 {
 		t.Fatalf("aimed at n2, %d of 40 local reads went to it: only majority reads are aimed", l)
+	}
+	pages := hits["n2"]["majority"]
+	for range 40 {
+		w.query(ctx, cl, ReadMajority)
+	}
+	if m := hits["n2"]["majority"] - pages; m < 25 {
+		t.Fatalf("aimed at n2, %d of 40 majority query pages went to it: want about three in four", m)
 	}
 	w.Aim("")
 	before := hits["n2"]["majority"]

@@ -157,10 +157,10 @@ func (w *Workload) Since() time.Duration { return time.Since(w.t0) }
 
 func (w *Workload) now() int64 { return int64(time.Since(w.t0)) }
 
-// Aim sends half the majority reads to node id from now on ("": none
-// again): an isolated master keeps the writes it took while its lease
-// lasted, which a failover rolls back, and a majority read there is
-// where one would show them.
+// Aim sends half the majority reads and query pages to node id from now
+// on ("": none again): an isolated master keeps the writes it took while
+// its lease lasted, which a failover rolls back, and a majority read
+// there is where one would show them.
 func (w *Workload) Aim(id string) {
 	for _, t := range w.targets {
 		if t.ID == id {
@@ -306,7 +306,7 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 // (History.MajorityReads). A failed query is not recorded.
 func (w *Workload) query(ctx context.Context, cl *client, concern ReadConcern) {
 	docs := w.Docs()
-	n := w.pick(cl)
+	n := w.aim(cl, concern)
 	meta := opMeta{client: cl.id, asked: n.ID} // each read it makes gets an id of its own
 	url := n.URL + "/v1/users/" + w.o.RegisterUser + "/collections/" + registerColl + "/documents?limit=1000"
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
@@ -351,6 +351,16 @@ func (w *Workload) query(ctx context.Context, cl *client, concern ReadConcern) {
 		w.record(porcupine.Operation{ClientId: cl.id, Input: regInput{Doc: doc, Kind: opRead, Concern: concern, Query: true},
 			Call: call, Output: got[doc], Return: ret, Metadata: &m}, true)
 	}
+}
+
+// aim picks the node a read of the concern goes to: for a majority read,
+// at random one time in two the node aimed at, if any (Aim); else any
+// (pick).
+func (w *Workload) aim(cl *client, concern ReadConcern) Target {
+	if t := w.aimed.Load(); t != nil && concern == ReadMajority && cl.rng.IntN(2) == 0 {
+		return *t
+	}
+	return w.pick(cl)
 }
 
 func (w *Workload) pick(cl *client) Target {
@@ -545,10 +555,7 @@ func unsent(err error) bool {
 // read reads doc through a random node; a failed read is not recorded
 // (ok false): it returned nothing to check.
 func (w *Workload) read(ctx context.Context, cl *client, doc string, concern ReadConcern) (regOutput, bool) {
-	n := w.pick(cl)
-	if t := w.aimed.Load(); t != nil && concern == ReadMajority && cl.rng.IntN(2) == 0 {
-		n = *t
-	}
+	n := w.aim(cl, concern)
 	meta := &opMeta{id: int(w.nextID.Add(1)), client: cl.id, asked: n.ID}
 	req, _ := http.NewRequestWithContext(ctx, "GET", docURL(n, w.o.RegisterUser, registerColl, doc), nil)
 	req.Header.Set("Authorization", "Bearer "+w.o.Token)
