@@ -81,7 +81,7 @@ type pairOptions struct {
 	beforeScan func()
 	// beforeCount, if set, runs before every count of what a catch-up or
 	// full copy has to send; afterLast after every read of the master's
-	// last position (with the position read).
+	// last position, once it is read.
 	beforeCount func()
 	afterLast   func()
 	// chaseChunks is the shipper's ChaseChunks (0: its default).

@@ -77,13 +77,9 @@ func RegisterModel(docs []string) porcupine.Model { return registerModel(docs) }
 // porcupine must fit them too, so that a lost write shows.
 func (h *History) AddFinalReads(finals map[string]FinalRead) {
 	for _, doc := range h.Docs {
-		f, ok := finals[doc]
-		if !ok {
-			continue
+		if f, ok := finals[doc]; ok {
+			h.ops = append(h.ops, f.op(doc, h.end))
 		}
-		out := regOutput{Outcome: resultDone, Found: f.Found, Value: f.Value, Version: f.Version}
-		h.ops = append(h.ops, porcupine.Operation{ClientId: -1, Input: regInput{Doc: doc, Kind: opRead, Concern: ReadLinearizable},
-			Call: h.end, Output: out, Return: h.end + 1, Metadata: &opMeta{id: -1, client: -1, asked: f.Node, servedBy: f.Node, status: 200}})
 	}
 	h.end += 2
 }
@@ -94,6 +90,13 @@ type FinalRead struct {
 	Found   bool
 	Value   string
 	Version int64
+}
+
+// op is f as the history's operation, a read of doc called at call.
+func (f FinalRead) op(doc string, call int64) porcupine.Operation {
+	return porcupine.Operation{ClientId: -1, Input: regInput{Doc: doc, Kind: opRead, Concern: ReadLinearizable},
+		Call: call, Output: regOutput{Outcome: resultDone, Found: f.Found, Value: f.Value, Version: f.Version}, Return: call + 1,
+		Metadata: &opMeta{id: -1, client: -1, asked: f.Node, servedBy: f.Node, status: 200}}
 }
 
 // LostRegisterWrites lists the acknowledged majority writes that the final
@@ -177,13 +180,9 @@ func (h *History) ReadYourWrites() (checked int, broken []string) {
 // names a state); read-your-writes checks those sent with a token. It
 // returns how many it checked and those that broke the guarantee.
 func (h *History) MajorityReads(finals map[string]FinalRead) (checked int, broken []string) {
-	type at struct {
-		doc     string
-		version int64
-	}
 	deletes := possibleDeletesOf(h.ops)
-	stayed := map[at]porcupine.Operation{} // an observation of a state that stayed
-	writes := map[string]porcupine.Operation{}
+	stayed := map[stateAt]porcupine.Operation{} // an observation of a state that stayed
+	writes := map[string]porcupine.Operation{}  // value -> the write of it
 	for _, op := range h.ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
 		switch {
@@ -192,66 +191,72 @@ func (h *History) MajorityReads(finals map[string]FinalRead) (checked int, broke
 				writes[in.Value] = op
 			}
 			if out.Outcome == resultDone {
-				stayed[at{in.Doc, out.Version}] = op
+				stayed[stateAt{in.Doc, out.Version}] = op
 			}
 		case in.Concern == ReadLinearizable && out.Found:
-			stayed[at{in.Doc, out.Version}] = op
+			stayed[stateAt{in.Doc, out.Version}] = op
 		}
 	}
 	for doc, f := range finals {
 		if f.Found {
-			out := regOutput{Outcome: resultDone, Found: true, Value: f.Value, Version: f.Version}
-			stayed[at{doc, f.Version}] = porcupine.Operation{ClientId: -1, Input: regInput{Doc: doc, Kind: opRead, Concern: ReadLinearizable},
-				Output: out, Metadata: &opMeta{id: -1, client: -1, asked: f.Node, servedBy: f.Node, status: 200}}
+			stayed[stateAt{doc, f.Version}] = f.op(doc, h.end)
 		}
 	}
-	majority := map[at]porcupine.Operation{} // the first majority read found at each version
+	firstRead := map[stateAt]porcupine.Operation{} // the first majority read found at each version
 	for _, op := range h.ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
 		if in.Kind != opRead || in.Concern != ReadMajority || !out.Found {
 			continue
 		}
 		checked++
-		first, seen := majority[at{in.Doc, out.Version}]
+		at := stateAt{in.Doc, out.Version}
+		first, seen := firstRead[at]
 		if !seen {
-			majority[at{in.Doc, out.Version}] = op
+			firstRead[at] = op
 		}
-		w, written := writes[out.Value]
-		var wi regInput
-		var wo regOutput
-		if written {
-			wi, wo = w.Input.(regInput), w.Output.(regOutput)
-		}
-		why := ""
-		switch {
-		case !written:
-			why = "no write made that value"
-		case wi.Doc != in.Doc:
-			why = "a write of another register made that value"
-		case wo.Outcome == resultRefused:
-			why = fmt.Sprintf("only a refused write carried that value: %s [%s]", describeOp(w.Input, w.Output), w.Metadata)
-		case wo.Outcome == resultDone && wo.Version != out.Version:
-			why = fmt.Sprintf("its write was acknowledged at another version: %s [%s]", describeOp(w.Input, w.Output), w.Metadata)
-		default:
-			s, ok := stayed[at{in.Doc, out.Version}]
-			f, read := finals[in.Doc]
-			switch {
-			case ok && stateOf(s) != (regState{Exists: true, Value: out.Value, Version: out.Version}):
-				why = fmt.Sprintf("the state that stayed at that version is %s: %s [%s]", describeState(stateOf(s)), describeOp(s.Input, s.Output), s.Metadata)
-			case read && f.Found && f.Version < out.Version:
-				why = fmt.Sprintf("the register ends at v%d", f.Version)
-			case read && !f.Found && !deletes.since(in.Doc, out.Version, math.MaxInt64):
-				why = "the register ends absent, and no delete named that version or a later one"
-			case seen && first.Output.(regOutput).Value != out.Value:
-				why = fmt.Sprintf("another majority read found %q at that version: %s [%s, %.3fs..%.3fs]", first.Output.(regOutput).Value,
-					describeOp(first.Input, first.Output), first.Metadata, secs(first.Call), secs(first.Return))
-			}
-		}
+		why := rolledBack(op, writes[out.Value], stayed[at], first, finals[in.Doc], deletes)
 		if why != "" {
 			broken = append(broken, fmt.Sprintf("%s [%s, %.3fs..%.3fs]: %s", describeOp(op.Input, op.Output), op.Metadata, secs(op.Call), secs(op.Return), why))
 		}
 	}
 	return checked, broken
+}
+
+// stateAt is a register's version.
+type stateAt struct {
+	doc     string
+	version int64
+}
+
+// rolledBack says why the majority read op returned a state a failover
+// rolled back ("": nothing says so), from the write of the value it read
+// (zero: none), what stayed at its version and the first majority read
+// found there (zero: none), the register's final read (zero: not read)
+// and the deletes that may have taken effect.
+func rolledBack(op, write, stayed, first porcupine.Operation, final FinalRead, deletes possibleDeletes) string {
+	in, out := op.Input.(regInput), op.Output.(regOutput)
+	if write.Input == nil {
+		return "no write made that value"
+	}
+	wi, wo := write.Input.(regInput), write.Output.(regOutput)
+	switch {
+	case wi.Doc != in.Doc:
+		return "a write of another register made that value"
+	case wo.Outcome == resultRefused:
+		return fmt.Sprintf("only a refused write carried that value: %s [%s]", describeOp(write.Input, write.Output), write.Metadata)
+	case wo.Outcome == resultDone && wo.Version != out.Version:
+		return fmt.Sprintf("its write was acknowledged at another version: %s [%s]", describeOp(write.Input, write.Output), write.Metadata)
+	case stayed.Input != nil && stateOf(stayed) != (regState{Exists: true, Value: out.Value, Version: out.Version}):
+		return fmt.Sprintf("the state that stayed at that version is %s: %s [%s]", describeState(stateOf(stayed)), describeOp(stayed.Input, stayed.Output), stayed.Metadata)
+	case final.Node != "" && final.Found && final.Version < out.Version:
+		return fmt.Sprintf("the register ends at v%d", final.Version)
+	case final.Node != "" && !final.Found && !deletes.since(in.Doc, out.Version, math.MaxInt64):
+		return "the register ends absent, and no delete named that version or a later one"
+	case first.Input != nil && first.Output.(regOutput).Value != out.Value:
+		return fmt.Sprintf("another majority read found %q at that version: %s [%s, %.3fs..%.3fs]", first.Output.(regOutput).Value,
+			describeOp(first.Input, first.Output), first.Metadata, secs(first.Call), secs(first.Return))
+	}
+	return ""
 }
 
 // stateOf is the state an acknowledged write made, or a read found.

@@ -507,6 +507,17 @@ func TestMajorityReadsAreChecked(t *testing.T) {
 		!strings.Contains(broken[len(broken)-1], `another majority read found "lost" at that version`) {
 		t.Fatalf("broken %q: want the two majority reads at v7 named", broken)
 	}
+	// A value read at a version other than the one its write was
+	// acknowledged at: a write applies once, so that state was rolled
+	// back, though nothing else observed its version.
+	m2 := newHandMade()
+	m2.add("a", 0, 1, opPut, "p", 1, false)
+	m2.add("a", 2, 3, opRead, "p", 2, true)
+	m2.h.ops[1].Input = regInput{Doc: "a", Kind: opRead, Concern: ReadMajority}
+	if checked, broken := m2.h.MajorityReads(nil); checked != 1 || len(broken) != 1 ||
+		!strings.Contains(broken[0], "its write was acknowledged at another version: put(a, \"p\") -> v1") {
+		t.Fatalf("checked %d, broken %q: want the read of p at v2 flagged", checked, broken)
+	}
 	rep := &Report{}
 	rep.MajorityReads.Checked, rep.MajorityReads.Broken = m.h.MajorityReads(finals)
 	if !rep.Failed() || !strings.Contains(rep.Table(), "majority reads never rolled back") {

@@ -130,31 +130,32 @@ func TestMajorityReadsAimAtAnIsolatedMaster(t *testing.T) {
 	w := NewWorkload([]Target{{ID: "n1", URL: n1.URL}, {ID: "n2", URL: n2.URL}}, WorkloadOptions{Token: "t", RegisterUser: "r"})
 	cl := &client{id: 1, rng: rand.New(rand.NewPCG(1, 1)), hc: &http.Client{Timeout: time.Second}, avoid: map[string]time.Time{}, own: map[string]ownWrite{}}
 	ctx := context.Background()
-	reads := func(concern ReadConcern) {
-		for range 40 {
-			w.read(ctx, cl, "a1", concern)
+	// toN2 is how many of 400 reads (or query pages) of concern went to
+	// n2: about 300 when aimed at it, about 200 at random.
+	const n, half = 400, 250
+	toN2 := func(concern ReadConcern, page bool) int {
+		before := hits["n2"][string(concern)]
+		for range n {
+			if page {
+				w.query(ctx, cl, concern)
+			} else {
+				w.read(ctx, cl, "a1", concern)
+			}
 		}
+		return hits["n2"][string(concern)] - before
 	}
 	w.Aim("n2")
-	reads(ReadMajority)
-	reads(ReadLocal)
-	if m := hits["n2"]["majority"]; m < 25 || hits["n1"]["majority"] == 0 {
-		t.Fatalf("aimed at n2, majority reads went %d to n2 and %d to n1: want about three in four to n2", m, hits["n1"]["majority"])
+	if m := toN2(ReadMajority, false); m < half || m == n {
+		t.Fatalf("aimed at n2, %d of %d majority reads went to it: want about three in four", m, n)
 	}
-	if l := hits["n2"]["local"]; l > 30 {
-		t.Fatalf("aimed at n2, %d of 40 local reads went to it: only majority reads are aimed", l)
+	if m := toN2(ReadMajority, true); m < half || m == n {
+		t.Fatalf("aimed at n2, %d of %d majority query pages went to it: want about three in four", m, n)
 	}
-	pages := hits["n2"]["majority"]
-	for range 40 {
-		w.query(ctx, cl, ReadMajority)
-	}
-	if m := hits["n2"]["majority"] - pages; m < 25 {
-		t.Fatalf("aimed at n2, %d of 40 majority query pages went to it: want about three in four", m)
+	if l := toN2(ReadLocal, false); l >= half {
+		t.Fatalf("aimed at n2, %d of %d local reads went to it: only majority reads are aimed", l, n)
 	}
 	w.Aim("")
-	before := hits["n2"]["majority"]
-	reads(ReadMajority)
-	if m := hits["n2"]["majority"] - before; m > 30 {
-		t.Fatalf("with no aim, %d of 40 majority reads went to n2", m)
+	if m := toN2(ReadMajority, false); m >= half {
+		t.Fatalf("with no aim, %d of %d majority reads went to n2", m, n)
 	}
 }

@@ -76,7 +76,8 @@ const (
 type Workload struct {
 	targets []Target
 	o       WorkloadOptions
-	// aimed, while set, is the node half the majority reads go to (Aim).
+	// aimed, while set, is the node half the majority reads and query
+	// pages go to (Aim).
 	aimed atomic.Pointer[Target]
 	// docs are the registers of the current round; every round has its
 	// own, so that porcupine checks each round's apart (an unknown write
@@ -486,7 +487,7 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 		out = regOutput{Outcome: resultRefused}
 	}
 	w.attempt(ctx, cl, time.Duration(call), time.Duration(ret), out.Outcome != resultUnknown)
-	if tok := hdr.Get("X-Consistency-Token"); out.Outcome == resultDone && tok != "" && cl.own != nil {
+	if tok := hdr.Get("X-Consistency-Token"); out.Outcome == resultDone && tok != "" {
 		cl.own[in.Doc] = ownWrite{token: tok, version: out.Version, value: in.Value, deleted: in.Kind == opDelete}
 	}
 	if out.Outcome == resultUnknown {
