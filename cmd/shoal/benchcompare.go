@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +23,7 @@ import (
 	"github.com/shoal-db/shoal/client"
 	"github.com/shoal-db/shoal/internal/devcluster"
 	"github.com/shoal-db/shoal/internal/freeport"
+	"github.com/shoal-db/shoal/internal/metrictext"
 	"github.com/shoal-db/shoal/internal/wording"
 )
 
@@ -304,31 +304,13 @@ func cpuSeconds(hc *http.Client, urls []string) (perServer []float64, ok bool) {
 		if err != nil || resp.StatusCode != http.StatusOK {
 			return nil, false
 		}
-		v, found := metricValue(body, "process_cpu_seconds_total")
+		v, found := metrictext.Value(body, "process_cpu_seconds_total")
 		if !found {
 			return nil, false
 		}
 		perServer = append(perServer, v)
 	}
 	return perServer, true
-}
-
-// metricValue reads an unlabelled sample of name from a Prometheus text
-// exposition.
-func metricValue(text []byte, name string) (float64, bool) {
-	for line := range strings.Lines(string(text)) {
-		rest, ok := strings.CutPrefix(line, name+" ")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest) // the value, then perhaps a timestamp
-		if len(fields) == 0 {
-			return 0, false
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		return v, err == nil
-	}
-	return 0, false
 }
 
 // expectStatus sends req and reads its answer whole; an answer other than

@@ -33,13 +33,16 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	keepGoing := fs.Bool("keep-going", false, "with --runs: go on after a failing run (each keeps its logs) instead of stopping")
 	logLevel := fs.String("log-level", "info", "the nodes' LOG_LEVEL (debug, info, warn or error); debug logs every lease round and replication request, to diagnose a seed")
 	mongoCommand := fs.String("mongo-command", "", "run every node on a MongoDB of its own (the mongo engine) started by this command, split at spaces, where {addr} is the host:port it must listen on ({host} and {port} its parts) and {dir} its data directory, e.g. \"mongod --bind_ip {host} --port {port} --dbpath {dir}\" (with netns, 127.0.0.1:27017 in the node's namespace); it outlives the node's kills and restarts (default: the embedded store)")
+	retention := fs.Duration("tombstone-retention", 0, "the nodes' TOMBSTONE_RETENTION (0: their default, 24h, which no run reaches); shorter than --duration, tombstones are purged under the faults, and the registers do no compare-and-deletes (a register made again after its tombstone's purge starts at version 1, which the register checks cannot follow)")
 	network := fs.String("network", torture.NetAuto, "loopback (every node on 127.0.0.1), netns (a network namespace per node, which adds link cuts; needs root and iproute2) or auto (netns when it can)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--replication-factor 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--keep-outage 30s] [--binary PATH] [--dir DIR] [--network auto|netns|loopback] [--mongo-command CMD] [--log-level info]")
+		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--replication-factor 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--keep-outage 30s] [--binary PATH] [--dir DIR] [--network auto|netns|loopback] [--mongo-command CMD] [--tombstone-retention 0] [--log-level info]")
 		fmt.Fprintln(stderr, "Runs a fault suite: starts --nodes `shoal serve` processes of --binary (it builds nothing) and one spare")
 		fmt.Fprintln(stderr, "node, with clients doing majority puts, compare-and-sets and -deletes after linearizable reads, linearizable")
 		fmt.Fprintln(stderr, "and majority reads and query pages, and local reads (local and majority ones with their own writes' tokens),")
-		fmt.Fprintln(stderr, "of registers; w=1 writes of keys written once; and majority appends to per-user lists, while a nemesis injects")
+		fmt.Fprintln(stderr, "of registers; w=1 writes of keys written once; and majority appends to per-user lists, each appender deleting")
+		fmt.Fprintln(stderr, "one of its elements every third append (with --tombstone-retention shorter than the run, tombstones are purged")
+		fmt.Fprintln(stderr, "meanwhile), while a nemesis injects")
 		fmt.Fprintln(stderr, "faults on a schedule derived from --seed: kill -9 and restart of the registers' master, of one of its replicas,")
 		fmt.Fprintln(stderr, "or of every node at once; SIGSTOP/SIGCONT of the master for longer than LEASE_TTL; the spare put into the peer")
 		fmt.Fprintln(stderr, "list under load, and taken out (it drains, then is stopped); with --network netns also link cuts between nodes")
@@ -48,6 +51,7 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "restart of the master's MongoDB; and pairs of these overlapping. Then it")
 		fmt.Fprintln(stderr, "heals and checks: linearizability per register (porcupine), no acknowledged majority write lost, every")
 		fmt.Fprintln(stderr, "read sent with a token seeing its client's write, no majority read returning a rolled-back state, every")
+		fmt.Fprintln(stderr, "acknowledged list element present unless deleted and none whose delete was acknowledged back, every")
 		fmt.Fprintln(stderr, "acknowledged w=1 write present or in a rollback collection, every copy converged to its master's exact")
 		fmt.Fprintln(stderr, "content, never two nodes acknowledging writes of one partition at once (the nodes' COMMIT_LOG), and the")
 		fmt.Fprintln(stderr, "longest write outage per fault kind. It prints a table (and with --runs, a summary) and exits 0 if every")
@@ -85,6 +89,10 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shoal torture: --mongo-command is blank: give the command that runs a MongoDB, or leave the flag out")
 		return 2
 	}
+	if *retention < 0 {
+		fmt.Fprintf(stderr, "shoal torture: --tombstone-retention %s: use a positive duration, or 0 for the nodes' default\n", *retention)
+		return 2
+	}
 	if *network != torture.NetAuto && *network != torture.NetNetns && *network != torture.NetLoopback {
 		fmt.Fprintf(stderr, "shoal torture: --network %q: use auto, netns or loopback\n", *network)
 		return 2
@@ -104,7 +112,7 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "shoal torture: seed %d (repeat with --seed %d)\n", s, s)
 		rep, err := torture.Run(ctx, torture.Config{Binary: *binary, Env: tortureEnv, Nodes: *nodes, ReplicationFactor: *rf, Duration: *duration, Seed: s,
 			Clients: *clients, Dir: d, Keep: *keep, KeepOutage: *keepOutage, Log: stdout, Network: *network, LogLevel: *logLevel,
-			Mongo: torture.MongoOptions{Command: strings.Fields(*mongoCommand)}})
+			Mongo: torture.MongoOptions{Command: strings.Fields(*mongoCommand)}, TombstoneRetention: *retention})
 		if rep != nil && rep.History != nil {
 			fmt.Fprint(stdout, "\n"+rep.Table())
 		}

@@ -68,10 +68,10 @@ func TestTortureShortRun(t *testing.T) {
 	if overlapping == 0 {
 		t.Errorf("no overlapping faults in the run: %+v", rep.Executed)
 	}
-	if rep.Lists.Acked == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 || rep.History.Deletes == 0 || rep.Writers.Acks == 0 ||
+	if rep.Lists.Acked == 0 || rep.Lists.Deleted == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 || rep.History.Deletes == 0 || rep.Writers.Acks == 0 ||
 		rep.MajorityReads.Checked == 0 {
-		t.Fatalf("nothing to check: %d list elements, %d w=1 writes, %d register writes acknowledged (%d deletes), %d acknowledgements in the commit logs, %d majority reads",
-			rep.Lists.Acked, rep.W1.Acked, rep.History.DefiniteWrites, rep.History.Deletes, rep.Writers.Acks, rep.MajorityReads.Checked)
+		t.Fatalf("nothing to check: %d list elements (%d deleted), %d w=1 writes, %d register writes acknowledged (%d deletes), %d acknowledgements in the commit logs, %d majority reads",
+			rep.Lists.Acked, rep.Lists.Deleted, rep.W1.Acked, rep.History.DefiniteWrites, rep.History.Deletes, rep.Writers.Acks, rep.MajorityReads.Checked)
 	}
 	if network != torture.NetNetns {
 		return
@@ -96,13 +96,15 @@ func TestTortureShortRun(t *testing.T) {
 // membership edits and replica kills of its own (a pair may have one):
 // those test the nodes' protocols, which the run on the embedded store
 // covers, and each fault costs this run, under the race detector, about
-// ten seconds of CI's ten minutes.
+// ten seconds of CI's ten minutes. Its tombstones are purged after 2 s
+// (TOMBSTONE_RETENTION), so the purge runs through those faults too, on
+// the engine whose purge reads an index by time.
 func TestTortureShortRunOnMongo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a fault run of a minute or so")
 	}
 	kinds := []string{torture.KillMaster, torture.KillAll, torture.KillStore}
-	rep := passingRun(t, torture.Config{Duration: 10 * time.Second, Seed: 14, Network: torture.NetLoopback, Kinds: kinds,
+	rep := passingRun(t, torture.Config{Duration: 10 * time.Second, Seed: 14, Network: torture.NetLoopback, Kinds: kinds, TombstoneRetention: 2 * time.Second,
 		Mongo: torture.MongoOptions{Command: []string{os.Args[0], "--listen", "{addr}", "--dir", "{dir}"}, Env: []string{"SHOAL_RUN_FERRETDB=1"}}})
 	if rep.Store != "mongo" {
 		t.Fatalf("the run's store: %q", rep.Store)
@@ -112,9 +114,12 @@ func TestTortureShortRunOnMongo(t *testing.T) {
 			t.Errorf("no %s fault in the run", k)
 		}
 	}
-	if rep.Lists.Acked == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 || rep.Writers.Acks == 0 {
-		t.Fatalf("nothing to check: %d list elements, %d w=1 writes, %d register writes acknowledged, %d acknowledgements in the commit logs",
-			rep.Lists.Acked, rep.W1.Acked, rep.History.DefiniteWrites, rep.Writers.Acks)
+	if rep.Lists.Acked == 0 || rep.Lists.Deleted == 0 || rep.Purge.Tombstones == 0 || rep.W1.Acked == 0 || rep.History.DefiniteWrites == 0 || rep.Writers.Acks == 0 {
+		t.Fatalf("nothing to check: %d list elements (%d deleted, %d tombstones purged), %d w=1 writes, %d register writes acknowledged, %d acknowledgements in the commit logs",
+			rep.Lists.Acked, rep.Lists.Deleted, rep.Purge.Tombstones, rep.W1.Acked, rep.History.DefiniteWrites, rep.Writers.Acks)
+	}
+	if rep.History.Deletes != 0 {
+		t.Errorf("%d register deletes with tombstones purged after 2 s", rep.History.Deletes)
 	}
 }
 
@@ -123,7 +128,7 @@ func TestTortureHelp(t *testing.T) {
 	if code := run([]string{"torture", "--help"}, &out, &errs); code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	for _, flag := range []string{"-nodes", "-replication-factor", "-duration", "-seed", "-clients", "-keep", "-keep-outage", "-binary", "-network", "-runs", "-log-level", "-mongo-command"} {
+	for _, flag := range []string{"-nodes", "-replication-factor", "-duration", "-seed", "-clients", "-keep", "-keep-outage", "-binary", "-network", "-runs", "-log-level", "-mongo-command", "-tombstone-retention"} {
 		if !strings.Contains(errs.String(), flag) {
 			t.Errorf("--help does not mention %s:\n%s", flag, errs.String())
 		}

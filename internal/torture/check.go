@@ -274,8 +274,15 @@ func stateOf(op porcupine.Operation) regState {
 // ListResult is the list checker's count.
 type ListResult struct {
 	Acked, Unknown int
-	// Lost are acknowledged elements that are not there.
+	// Lost are acknowledged elements that are not there, and those whose
+	// delete found nothing to delete (a 404).
 	Lost []ListElem
+	// Deleted counts acknowledged deletes of acknowledged elements, and
+	// DeleteUnknown deletes of unknown outcome (either state is right).
+	Deleted, DeleteUnknown int
+	// Resurrected are elements whose delete was acknowledged but that are
+	// there after healing.
+	Resurrected []ListElem
 	// UnknownPresent counts elements of unknown outcome that took effect.
 	UnknownPresent int
 	// Unread counts acknowledged elements that could not be looked for.
@@ -318,15 +325,26 @@ func (h *History) checkContent(copies []KeyCopies, rolledBack map[string]bool) (
 }
 
 // CheckLists compares the appended elements with present (user -> ids
-// found after healing).
+// found after healing): an acknowledged element is there unless deleted,
+// and one whose delete was acknowledged is not (the master's copy; the
+// others are compared with it by Diverged).
 func (h *History) CheckLists(present map[string]map[string]bool) ListResult {
 	var r ListResult
 	for _, e := range h.List {
 		there := present[e.User][e.ID]
 		switch {
+		case e.Acked && e.Delete == DeleteDone:
+			r.Acked++
+			r.Deleted++
+			if there {
+				r.Resurrected = append(r.Resurrected, e)
+			}
+		case e.Acked && e.Delete == DeleteUnknown:
+			r.Acked++
+			r.DeleteUnknown++
 		case e.Acked:
 			r.Acked++
-			if !there {
+			if !there || e.Delete == DeleteAbsent {
 				r.Lost = append(r.Lost, e)
 			}
 		default:

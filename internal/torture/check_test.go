@@ -109,6 +109,37 @@ func TestLostWritesAndDeletesAreCaught(t *testing.T) {
 	}
 }
 
+// A list element whose majority delete was acknowledged must be gone
+// after healing (its tombstone purged or not); one whose delete's outcome
+// is unknown may be either; one whose delete found nothing (a 404) was
+// lost before it, as is one not deleted and not there.
+func TestDeletedListElementsThatComeBackAreCaught(t *testing.T) {
+	h := &History{List: []ListElem{
+		{User: "l0", ID: "e1", Acked: true, Delete: DeleteDone},    // gone: right
+		{User: "l0", ID: "e2", Acked: true, Delete: DeleteDone},    // back
+		{User: "l0", ID: "e3", Acked: true, Delete: DeleteUnknown}, // there: either is right
+		{User: "l0", ID: "e4", Acked: true, Delete: DeleteUnknown}, // gone: either is right
+		{User: "l0", ID: "e5", Acked: true, Delete: DeleteAbsent},  // there, but its delete found nothing
+		{User: "l0", ID: "e6", Acked: true, Delete: NotDeleted},    // there: right
+		{User: "l0", ID: "e7", Acked: true},                        // gone: lost
+	}}
+	r := h.CheckLists(map[string]map[string]bool{"l0": {"e2": true, "e3": true, "e5": true, "e6": true}})
+	var lost []string
+	for _, e := range r.Lost {
+		lost = append(lost, e.ID)
+	}
+	if r.Acked != 7 || r.Deleted != 2 || r.DeleteUnknown != 2 || len(r.Resurrected) != 1 || r.Resurrected[0].ID != "e2" || !slices.Equal(lost, []string{"e5", "e7"}) {
+		t.Fatalf("lists: %+v, want e2 back and e5, e7 lost", r)
+	}
+	rep := &Report{Lists: ListResult{Acked: 1, Deleted: 1, Resurrected: r.Resurrected}}
+	if !rep.Failed() || !strings.Contains(strings.Join(rep.Failures(), "\n"), "l0/e2") {
+		t.Fatalf("a deleted element back does not fail the run, or is not named: %q", rep.Failures())
+	}
+	if r := h.CheckLists(map[string]map[string]bool{"l0": {"e3": true, "e5": true, "e6": true, "e7": true}}); len(r.Resurrected) != 0 || len(r.Lost) != 1 {
+		t.Fatalf("lists: %+v, want only e5 lost (its delete's 404)", r)
+	}
+}
+
 func TestW1WritesMissingAndNotRolledBackAreCaught(t *testing.T) {
 	h := &History{W1: []W1Write{{User: "u", ID: "k1", Acked: true}, {User: "u", ID: "k2", Acked: true}, {User: "u", ID: "k3", Acked: true}, {User: "u", ID: "k4", Unknown: true}}}
 	r := h.CheckW1(map[string]bool{"u/k1": true}, map[string]bool{"u/k2": true})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	shoalclient "github.com/shoal-db/shoal/client"
+	"github.com/shoal-db/shoal/internal/metrictext"
 	"github.com/shoal-db/shoal/store"
 )
 
@@ -127,6 +128,7 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 	rep.MajorityReads.Checked, rep.MajorityReads.Broken = h.MajorityReads(finals)
 	h.AddFinalReads(finals)
 	rep.Lists, rep.W1 = h.checkContent(copies, rolled)
+	rep.Purge.Read, rep.Purge.Tombstones, rep.Purge.FullCopies = c.purgeCounters(ctx)
 	if copies == nil {
 		rep.problem("list elements and w=1 writes not checked: no copy's content could be read")
 	}
@@ -167,6 +169,48 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 		rep.Ops[string(c)+" query pages"] = h.QueryPages[c]
 	}
 	rep.Ops["local reads"] = h.DefiniteReads[ReadLocal]
+}
+
+// purgeCounters sums the running nodes' counts of tombstones purged and
+// full copies started (each since the node's last start), from their
+// /metrics; read is how many nodes answered.
+func (c Healed) purgeCounters(ctx context.Context) (read, tombstones, fullCopies int) {
+	for _, n := range c.Nodes {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		text, err := getText(rctx, c.hc(), n.URL+"/metrics")
+		cancel()
+		if err != nil {
+			c.logf("reading %s's metrics: %v", n.ID, err)
+			continue
+		}
+		p, ok1 := metrictext.Value(text, "shoal_tombstones_purged_total")
+		f, ok2 := metrictext.Value(text, "shoal_replication_full_copies_total")
+		if !ok1 || !ok2 {
+			c.logf("%s's metrics have no shoal_tombstones_purged_total or shoal_replication_full_copies_total", n.ID)
+			continue
+		}
+		read, tombstones, fullCopies = read+1, tombstones+int(p), fullCopies+int(f)
+	}
+	return read, tombstones, fullCopies
+}
+
+// getText reads url's answer whole (at most 8 MiB); an answer other
+// than 200 is an error.
+func getText(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return body, err
 }
 
 // keepEvidence writes porcupine's visualization of the registers' history

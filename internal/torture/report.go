@@ -40,6 +40,7 @@ type Report struct {
 		Broken  []string
 	}
 	Lists          ListResult
+	Purge          PurgeResult
 	W1             W1Result
 	RolledBackDocs int // document states in the rollback collections
 	Convergence    time.Duration
@@ -53,6 +54,24 @@ type Report struct {
 
 	Dir  string
 	Kept bool
+}
+
+// PurgeResult is what the nodes say they purged: their counters at the
+// end of the run, since each node's last start (a kill resets them), so
+// a lower bound.
+type PurgeResult struct {
+	Retention  time.Duration // the nodes' TOMBSTONE_RETENTION; 0: their default (24h)
+	Read       int           // nodes whose /metrics were read
+	Tombstones int           // shoal_tombstones_purged_total, summed
+	FullCopies int           // shoal_replication_full_copies_total, summed
+}
+
+func (p PurgeResult) row() string {
+	retention := p.Retention.String()
+	if p.Retention == 0 {
+		retention = "the nodes' default (24h)"
+	}
+	return fmt.Sprintf("TOMBSTONE_RETENTION %s: %d tombstones purged, %d full copies started (summed over %d nodes' copies, since each node's last start)", retention, p.Tombstones, p.FullCopies, p.Read)
 }
 
 // LongestOutage is the longest write outage of the run, whatever the
@@ -96,9 +115,20 @@ func (r *Report) Failures() []string {
 	if len(r.Lists.Lost) > 0 {
 		var l []string
 		for _, e := range r.Lists.Lost {
-			l = append(l, fmt.Sprintf("%s/%s (sent at %.3fs)", e.User, e.ID, e.Call.Seconds()))
+			why := ""
+			if e.Delete == DeleteAbsent {
+				why = fmt.Sprintf("; its delete at %.3fs found nothing", e.DeleteCall.Seconds())
+			}
+			l = append(l, fmt.Sprintf("%s/%s (sent at %.3fs%s)", e.User, e.ID, e.Call.Seconds(), why))
 		}
 		out = append(out, fmt.Sprintf("%d acknowledged majority list elements lost: %s", len(l), strings.Join(first(l, 20), ", ")))
+	}
+	if len(r.Lists.Resurrected) > 0 {
+		var l []string
+		for _, e := range r.Lists.Resurrected {
+			l = append(l, fmt.Sprintf("%s/%s (sent at %.3fs, deleted at %.3fs)", e.User, e.ID, e.Call.Seconds(), e.DeleteCall.Seconds()))
+		}
+		out = append(out, fmt.Sprintf("%d list elements whose majority delete was acknowledged are back: %s", len(l), strings.Join(first(l, 20), ", ")))
 	}
 	if len(r.W1.Missing) > 0 {
 		var l []string
@@ -158,6 +188,7 @@ func (r *Report) Table() string {
 	row("read-your-writes (tokens)", "%d local and majority reads checked, %d returned an older state", r.ReadYourWrites.Checked, len(r.ReadYourWrites.Broken))
 	row("majority reads never rolled back", "%d that found their register checked (query pages' included), %d returned a rolled-back state", r.MajorityReads.Checked, len(r.MajorityReads.Broken))
 	row("lost majority list elements", "%d of %d acknowledged (%d of unknown outcome, %d of them present)%s", len(r.Lists.Lost), r.Lists.Acked, r.Lists.Unknown, r.Lists.UnknownPresent, unread(r.Lists.Unread))
+	row("deleted list elements back", "%d of %d deleted (%d deletes of unknown outcome); %s", len(r.Lists.Resurrected), r.Lists.Deleted, r.Lists.DeleteUnknown, r.Purge.row())
 	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost (%d of unknown outcome)%s", r.W1.Acked, r.W1.RolledBack, len(r.W1.Missing), r.W1.Unknown, unread(r.W1.Unread))
 	row("rolled back (all collections)", "%d document states", r.RolledBackDocs)
 	var docs []string

@@ -55,6 +55,13 @@ type Config struct {
 	// Mongo, when its Command is set, runs every node on a MongoDB of its
 	// own (the mongo engine) instead of the embedded store.
 	Mongo MongoOptions
+	// TombstoneRetention is the nodes' TOMBSTONE_RETENTION (0: their
+	// default, 24h, which no run reaches). Shorter than the run, the
+	// nodes purge tombstones under the faults: the list appenders' deleted
+	// elements must stay gone, and a replica behind a purge gets a full
+	// copy. The registers then do no compare-and-deletes
+	// (WorkloadOptions.NoRegisterDeletes).
+	TombstoneRetention time.Duration
 }
 
 func (c Config) registerUser() string { return "registers" }
@@ -139,10 +146,18 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if rf < 2 {
 		return nil, fmt.Errorf("--replication-factor %d: the suite needs at least 2 (a write kept on one node is lost with it)", rf)
 	}
+	if cfg.TombstoneRetention < 0 {
+		return nil, fmt.Errorf("--tombstone-retention %s: use a positive duration, or 0 for the nodes' default", cfg.TombstoneRetention)
+	}
 	steps := Schedule(cfg.Seed, cfg.Duration, kinds)
 	rep = &Report{Seed: cfg.Seed, Nodes: cfg.Nodes, ReplicationFactor: rf, Network: network, Store: "embedded", Kinds: kinds, Planned: steps, Faults: map[string]int{}, Ops: map[string]int{}}
 	if onMongo {
 		rep.Store = "mongo"
+	}
+	rep.Purge.Retention = cfg.TombstoneRetention
+	settings := []string{"REPLICATION_FACTOR=" + strconv.Itoa(rf), "PARTITION_COUNT=" + strconv.Itoa(partitions), "STORE_SYNC=normal", "LEASE_TTL=" + leaseTTL.String()}
+	if cfg.TombstoneRetention > 0 {
+		settings = append(settings, "TOMBSTONE_RETENTION="+cfg.TombstoneRetention.String())
 	}
 	r := &runner{cfg: cfg}
 	r.logf("network: %s", netWhy)
@@ -151,8 +166,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	r.logf("seed %d: %d faults planned for %s:\n%s", cfg.Seed, len(steps), cfg.Duration, FormatSchedule(steps))
 	c, err := StartCluster(ctx, ClusterOptions{Binary: cfg.Binary, Env: cfg.Env, Nodes: cfg.Nodes, Spares: 1, Dir: cfg.Dir, Netns: network == NetNetns, Mongo: cfg.Mongo,
-		Settings: append([]string{"REPLICATION_FACTOR=" + strconv.Itoa(rf), "PARTITION_COUNT=" + strconv.Itoa(partitions), "STORE_SYNC=normal", "LEASE_TTL=" + leaseTTL.String()},
-			nodeLogLevel(cfg.LogLevel)...)})
+		Settings: append(settings, nodeLogLevel(cfg.LogLevel)...)})
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	sub := max(1, cfg.Clients/2)
 	r.w = NewWorkload(targets, WorkloadOptions{Token: c.Token, RegisterUser: cfg.registerUser(),
-		RegisterClients: cfg.Clients, W1Clients: sub, ListClients: sub, Seed: cfg.Seed, Dial: c.Dial})
+		RegisterClients: cfg.Clients, W1Clients: sub, ListClients: sub, Seed: cfg.Seed, Dial: c.Dial, NoRegisterDeletes: cfg.TombstoneRetention > 0})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.w.Start(wctx)

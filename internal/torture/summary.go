@@ -18,6 +18,8 @@ type Summary struct {
 	Ops          map[string]int
 
 	LostRegister, LostList, SilentW1 int
+	ListDeleted, ListResurrected     int
+	TombstonesPurged, FullCopies     int
 	ReadYourWritesChecked            int
 	ReadYourWritesBroken             int
 	MajorityReadsChecked             int
@@ -56,6 +58,10 @@ func (s *Summary) Add(r *Report) {
 	s.MajorityReadsChecked += r.MajorityReads.Checked
 	s.MajorityReadsBroken += len(r.MajorityReads.Broken)
 	s.LostList += len(r.Lists.Lost)
+	s.ListDeleted += r.Lists.Deleted
+	s.ListResurrected += len(r.Lists.Resurrected)
+	s.TombstonesPurged += r.Purge.Tombstones
+	s.FullCopies += r.Purge.FullCopies
 	s.SilentW1 += len(r.W1.Missing)
 	s.ListAcked += r.Lists.Acked
 	s.W1Acked += r.W1.Acked
@@ -94,6 +100,7 @@ func (s *Summary) Table() string {
 	row("read-your-writes (tokens)", "%d local and majority reads checked, %d returned an older state", s.ReadYourWritesChecked, s.ReadYourWritesBroken)
 	row("majority reads never rolled back", "%d that found their register checked (query pages' included), %d returned a rolled-back state", s.MajorityReadsChecked, s.MajorityReadsBroken)
 	row("lost majority list elements", "%d of %d acknowledged", s.LostList, s.ListAcked)
+	row("deleted list elements back", "%d of %d deleted; %d tombstones purged, %d full copies started (counted since each node's last start)", s.ListResurrected, s.ListDeleted, s.TombstonesPurged, s.FullCopies)
 	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost", s.W1Acked, s.W1RolledBack, s.SilentW1)
 	row("rolled back (all collections)", "%d document states", s.RolledBackDocs)
 	row("linearizable (porcupine)", "%d of %d runs (%d operations checked)", s.Linearizable, s.Runs, s.Checked)

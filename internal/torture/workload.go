@@ -40,8 +40,15 @@ type WorkloadOptions struct {
 	// reads and query pages, local reads; local and majority ones with
 	// the token of their own last write), w=1
 	// writers (each key written once), list appenders (one user each, one
-	// document per element, majority writes).
+	// document per element, majority writes; every third step also
+	// deletes one of its acknowledged elements, at random, with a
+	// majority delete).
 	RegisterClients, W1Clients, ListClients int
+	// NoRegisterDeletes leaves the registers' compare-and-deletes out (puts
+	// take their share): with a TOMBSTONE_RETENTION shorter than a run, a
+	// register deleted and made again after its tombstone's purge starts
+	// at version 1 again, which the register model cannot follow.
+	NoRegisterDeletes bool
 	// W1Users is how many users the w=1 keys are spread over (default 4).
 	W1Users int
 	// Seed seeds the clients' choices.
@@ -122,7 +129,26 @@ type ListElem struct {
 	Acked    bool
 	Unknown  bool
 	Call     time.Duration
+	// Delete is how the element's one majority delete was answered, if it
+	// was sent (only acknowledged elements are deleted), and DeleteCall
+	// when.
+	Delete     ListDelete
+	DeleteCall time.Duration
 }
+
+// ListDelete is the outcome of a list element's delete.
+type ListDelete int
+
+const (
+	NotDeleted    ListDelete = iota // never sent, or answered no (a 4xx other than 404)
+	DeleteDone                      // 204: the element is gone for good
+	DeleteUnknown                   // no answer, or a 5xx: it may have been applied
+	DeleteAbsent                    // 404: the element was not there
+)
+
+// listDeleteEvery: a list appender deletes one of its elements every
+// this many appends.
+const listDeleteEvery = 3
 
 // Attempt is one write attempt of one client, for availability.
 type Attempt struct {
@@ -249,6 +275,7 @@ func (w *Workload) run(ctx context.Context, kind string, i int, cl *client) {
 		w.attempts = append(w.attempts, cl.attempts...)
 		w.mu.Unlock()
 	}()
+	var kept []int // a list appender's acknowledged elements not deleted yet (indexes in w.list)
 	for seq := 0; !w.stopping.Load() && ctx.Err() == nil; seq++ {
 		switch kind {
 		case "register":
@@ -257,7 +284,14 @@ func (w *Workload) run(ctx context.Context, kind string, i int, cl *client) {
 			user := fmt.Sprintf("w1-u%d", cl.rng.IntN(w.o.W1Users))
 			w.w1Write(ctx, cl, user, fmt.Sprintf("k%d-%d", i, seq))
 		default:
-			w.listAppend(ctx, cl, fmt.Sprintf("list-%d", i), fmt.Sprintf("e%06d", seq))
+			if at, acked := w.listAppend(ctx, cl, fmt.Sprintf("list-%d", i), fmt.Sprintf("e%06d", seq)); acked {
+				kept = append(kept, at)
+			}
+			if seq%listDeleteEvery == listDeleteEvery-1 && len(kept) > 0 && !w.stopping.Load() {
+				j := cl.rng.IntN(len(kept))
+				w.listDelete(ctx, cl, kept[j])
+				kept = slices.Delete(kept, j, j+1)
+			}
 		}
 	}
 }
@@ -274,6 +308,8 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 		if o, ok := w.read(ctx, cl, doc, ReadLinearizable); ok && o.Found {
 			w.write(ctx, cl, regInput{Doc: doc, Kind: opCAS, Value: value, Expect: o.Version})
 		}
+	case r < 55 && w.o.NoRegisterDeletes:
+		w.write(ctx, cl, regInput{Doc: doc, Kind: opPut, Value: value})
 	case r < 55:
 		// Compare-and-delete, likewise: the register is absent until a put
 		// makes it again, at the version after its tombstone's.
@@ -515,8 +551,9 @@ func (w *Workload) w1Write(ctx context.Context, cl *client, user, id string) {
 	}
 }
 
-// listAppend appends element id to user's list with a majority write.
-func (w *Workload) listAppend(ctx context.Context, cl *client, user, id string) {
+// listAppend appends element id to user's list with a majority write;
+// at is where it is recorded in w.list, if acknowledged.
+func (w *Workload) listAppend(ctx context.Context, cl *client, user, id string) (at int, acked bool) {
 	n := w.pick(cl)
 	call := w.Since()
 	status, _, err := w.put(ctx, cl, n, docURL(n, user, listColl, id), id, "majority")
@@ -528,9 +565,43 @@ func (w *Workload) listAppend(ctx context.Context, cl *client, user, id string) 
 	w.attempt(ctx, cl, call, ret, rec.Acked)
 	if rec.Acked || rec.Unknown {
 		w.mu.Lock()
+		at = len(w.list)
 		w.list = append(w.list, rec)
 		w.mu.Unlock()
 	}
+	return at, rec.Acked
+}
+
+// listDelete deletes the acknowledged list element at (in w.list) with a
+// majority delete, once: deleted, it must stay gone on every copy, its
+// tombstone purged or not (CheckLists).
+func (w *Workload) listDelete(ctx context.Context, cl *client, at int) {
+	w.mu.Lock()
+	e := w.list[at]
+	w.mu.Unlock()
+	n := w.pick(cl)
+	call := w.Since()
+	status, _, answer, err := w.send(ctx, cl, n, "DELETE", docURL(n, e.User, listColl, e.ID), nil, "majority", 0)
+	ret := w.Since()
+	if unsent(err) {
+		w.attempt(ctx, cl, call, ret, false)
+		return
+	}
+	d := DeleteUnknown
+	switch {
+	case err != nil || status >= 500:
+	case status == 204:
+		d = DeleteDone
+		w.nAcked.Add(1)
+	case status == 404 && notFound(answer):
+		d = DeleteAbsent
+	default: // refused before it was applied
+		d = NotDeleted
+	}
+	w.attempt(ctx, cl, call, ret, d == DeleteDone || d == DeleteAbsent)
+	w.mu.Lock()
+	w.list[at].Delete, w.list[at].DeleteCall = d, call
+	w.mu.Unlock()
 }
 
 // writeOutcome sorts a write's answer: acknowledged (200, 201), unknown
