@@ -421,3 +421,38 @@ func TestAPurgeThatRemovesNothingEnds(t *testing.T) {
 		t.Fatal("a partition whose tombstones stay is taken to hold none")
 	}
 }
+
+// A tombstone dated before 1970 (a clock set back, on the master that
+// deleted) is as due as any older than the retention, on both engines:
+// the embedded one wrote its time into the index as an unsigned count,
+// where a negative one sorted after every other and was never due.
+func TestATombstoneDatedBefore1970IsDue(t *testing.T) {
+	for name, open := range map[string]func(*testing.T) *Store{"embedded": openTestStore, "mongo": openMongoStore} {
+		t.Run(name, func(t *testing.T) {
+			s := open(t)
+			ctx := context.Background()
+			w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+			defer w.Close(ctx)
+			old := doc("old", 1, 1, 2, true)
+			old.Updated = time.Date(1969, 7, 20, 20, 17, 0, 0, time.UTC)
+			recent := doc("recent", 1, 2, 2, true)
+			recent.Updated = time.Now().UTC().Truncate(time.Millisecond)
+			if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 1, UpTo: Position{Epoch: 1, Seq: 2}, Docs: []*Doc{old, recent}}); r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			if n, err := w.PurgeTombstones(ctx, time.Now().Add(-time.Hour)); err != nil || n != 1 {
+				t.Fatalf("purged %d (%v), want the one of 1969", n, err)
+			}
+			if _, err := s.Get(ctx, 0, DocKey("u", "c", "old")); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("the tombstone of 1969 after the purge: %v", err)
+			}
+			if _, err := s.Get(ctx, 0, DocKey("u", "c", "recent")); err != nil {
+				t.Fatalf("the recent tombstone was purged: %v", err)
+			}
+			// Nothing is left due: the next purge removes nothing.
+			if n, err := w.PurgeTombstones(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+				t.Fatalf("purged %d (%v) more", n, err)
+			}
+		})
+	}
+}

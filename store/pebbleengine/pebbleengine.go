@@ -191,8 +191,12 @@ func posKey(partition int, p record.Position) []byte {
 	return binary.BigEndian.AppendUint64(k, p.Seq)
 }
 
+// tombKey is a tombstone's index entry. Its time is in milliseconds from
+// 1970, a time before 1970 written as 1970 (as an unsigned count it
+// would sort after every other and never be due; MongoDB's date order
+// has it due, and so does this).
 func tombKey(partition int, updated time.Time, key string) []byte {
-	k := binary.BigEndian.AppendUint64(prefix('t', partition), uint64(updated.UnixMilli()))
+	k := binary.BigEndian.AppendUint64(prefix('t', partition), uint64(max(updated.UnixMilli(), 0)))
 	return append(k, key...)
 }
 
@@ -773,7 +777,7 @@ func (e *Engine) doPurgeTombstones(_ context.Context, partition int, tombs []*re
 			case o.held && o.deleted && o.pos == t.Pos: // the tombstone itself
 				err = b.remove(t.Key)
 				removed++
-			case o.held && o.deleted && o.updated.UnixMilli() == t.Updated.UnixMilli():
+			case o.held && o.deleted && max(o.updated.UnixMilli(), 0) == t.Updated.UnixMilli(): // as tombKey writes it
 				// The key's later tombstone, whose index entry this is.
 			default:
 				// A key written again since keeps its state. An index entry
