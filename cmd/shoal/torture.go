@@ -38,8 +38,8 @@ func tortureCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: shoal torture [--nodes 3] [--replication-factor 3] [--duration 2m] [--seed N] [--clients 8] [--runs 1 [--keep-going]] [--keep] [--keep-outage 30s] [--binary PATH] [--dir DIR] [--network auto|netns|loopback] [--mongo-command CMD] [--tombstone-retention 0] [--log-level info]")
 		fmt.Fprintln(stderr, "Runs a fault suite: starts --nodes `shoal serve` processes of --binary (it builds nothing) and one spare")
-		fmt.Fprintln(stderr, "node, with clients doing majority puts, compare-and-sets and -deletes after linearizable reads, linearizable")
-		fmt.Fprintln(stderr, "and majority reads and query pages, and local reads (local and majority ones with their own writes' tokens),")
+		fmt.Fprintln(stderr, "node, with clients doing majority puts, compare-and-sets and -deletes after linearizable reads, linearizable,")
+		fmt.Fprintln(stderr, "majority and local reads and query pages (local and majority ones with their own writes' tokens),")
 		fmt.Fprintln(stderr, "of registers; w=1 writes of keys written once; and majority appends to per-user lists, each appender deleting")
 		fmt.Fprintln(stderr, "one of its elements every third append (with --tombstone-retention shorter than the run, tombstones are purged")
 		fmt.Fprintln(stderr, "meanwhile), while a nemesis injects")

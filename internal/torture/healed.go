@@ -163,12 +163,11 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 	rep.Ops["register writes unknown"] = h.UnknownWrites
 	rep.Ops["compare-and-sets or -deletes refused"] = h.Refused
 	rep.Ops["deletes of absent registers"] = h.Absent
-	for _, c := range []ReadConcern{ReadLinearizable, ReadMajority} {
+	for _, c := range []ReadConcern{ReadLinearizable, ReadMajority, ReadLocal} {
 		rep.Ops[string(c)+" reads"] = h.DefiniteReads[c] - h.QueryReads[c]
 		rep.Ops[string(c)+" reads from query pages"] = h.QueryReads[c]
 		rep.Ops[string(c)+" query pages"] = h.QueryPages[c]
 	}
-	rep.Ops["local reads"] = h.DefiniteReads[ReadLocal]
 }
 
 // purgeCounters sums the running nodes' counts of tombstones purged and

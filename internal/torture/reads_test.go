@@ -2,6 +2,7 @@ package torture
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -109,6 +110,56 @@ func TestALocalOrMajorityReadSendsTheTokenOfItsClientsLastWrite(t *testing.T) {
 	}
 	if want := []int64{0, 4, 4, 0}; !slices.Equal(since, want) {
 		t.Fatalf("reads recorded since %v, want %v", since, want)
+	}
+}
+
+// A local or majority query page sends the token of its client's last
+// write of any register (one partition holds them all), and each register
+// it covers is recorded as a read since that client's own last write of
+// it; a linearizable page sends none.
+func TestALocalOrMajorityQueryPageSendsTheTokenOfItsClientsLastWrite(t *testing.T) {
+	var sent []string
+	version := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case "PUT":
+			version++
+			rw.Header().Set("ETag", fmt.Sprintf(`"%d"`, version))
+			rw.Header().Set("X-Consistency-Token", fmt.Sprintf("tok-%d", version))
+			rw.WriteHeader(200)
+		case "GET":
+			sent = append(sent, r.Header.Get("X-Consistency-Token"))
+			rw.Write([]byte(`{"documents":[{"_id":"a1","v":"x","_version":1},{"_id":"b1","v":"y","_version":2}]}`))
+		}
+	}))
+	defer srv.Close()
+	w := NewWorkload([]Target{{ID: "n1", URL: srv.URL}}, WorkloadOptions{Token: "t", RegisterUser: "r"})
+	cl := &client{id: 1, rng: rand.New(rand.NewPCG(1, 1)), hc: &http.Client{Timeout: time.Second}, avoid: map[string]time.Time{}, own: map[string]ownWrite{}}
+	ctx := context.Background()
+	w.query(ctx, cl, ReadLocal) // nothing written yet: no token
+	w.write(ctx, cl, regInput{Doc: "a1", Kind: opPut, Value: "x"})
+	w.write(ctx, cl, regInput{Doc: "b1", Kind: opPut, Value: "y"})
+	w.query(ctx, cl, ReadLocal)
+	w.query(ctx, cl, ReadMajority)
+	w.query(ctx, cl, ReadLinearizable)
+	if want := []string{"", "tok-2", "tok-2", ""}; !slices.Equal(sent, want) {
+		t.Fatalf("tokens sent %q, want %q", sent, want)
+	}
+	var got []string
+	for _, op := range w.History().ops {
+		if in := op.Input.(regInput); in.Kind == opRead {
+			got = append(got, fmt.Sprintf("%s %s since %d %q", in.Concern, in.Doc, in.Since, in.SinceValue))
+		}
+	}
+	want := []string{`local a1 since 0 ""`, `local b1 since 0 ""`, `local c1 since 0 ""`,
+		`local a1 since 1 "x"`, `local b1 since 2 "y"`, `local c1 since 0 ""`,
+		`majority a1 since 1 "x"`, `majority b1 since 2 "y"`, `majority c1 since 0 ""`,
+		`linearizable a1 since 0 ""`, `linearizable b1 since 0 ""`, `linearizable c1 since 0 ""`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("reads recorded:\n%q\nwant\n%q", got, want)
+	}
+	if h := w.History(); h.QueryPages[ReadLocal] != 2 || h.QueryReads[ReadLocal] != 6 {
+		t.Fatalf("%d local query pages, %d reads from them: want 2 and 6", h.QueryPages[ReadLocal], h.QueryReads[ReadLocal])
 	}
 }
 

@@ -255,8 +255,12 @@ type client struct {
 	attempts []Attempt
 	ready    bool // had a write acknowledged
 	// own is the client's last acknowledged write of each register, with
-	// the X-Consistency-Token its answer carried.
-	own map[string]ownWrite
+	// the X-Consistency-Token its answer carried; lastToken is the token
+	// of its last acknowledged register write of all (every register is
+	// in one partition, so a copy holding it holds every own write
+	// before).
+	own       map[string]ownWrite
+	lastToken string
 }
 
 // ownWrite is a client's acknowledged write of a register.
@@ -326,21 +330,26 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 		// A state a majority holds, from any copy: never one a failover
 		// rolls back (History.MajorityReads).
 		w.read(ctx, cl, doc, ReadMajority)
-	default:
+	case r < 98:
 		w.read(ctx, cl, doc, ReadLocal)
+	default:
+		w.query(ctx, cl, ReadLocal)
 	}
 }
 
 // query reads the registers' collection with a query page of the read
-// concern (linearizable or majority) and records what it returned as a
-// read of that concern of each register of the current round the page
-// covers: its state, or absent (the earlier rounds' histories are left to
-// grow no more, so that porcupine checks each round's apart). A page
-// answers as a whole within its call and return, so each register's
-// state in a linearizable page must fit that register's history there
-// (not a snapshot of all of them at one instant, which the query does not
-// promise); a majority page's must be states that stayed
-// (History.MajorityReads). A failed query is not recorded.
+// concern and records what it returned as a read of that concern of each
+// register of the current round the page covers: its state, or absent
+// (the earlier rounds' histories are left to grow no more, so that
+// porcupine checks each round's apart). A page answers as a whole within
+// its call and return, so each register's state in a linearizable page
+// must fit that register's history there (not a snapshot of all of them
+// at one instant, which the query does not promise); a majority page's
+// must be states that stayed (History.MajorityReads). A local or
+// majority page sends the token of the client's last write of any
+// register, so each register's state in it is the client's own last
+// write of it or later (History.ReadYourWrites). A failed query is not
+// recorded.
 func (w *Workload) query(ctx context.Context, cl *client, concern ReadConcern) {
 	docs := w.Docs()
 	n := w.aim(cl, concern)
@@ -349,6 +358,10 @@ func (w *Workload) query(ctx context.Context, cl *client, concern ReadConcern) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	req.Header.Set("Authorization", "Bearer "+w.o.Token)
 	req.Header.Set("X-Read-Concern", string(concern))
+	withToken := concern != ReadLinearizable && cl.lastToken != ""
+	if withToken {
+		req.Header.Set("X-Consistency-Token", cl.lastToken)
+	}
 	call := w.now()
 	status, hdr, body, err := w.do(cl, n, req, readDeadline)
 	ret := w.now()
@@ -385,8 +398,11 @@ func (w *Workload) query(ctx context.Context, cl *client, concern ReadConcern) {
 		}
 		m := meta
 		m.id = int(w.nextID.Add(1))
-		w.record(porcupine.Operation{ClientId: cl.id, Input: regInput{Doc: doc, Kind: opRead, Concern: concern, Query: true},
-			Call: call, Output: got[doc], Return: ret, Metadata: &m}, true)
+		in := regInput{Doc: doc, Kind: opRead, Concern: concern, Query: true}
+		if own, ok := cl.own[doc]; ok && withToken {
+			in.Since, in.SinceValue, in.SinceDeleted = own.version, own.value, own.deleted
+		}
+		w.record(porcupine.Operation{ClientId: cl.id, Input: in, Call: call, Output: got[doc], Return: ret, Metadata: &m}, true)
 	}
 }
 
@@ -525,6 +541,7 @@ func (w *Workload) write(ctx context.Context, cl *client, in regInput) {
 	w.attempt(ctx, cl, time.Duration(call), time.Duration(ret), out.Outcome != resultUnknown)
 	if tok := hdr.Get("X-Consistency-Token"); out.Outcome == resultDone && tok != "" {
 		cl.own[in.Doc] = ownWrite{token: tok, version: out.Version, value: in.Value, deleted: in.Kind == opDelete}
+		cl.lastToken = tok
 	}
 	if out.Outcome == resultUnknown {
 		ret = -1 // pending: returns at the end of the history
@@ -770,10 +787,11 @@ func (h *History) Counts() string {
 		why = append(why, fmt.Sprintf("%s: %d", k, n))
 	}
 	sort.Strings(why)
-	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d deletes of absent registers, %d writes of unknown outcome (%s), %d linearizable reads, %d more from %d query pages, %d majority reads, %d more from %d query pages, and %d local reads",
+	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d deletes of absent registers, %d writes of unknown outcome (%s), %d linearizable reads, %d more from %d query pages, %d majority reads, %d more from %d query pages, and %d local reads, %d more from %d query pages",
 		h.DefiniteWrites, h.Deletes, h.Refused, h.Absent, h.UnknownWrites, strings.Join(why, ", "),
 		h.DefiniteReads[ReadLinearizable]-h.QueryReads[ReadLinearizable], h.QueryReads[ReadLinearizable], h.QueryPages[ReadLinearizable],
-		h.DefiniteReads[ReadMajority]-h.QueryReads[ReadMajority], h.QueryReads[ReadMajority], h.QueryPages[ReadMajority], h.DefiniteReads[ReadLocal])
+		h.DefiniteReads[ReadMajority]-h.QueryReads[ReadMajority], h.QueryReads[ReadMajority], h.QueryPages[ReadMajority],
+		h.DefiniteReads[ReadLocal]-h.QueryReads[ReadLocal], h.QueryReads[ReadLocal], h.QueryPages[ReadLocal])
 }
 
 // unknownReason classes why a write's outcome is unknown.
