@@ -318,7 +318,14 @@ func (h *History) checkContent(copies []KeyCopies, rolledBack map[string]bool) (
 	}
 	lists, writes := h.CheckLists(present), h.CheckW1(w1, rolledBack)
 	if copies == nil {
-		lists.Unread, lists.Lost = len(lists.Lost), nil
+		// A delete's 404 is a loss whatever the copies hold.
+		var lost []ListElem
+		for _, e := range lists.Lost {
+			if e.Delete == DeleteAbsent {
+				lost = append(lost, e)
+			}
+		}
+		lists.Unread, lists.Lost = len(lists.Lost)-len(lost), lost
 		writes.Unread, writes.Missing = len(writes.Missing), nil
 	}
 	return lists, writes

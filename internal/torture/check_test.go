@@ -138,6 +138,11 @@ func TestDeletedListElementsThatComeBackAreCaught(t *testing.T) {
 	if r := h.CheckLists(map[string]map[string]bool{"l0": {"e3": true, "e5": true, "e6": true, "e7": true}}); len(r.Resurrected) != 0 || len(r.Lost) != 1 {
 		t.Fatalf("lists: %+v, want only e5 lost (its delete's 404)", r)
 	}
+	// With no copy read, the rest is unread, but a delete's 404 is a loss
+	// whatever the copies hold.
+	if r, _ := h.checkContent(nil, nil); len(r.Lost) != 1 || r.Lost[0].ID != "e5" || r.Unread != 2 {
+		t.Fatalf("nothing read: lost %+v, %d unread; want e5 lost, e6 and e7 unread", r.Lost, r.Unread)
+	}
 }
 
 func TestW1WritesMissingAndNotRolledBackAreCaught(t *testing.T) {

@@ -53,6 +53,11 @@ func TestAListAppenderDeletesItsAcknowledgedElementsOnce(t *testing.T) {
 	}))
 	defer srv.Close()
 	w := NewWorkload([]Target{{ID: "n1", URL: srv.URL}}, WorkloadOptions{Token: "t", ListClients: 1, Seed: 3})
+	// The first appender appends in the registers' user when there is one
+	// (the partition the faults aim at), the others in users of their own.
+	if u, v := NewWorkload(nil, WorkloadOptions{RegisterUser: "r"}).listUser(0), w.listUser(1); u != "r" || v != "list-1" {
+		t.Fatalf("list users %q and %q, want r and list-1", u, v)
+	}
 	w.Start(context.Background())
 	select {
 	case <-enough:

@@ -167,11 +167,15 @@ func TestALocalOrMajorityQueryPageSendsTheTokenOfItsClientsLastWrite(t *testing.
 // and query pages go to it, and no other read; once the aim is cleared,
 // none.
 func TestMajorityReadsAimAtAnIsolatedMaster(t *testing.T) {
-	hits := map[string]map[string]int{} // node -> read concern -> reads
+	hits := map[string]map[string]int{}      // node -> read concern -> reads
+	tokenless := map[string]map[string]int{} // of them, those sent without a token
 	serve := func(id string) *httptest.Server {
-		hits[id] = map[string]int{}
+		hits[id], tokenless[id] = map[string]int{}, map[string]int{}
 		return httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			hits[id][r.Header.Get("X-Read-Concern")]++
+			if r.Header.Get("X-Consistency-Token") == "" {
+				tokenless[id][r.Header.Get("X-Read-Concern")]++
+			}
 			rw.Write([]byte(`{"v":"x","_version":4}`))
 		}))
 	}
@@ -179,7 +183,11 @@ func TestMajorityReadsAimAtAnIsolatedMaster(t *testing.T) {
 	defer n1.Close()
 	defer n2.Close()
 	w := NewWorkload([]Target{{ID: "n1", URL: n1.URL}, {ID: "n2", URL: n2.URL}}, WorkloadOptions{Token: "t", RegisterUser: "r"})
-	cl := &client{id: 1, rng: rand.New(rand.NewPCG(1, 1)), hc: &http.Client{Timeout: time.Second}, avoid: map[string]time.Time{}, own: map[string]ownWrite{}}
+	// The client wrote a1: its local and majority reads send a token, but
+	// for the aimed ones (the isolated master is behind its successor's
+	// tokens, and would answer 503 rather than what it holds).
+	cl := &client{id: 1, rng: rand.New(rand.NewPCG(1, 1)), hc: &http.Client{Timeout: time.Second}, avoid: map[string]time.Time{},
+		own: map[string]ownWrite{"a1": {token: "tok-4", version: 4, value: "x"}}, lastToken: "tok-4"}
 	ctx := context.Background()
 	// toN2 is how many of 400 reads (or query pages) of concern went to
 	// n2: about 300 when aimed at it, about 200 at random.
@@ -204,6 +212,10 @@ func TestMajorityReadsAimAtAnIsolatedMaster(t *testing.T) {
 	}
 	if l := toN2(ReadLocal, false); l >= half {
 		t.Fatalf("aimed at n2, %d of %d local reads went to it: only majority reads are aimed", l, n)
+	}
+	// About 400 aimed reads and pages, all without a token; none else.
+	if a := tokenless["n2"][string(ReadMajority)]; a < 300 || tokenless["n1"][string(ReadMajority)] > 0 || tokenless["n2"][string(ReadLocal)] > 0 {
+		t.Fatalf("reads without a token: %v; want about 400 majority ones at n2, none at n1, no local one", tokenless)
 	}
 	w.Aim("")
 	if m := toN2(ReadMajority, false); m >= half {

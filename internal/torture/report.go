@@ -63,7 +63,7 @@ type PurgeResult struct {
 	Retention  time.Duration // the nodes' TOMBSTONE_RETENTION; 0: their default (24h)
 	Read       int           // nodes whose /metrics were read
 	Tombstones int           // shoal_tombstones_purged_total, summed
-	FullCopies int           // shoal_replication_full_copies_total, summed
+	FullCopies int           // shoal_replication_full_copies_total, summed: behind a purge, or of a new store
 }
 
 func (p PurgeResult) row() string {
@@ -71,7 +71,7 @@ func (p PurgeResult) row() string {
 	if p.Retention == 0 {
 		retention = "the nodes' default (24h)"
 	}
-	return fmt.Sprintf("TOMBSTONE_RETENTION %s: %d tombstones purged, %d full copies started (summed over %d nodes' copies, since each node's last start)", retention, p.Tombstones, p.FullCopies, p.Read)
+	return fmt.Sprintf("TOMBSTONE_RETENTION %s: %d tombstones purged, %d full copies started (of a copy behind a purge or a new store; summed over %d nodes, since each one's last start)", retention, p.Tombstones, p.FullCopies, p.Read)
 }
 
 // LongestOutage is the longest write outage of the run, whatever the
@@ -188,7 +188,7 @@ func (r *Report) Table() string {
 	row("read-your-writes (tokens)", "%d local and majority reads checked, %d returned an older state", r.ReadYourWrites.Checked, len(r.ReadYourWrites.Broken))
 	row("majority reads never rolled back", "%d that found their register checked (query pages' included), %d returned a rolled-back state", r.MajorityReads.Checked, len(r.MajorityReads.Broken))
 	row("lost majority list elements", "%d of %d acknowledged (%d of unknown outcome, %d of them present)%s", len(r.Lists.Lost), r.Lists.Acked, r.Lists.Unknown, r.Lists.UnknownPresent, unread(r.Lists.Unread))
-	row("deleted list elements back", "%d of %d deleted (%d deletes of unknown outcome); %s", len(r.Lists.Resurrected), r.Lists.Deleted, r.Lists.DeleteUnknown, r.Purge.row())
+	row("deleted list elements back", "%d of %d deleted (%d deletes of unknown outcome)%s; %s", len(r.Lists.Resurrected), r.Lists.Deleted, r.Lists.DeleteUnknown, unread(r.Lists.Unread), r.Purge.row())
 	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost (%d of unknown outcome)%s", r.W1.Acked, r.W1.RolledBack, len(r.W1.Missing), r.W1.Unknown, unread(r.W1.Unread))
 	row("rolled back (all collections)", "%d document states", r.RolledBackDocs)
 	var docs []string

@@ -288,16 +288,28 @@ func (w *Workload) run(ctx context.Context, kind string, i int, cl *client) {
 			user := fmt.Sprintf("w1-u%d", cl.rng.IntN(w.o.W1Users))
 			w.w1Write(ctx, cl, user, fmt.Sprintf("k%d-%d", i, seq))
 		default:
-			if at, acked := w.listAppend(ctx, cl, fmt.Sprintf("list-%d", i), fmt.Sprintf("e%06d", seq)); acked {
+			if at, acked := w.listAppend(ctx, cl, w.listUser(i), fmt.Sprintf("e%06d", seq)); acked {
 				kept = append(kept, at)
 			}
-			if seq%listDeleteEvery == listDeleteEvery-1 && len(kept) > 0 && !w.stopping.Load() {
+			if seq%listDeleteEvery == listDeleteEvery-1 && len(kept) > 0 && !w.stopping.Load() && ctx.Err() == nil {
 				j := cl.rng.IntN(len(kept))
 				w.listDelete(ctx, cl, kept[j])
 				kept = slices.Delete(kept, j, j+1)
 			}
 		}
 	}
+}
+
+// listUser is list appender i's user. The first appends in the
+// registers' user (a collection of its own), so that the partition the
+// nemesis aims at holds list elements and their tombstones too: with
+// tombstones purged, a master cut off longer than TOMBSTONE_RETENTION
+// comes back having purged deletes its successor may not have.
+func (w *Workload) listUser(i int) string {
+	if i == 0 && w.o.RegisterUser != "" {
+		return w.o.RegisterUser
+	}
+	return fmt.Sprintf("list-%d", i)
 }
 
 func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
@@ -352,13 +364,15 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 // recorded.
 func (w *Workload) query(ctx context.Context, cl *client, concern ReadConcern) {
 	docs := w.Docs()
-	n := w.aim(cl, concern)
+	n, aimed := w.aim(cl, concern)
 	meta := opMeta{client: cl.id, asked: n.ID} // each read it makes gets an id of its own
 	url := n.URL + "/v1/users/" + w.o.RegisterUser + "/collections/" + registerColl + "/documents?limit=1000"
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	req.Header.Set("Authorization", "Bearer "+w.o.Token)
 	req.Header.Set("X-Read-Concern", string(concern))
-	withToken := concern != ReadLinearizable && cl.lastToken != ""
+	// An aimed page sends none: the isolated master is behind a token of
+	// its successor's, and would answer 503 instead of what it holds.
+	withToken := concern != ReadLinearizable && cl.lastToken != "" && !aimed
 	if withToken {
 		req.Header.Set("X-Consistency-Token", cl.lastToken)
 	}
@@ -409,11 +423,11 @@ func (w *Workload) query(ctx context.Context, cl *client, concern ReadConcern) {
 // aim picks the node a read of the concern goes to: for a majority read,
 // at random one time in two the node aimed at, if any (Aim); else any
 // (pick).
-func (w *Workload) aim(cl *client, concern ReadConcern) Target {
+func (w *Workload) aim(cl *client, concern ReadConcern) (n Target, aimed bool) {
 	if t := w.aimed.Load(); t != nil && concern == ReadMajority && cl.rng.IntN(2) == 0 {
-		return *t
+		return *t, true
 	}
-	return w.pick(cl)
+	return w.pick(cl), false
 }
 
 func (w *Workload) pick(cl *client) Target {
@@ -610,6 +624,7 @@ func (w *Workload) listDelete(ctx context.Context, cl *client, at int) {
 	case status == 204:
 		d = DeleteDone
 		w.nAcked.Add(1)
+	case status < 300: // no other success is ever answered: not counted either way
 	case status == 404 && notFound(answer):
 		d = DeleteAbsent
 	default: // refused before it was applied
@@ -644,13 +659,14 @@ func unsent(err error) bool {
 // read reads doc through a random node; a failed read is not recorded
 // (ok false): it returned nothing to check.
 func (w *Workload) read(ctx context.Context, cl *client, doc string, concern ReadConcern) (regOutput, bool) {
-	n := w.aim(cl, concern)
+	n, aimed := w.aim(cl, concern)
 	meta := &opMeta{id: int(w.nextID.Add(1)), client: cl.id, asked: n.ID}
 	req, _ := http.NewRequestWithContext(ctx, "GET", docURL(n, w.o.RegisterUser, registerColl, doc), nil)
 	req.Header.Set("Authorization", "Bearer "+w.o.Token)
 	req.Header.Set("X-Read-Concern", string(concern))
 	in := regInput{Doc: doc, Kind: opRead, Concern: concern}
-	if own, ok := cl.own[doc]; ok && concern != ReadLinearizable {
+	// An aimed read sends no token (as an aimed page).
+	if own, ok := cl.own[doc]; ok && concern != ReadLinearizable && !aimed {
 		// Read your writes: the copy that answers holds this client's
 		// last write of the register, or a later state (a linearizable
 		// read promises more).
