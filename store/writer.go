@@ -484,7 +484,9 @@ func (w *Writer) handleAlone(p *partition, r *request) {
 // committed, so that no commit is in flight or can start until resume is
 // called: an orderly handoff of the partition's lease needs the history to
 // stand still while the last changes ship. Writes submitted meanwhile wait
-// in the queue. resume must be called (it is idempotent).
+// in the queue. resume must be called (it is idempotent). A context that
+// ends first, or as the pause is reached, fails it and lets the writer
+// go on.
 func (w *Writer) Pause(ctx context.Context, partition int) (resume func(), err error) {
 	pz := &pause{paused: make(chan struct{}), resume: make(chan struct{})}
 	if err := w.enqueue(ctx, w.parts[partition], &request{pause: pz, done: make(chan struct{})}); err != nil {
@@ -494,11 +496,15 @@ func (w *Writer) Pause(ctx context.Context, partition int) (resume func(), err e
 	resume = func() { once.Do(func() { close(pz.resume) }) }
 	select {
 	case <-pz.paused:
-		return resume, nil
+		if ctx.Err() == nil {
+			return resume, nil
+		}
+		// Reached as the context ended (both ready, select picks at
+		// random): the context wins, always.
 	case <-ctx.Done():
-		resume() // the pause may still be reached: let it pass at once
-		return nil, ctx.Err()
 	}
+	resume() // the pause may still be reached: let it pass at once
+	return nil, ctx.Err()
 }
 
 // collect takes first and whatever else is already queued, up to MaxBatch ops.

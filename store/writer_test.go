@@ -253,7 +253,9 @@ func TestWriterFencesALeaseOlderThanTheHistory(t *testing.T) {
 func TestPauseHoldsAPartitionStill(t *testing.T) {
 	s := openTestStore(t)
 	w := NewWriter(s, 2, WriterOptions{CacheBytes: 1 << 20})
-	defer w.Close(context.Background())
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelClose()
+	defer w.Close(closeCtx) // bounded: a pause left held by a failure would stop it for good
 	ctx := context.Background()
 	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "before", Mutate: put(map[string]any{"a": int64(1)})}); r.Err != nil {
 		t.Fatal(r.Err)
@@ -467,5 +469,32 @@ func withAndWithoutCache(t *testing.T, test func(t *testing.T, s *Store, w *Writ
 			}
 			test(t, s, w)
 		})
+	}
+}
+
+// A pause asked for with a context that has already ended fails, and
+// leaves the partition's writes going, even when the partition's writer
+// reaches it at once: it used to succeed then, at random (CI hung on
+// TestPauseHoldsAPartitionStill, whose pause was left held).
+func TestAPauseWhoseContextEndedFails(t *testing.T) {
+	s := openTestStore(t)
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelClose()
+	defer w.Close(closeCtx) // bounded: a pause left held would stop it for good
+	ctx := context.Background()
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "a", Mutate: put(map[string]any{})}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	for i := range 5000 {
+		if resume, err := w.Pause(ended, 0); err == nil {
+			resume()
+			t.Fatalf("try %d: a pause whose context had ended succeeded", i)
+		}
+	}
+	if r := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: "b", Mutate: put(map[string]any{})}); r.Err != nil {
+		t.Fatal(r.Err)
 	}
 }
