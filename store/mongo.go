@@ -187,7 +187,11 @@ func (m *mongoEngine) Last(ctx context.Context, partition int) (record.Position,
 	return docs[0].Pos, nil
 }
 
-// commit writes a batch of document states in one ordered bulk write,
+// maxBulkStatements is the most writes Commit sends in one bulk write
+// (see there).
+const maxBulkStatements = 64
+
+// commit writes a batch of document states in ordered bulk writes,
 // retrying while the store is busy. Retries turn inserts into upserts, so a
 // batch that was partly applied before a failure is applied exactly once.
 func (m *mongoEngine) Commit(ctx context.Context, partition int, writes []engine.Write) error {
@@ -210,8 +214,21 @@ func (m *mongoEngine) Commit(ctx context.Context, partition int, writes []engine
 			}
 		}
 		err := m.s.timed("commit", func() error {
-			_, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
-			return err
+			// In pieces: FerretDB 1.24 holds one pooled SQLite connection
+			// per statement of an update command until the command ends,
+			// and an update of 100 statements or more (its pool's size)
+			// waited for a connection for good, and every other
+			// operation on that database behind it. A bulk write is not
+			// atomic on MongoDB either; pieces in order are the same
+			// write.
+			for len(models) > 0 {
+				n := min(len(models), maxBulkStatements)
+				if _, err := coll.BulkWrite(ctx, models[:n], options.BulkWrite().SetOrdered(true)); err != nil {
+					return err
+				}
+				models = models[n:]
+			}
+			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("%w: committing %d changes to partition %d: %w", ErrUnavailable, len(writes), partition, err)

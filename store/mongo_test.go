@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/shoal-db/shoal/internal/storetest"
+	"github.com/shoal-db/shoal/store/engine"
 	"github.com/shoal-db/shoal/store/engine/enginetest"
 )
 
@@ -150,4 +152,33 @@ func TestOpeningAMongoStoreWritesToItsJournalAtOnce(t *testing.T) {
 		}
 	}
 	t.Fatalf("opening an existing store sent no journaled write: %d commands", len(sent()))
+}
+
+// A commit of more replacements than FerretDB's connection pool holds
+// (100) completes: FerretDB 1.24 keeps a pooled SQLite connection for
+// every statement of an update command until the command ends, so one
+// update of 100 statements or more waited for a connection for good, and
+// every other operation on that database with it (the fault suite's seed
+// 2755: a node's store took no write for minutes). The engine sends its
+// bulk writes in pieces.
+func TestACommitOfManyReplacementsCompletesOnFerretDB(t *testing.T) {
+	s := openMongoStore(t)
+	eng := s.docs.(*mongoEngine)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Each statement holds its connection only when it finds the document
+	// it replaces: the documents exist first.
+	for _, version := range []int64{1, 2} {
+		writes := make([]engine.Write, 150)
+		for i := range writes {
+			d := doc(fmt.Sprintf("d%03d", i), 1, uint64(i+1), version, false)
+			writes[i] = engine.Write{Doc: d} // replacements (upserts), as a retry or a copied chunk sends
+		}
+		if err := eng.Commit(ctx, 0, writes); err != nil {
+			t.Fatalf("committing 150 replacements (version %d): %v", version, err)
+		}
+	}
+	if n, err := eng.CountAfter(ctx, 0, Position{}); err != nil || n != 150 {
+		t.Fatalf("%d documents stored (%v), want 150", n, err)
+	}
 }
