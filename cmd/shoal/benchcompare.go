@@ -292,16 +292,9 @@ func reportBusiest(w io.Writer, cpu serverCPU, r phaseResult, urls []string, wha
 func cpuSeconds(hc *http.Client, urls []string) (perServer []float64, ok bool) {
 	for _, u := range urls {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(u, "/")+"/metrics", nil)
-		resp, err := hc.Do(req)
-		if err != nil {
-			cancel()
-			return nil, false
-		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-		resp.Body.Close()
+		body, err := metrictext.Get(ctx, hc, u)
 		cancel()
-		if err != nil || resp.StatusCode != http.StatusOK {
+		if err != nil {
 			return nil, false
 		}
 		v, found := metrictext.Value(body, "process_cpu_seconds_total")

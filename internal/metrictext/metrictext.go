@@ -4,9 +4,33 @@
 package metrictext
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 )
+
+// Get reads the exposition a server serves at its /metrics (url is the
+// server's base URL), at most 8 MiB; an answer other than 200 is an
+// error.
+func Get(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(url, "/")+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s/metrics answered %d", strings.TrimSuffix(url, "/"), resp.StatusCode)
+	}
+	return body, err
+}
 
 // Value reads the unlabelled sample of name; ok is false when there is
 // none, or its value does not parse.

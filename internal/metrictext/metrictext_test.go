@@ -1,6 +1,11 @@
 package metrictext
 
-import "testing"
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
 
 // The unlabelled sample of the name, as etcd and Shoal serve it, not a
 // longer name that starts with it nor a comment; a line with no value (a
@@ -17,5 +22,27 @@ func TestValueReadsTheUnlabelledSample(t *testing.T) {
 		if v, ok := Value([]byte(bad), "process_cpu_seconds_total"); ok {
 			t.Errorf("%q: read %v, want no reading", bad, v)
 		}
+	}
+}
+
+// Get reads a server's /metrics whole, and an answer other than 200 is
+// an error, not an exposition.
+func TestGetReadsMetricsAndRefusesOtherAnswers(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			t.Errorf("asked %s", r.URL.Path)
+		}
+		w.WriteHeader(status)
+		w.Write([]byte("process_cpu_seconds_total 1.5\n"))
+	}))
+	defer srv.Close()
+	body, err := Get(context.Background(), srv.Client(), srv.URL+"/")
+	if v, ok := Value(body, "process_cpu_seconds_total"); err != nil || !ok || v != 1.5 {
+		t.Fatalf("read %q (%v): %v %v", body, err, v, ok)
+	}
+	status = http.StatusServiceUnavailable
+	if _, err := Get(context.Background(), srv.Client(), srv.URL); err == nil {
+		t.Fatal("a 503 was read as metrics")
 	}
 }

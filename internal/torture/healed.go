@@ -176,7 +176,7 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 func (c Healed) purgeCounters(ctx context.Context) (read, tombstones, fullCopies int) {
 	for _, n := range c.Nodes {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		text, err := getText(rctx, c.hc(), n.URL+"/metrics")
+		text, err := metrictext.Get(rctx, c.hc(), n.URL)
 		cancel()
 		if err != nil {
 			c.logf("reading %s's metrics: %v", n.ID, err)
@@ -191,25 +191,6 @@ func (c Healed) purgeCounters(ctx context.Context) (read, tombstones, fullCopies
 		read, tombstones, fullCopies = read+1, tombstones+int(p), fullCopies+int(f)
 	}
 	return read, tombstones, fullCopies
-}
-
-// getText reads url's answer whole (at most 8 MiB); an answer other
-// than 200 is an error.
-func getText(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return body, err
 }
 
 // keepEvidence writes porcupine's visualization of the registers' history
