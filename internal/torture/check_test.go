@@ -303,6 +303,27 @@ func TestSummaryAddsUpRunsAndKeepsTheWorst(t *testing.T) {
 	}
 }
 
+// A run whose copies could not be read reports its acknowledged elements
+// and w=1 writes as unread, neither present nor lost; the summary of
+// several runs says so too, or "0 of N lost" reads as N checked (seed 2755
+// of batch b2751: 3,554 list elements unread, in its own table only).
+func TestASummarySaysHowManyWritesWereNotRead(t *testing.T) {
+	var sum Summary
+	sum.Add(&Report{Seed: 1, Lists: ListResult{Acked: 10, Unread: 7}, W1: W1Result{Acked: 5, Unread: 3}})
+	sum.Add(&Report{Seed: 2, Lists: ListResult{Acked: 4, Unread: 2}, W1: W1Result{Acked: 2}})
+	tab := sum.Table()
+	for _, want := range []string{"0 of 14 acknowledged; 9 UNREAD", "0 silently lost; 3 UNREAD"} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("the table does not say %q:\n%s", want, tab)
+		}
+	}
+	sum = Summary{}
+	sum.Add(&Report{Seed: 3, Lists: ListResult{Acked: 4}, W1: W1Result{Acked: 2}})
+	if tab := sum.Table(); strings.Contains(tab, "UNREAD") {
+		t.Errorf("runs that read every copy are reported with unread writes:\n%s", tab)
+	}
+}
+
 // An outage the workload's stop cut short ends at the stop: seed 22 of a
 // netns run reported a kill-master outage of 34 s, "not recovered", that
 // ran on through the checks after the workload stopped.

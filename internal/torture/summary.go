@@ -25,6 +25,7 @@ type Summary struct {
 	MajorityReadsChecked             int
 	MajorityReadsBroken              int
 	ListAcked, W1Acked, W1RolledBack int
+	ListUnread, W1Unread             int // acknowledged, but no copy could be read to look for them
 	RolledBackDocs                   int
 	Checked                          int // register operations porcupine checked
 	Linearizable                     int // runs whose registers were linearizable
@@ -66,6 +67,8 @@ func (s *Summary) Add(r *Report) {
 	s.ListAcked += r.Lists.Acked
 	s.W1Acked += r.W1.Acked
 	s.W1RolledBack += r.W1.RolledBack
+	s.ListUnread += r.Lists.Unread
+	s.W1Unread += r.W1.Unread
 	s.RolledBackDocs += r.RolledBackDocs
 	s.Checked += r.Registers.Checked
 	if r.Registers.Result == porcupine.Ok && r.Registers.Checked > 0 {
@@ -99,9 +102,9 @@ func (s *Summary) Table() string {
 	row("lost majority register writes", "%d", s.LostRegister)
 	row("read-your-writes (tokens)", "%d local and majority reads checked, %d returned an older state", s.ReadYourWritesChecked, s.ReadYourWritesBroken)
 	row("majority reads never rolled back", "%d that found their register checked (query pages' included), %d returned a rolled-back state", s.MajorityReadsChecked, s.MajorityReadsBroken)
-	row("lost majority list elements", "%d of %d acknowledged", s.LostList, s.ListAcked)
+	row("lost majority list elements", "%d of %d acknowledged%s", s.LostList, s.ListAcked, unread(s.ListUnread))
 	row("deleted list elements back", "%d of %d deleted; %d tombstones purged, %d full copies started (counted since each node's last start)", s.ListResurrected, s.ListDeleted, s.TombstonesPurged, s.FullCopies)
-	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost", s.W1Acked, s.W1RolledBack, s.SilentW1)
+	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost%s", s.W1Acked, s.W1RolledBack, s.SilentW1, unread(s.W1Unread))
 	row("rolled back (all collections)", "%d document states", s.RolledBackDocs)
 	row("linearizable (porcupine)", "%d of %d runs (%d operations checked)", s.Linearizable, s.Runs, s.Checked)
 	row("slowest convergence", "%s (seed %d)", s.WorstConvergence.Round(time.Millisecond), s.WorstConvergenceSeed)
