@@ -57,6 +57,23 @@ func (m *mongoEngine) Each(ctx context.Context, partition int, scope engine.Scop
 	return m.each(ctx, "scan_each", partition, filter, opts, scanBatchBytes, fn)
 }
 
+// cursorCloseTimeout bounds closing a cursor whose caller's context has
+// ended.
+const cursorCloseTimeout = 5 * time.Second
+
+// closeCursor closes cur on the server, even when ctx has ended (a caller
+// that went away, a timeout): the driver sends no killCursors with a
+// context that has ended, and the cursor stayed open on the server, on
+// MongoDB until its idle timeout (10 minutes), on FerretDB 1.24 holding
+// one of its 100 pooled SQLite connections for as long as the node's
+// connection lived. Enough of those left the store unable to take a
+// write.
+func closeCursor(ctx context.Context, cur *mongo.Cursor) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cursorCloseTimeout)
+	defer cancel()
+	cur.Close(ctx)
+}
+
 // ensureAllIndexes creates the rollback collection's indexes; a
 // partition's are created before it is first read at start (Last, which
 // Writer.LoadAll asks of every partition that exists) or written.
@@ -122,7 +139,7 @@ func (m *mongoEngine) each(ctx context.Context, op string, partition int, filter
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
-		defer cur.Close(ctx)
+		defer closeCursor(ctx, cur)
 		var n, size int64
 		for cur.Next(ctx) {
 			if batchBytes > 0 {
@@ -161,7 +178,7 @@ func (m *mongoEngine) Collections(ctx context.Context, partition int, user strin
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
-		defer cur.Close(ctx)
+		defer closeCursor(ctx, cur)
 		for cur.Next(ctx) {
 			name, _ := cur.Current.Lookup("_id").StringValueOK()
 			out = append(out, engine.CollectionCount{Name: name, Count: rawInt(cur.Current.Lookup("n"))})
@@ -187,8 +204,9 @@ func (m *mongoEngine) Last(ctx context.Context, partition int) (record.Position,
 	return docs[0].Pos, nil
 }
 
-// maxBulkStatements is the most writes Commit sends in one bulk write
-// (see there).
+// maxBulkStatements is the most writes Commit sends in one bulk write,
+// and the most statements of write commands in flight at once, all
+// partitions together (see there).
 const maxBulkStatements = 64
 
 // commit writes a batch of document states in ordered bulk writes,
@@ -214,16 +232,23 @@ func (m *mongoEngine) Commit(ctx context.Context, partition int, writes []engine
 			}
 		}
 		err := m.s.timed("commit", func() error {
-			// In pieces: FerretDB 1.24 holds one pooled SQLite connection
-			// per statement of an update command until the command ends,
-			// and an update of 100 statements or more (its pool's size)
-			// waited for a connection for good, and every other
-			// operation on that database behind it. A bulk write is not
-			// atomic on MongoDB either; pieces in order are the same
-			// write.
+			// In pieces, and no more statements in flight than one
+			// piece holds, across partitions: FerretDB 1.24 holds one
+			// pooled SQLite connection per statement of an update
+			// command until the command ends, and an update of 100
+			// statements or more (its pool's size), or twelve updates
+			// at once of 40, waited for connections for good, and every
+			// other operation on that database behind them. A bulk write
+			// is not atomic on MongoDB either; pieces in order are the
+			// same write.
 			for len(models) > 0 {
 				n := min(len(models), maxBulkStatements)
-				if _, err := coll.BulkWrite(ctx, models[:n], options.BulkWrite().SetOrdered(true)); err != nil {
+				if err := m.s.statements.Acquire(ctx, int64(n)); err != nil {
+					return err
+				}
+				_, err := coll.BulkWrite(ctx, models[:n], options.BulkWrite().SetOrdered(true))
+				m.s.statements.Release(int64(n))
+				if err != nil {
 					return err
 				}
 				models = models[n:]

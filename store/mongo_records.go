@@ -320,7 +320,7 @@ func (m *mongoEngine) Rollbacks(ctx context.Context, limit int) ([]RolledBack, e
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
-		defer cur.Close(ctx)
+		defer closeCursor(ctx, cur)
 		for cur.Next(ctx) {
 			var r RolledBack
 			if err := cur.Decode(&r); err != nil {
@@ -347,12 +347,18 @@ func (m *mongoEngine) LoadRecords(ctx context.Context) (map[int]appliedDoc, erro
 	for cur.Next(ctx) {
 		var d appliedDoc
 		if err := cur.Decode(&d); err != nil {
-			cur.Close(ctx)
+			closeCursor(ctx, cur)
 			return nil, err
 		}
 		out[d.Partition] = d
 	}
-	cur.Close(ctx)
+	err = cur.Err()
+	closeCursor(ctx, cur)
+	if err != nil {
+		// Some records unread: the positions the rest claim are not this
+		// node's.
+		return nil, fmt.Errorf("%w: reading applied positions: %v", ErrUnavailable, err)
+	}
 	var entries []appliedEntry
 	for _, name := range appliedCollections {
 		cur, err := m.s.db.Collection(name).Find(ctx, bson.D{})
@@ -362,12 +368,16 @@ func (m *mongoEngine) LoadRecords(ctx context.Context) (map[int]appliedDoc, erro
 		for cur.Next(ctx) {
 			var e appliedEntry
 			if err := cur.Decode(&e); err != nil {
-				cur.Close(ctx)
+				closeCursor(ctx, cur)
 				return nil, err
 			}
 			entries = append(entries, e)
 		}
-		cur.Close(ctx)
+		err = cur.Err()
+		closeCursor(ctx, cur)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading the applied log: %v", ErrUnavailable, err)
+		}
 	}
 	// Oldest first, across both collections.
 	slices.SortFunc(entries, func(a, b appliedEntry) int { return int(a.Seq - b.Seq) })

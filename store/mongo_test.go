@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -180,5 +181,84 @@ func TestACommitOfManyReplacementsCompletesOnFerretDB(t *testing.T) {
 	}
 	if n, err := eng.CountAfter(ctx, 0, Position{}); err != nil || n != 150 {
 		t.Fatalf("%d documents stored (%v), want 150", n, err)
+	}
+}
+
+// A scan whose context ends while its cursor is open closes the cursor on
+// the server all the same. The driver sends no killCursors with a context
+// that has ended, so the cursor stayed open on the server (on MongoDB until
+// its idle timeout; on FerretDB 1.24 holding one of its 100 pooled SQLite
+// connections for as long as the node's connection lives), and a node
+// whose scans were cut short often enough took no write at all.
+func TestAScanCutShortClosesItsCursor(t *testing.T) {
+	s := openMongoStore(t)
+	eng := s.docs.(*mongoEngine)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	writes := make([]engine.Write, 40)
+	for i := range writes {
+		writes[i] = engine.Write{Doc: doc(fmt.Sprintf("d%03d", i), 1, uint64(i+1), 1, false), Insert: true}
+	}
+	if err := eng.Commit(ctx, 0, writes); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 150 {
+		scanCtx, stop := context.WithCancel(ctx)
+		n := 0
+		err := eng.Each(scanCtx, 0, engine.Scope{User: "u"}, func(*Doc) error {
+			if n++; n == scanFirstBatch {
+				stop() // the caller went away with the first batch read
+			}
+			return nil
+		})
+		stop()
+		if err == nil {
+			t.Fatalf("scan %d: read all %d documents after its context ended", i, n)
+		}
+	}
+	d := doc("after", 1, 41, 1, false)
+	if err := eng.Commit(ctx, 0, []engine.Write{{Doc: d, Insert: true}}); err != nil {
+		t.Fatalf("a write after 150 scans cut short: %v", err)
+	}
+}
+
+// Commits of replacements to many partitions at once complete on FerretDB.
+// Each statement of an update command holds one of FerretDB's 100 pooled
+// SQLite connections until the command ends (see the test above), so
+// twelve commands at once (of the engine's sixteen write slots) of forty
+// replacements each waited for connections each other held, for good. The
+// likely cause of the fault suite's seed 2753, where a node's store took
+// no write from 3 s after its FerretDB came back (its partitions' writers
+// had queued changes meanwhile, and committed them at once).
+func TestConcurrentCommitsOfReplacementsCompleteOnFerretDB(t *testing.T) {
+	s := openMongoStore(t)
+	eng := s.docs.(*mongoEngine)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const partitions, perCommit = 12, 40
+	commitAll := func(version int64) error {
+		errs := make(chan error, partitions)
+		for p := range partitions {
+			go func() {
+				writes := make([]engine.Write, perCommit)
+				for i := range writes {
+					writes[i] = engine.Write{Doc: doc(fmt.Sprintf("d%03d", i), 1, uint64(i+1)+uint64(version)*perCommit, version, false)}
+				}
+				errs <- eng.Commit(ctx, p, writes)
+			}()
+		}
+		var err error
+		for range partitions {
+			err = errors.Join(err, <-errs)
+		}
+		return err
+	}
+	// The first round creates the documents; the second replaces them,
+	// and a statement holds its connection only when it finds the
+	// document it replaces.
+	for version := range int64(2) {
+		if err := commitAll(version + 1); err != nil {
+			t.Fatalf("committing %d replacements to each of %d partitions at once (version %d): %v", perCommit, partitions, version+1, err)
+		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/shoal-db/shoal/store/engine"
 	"github.com/shoal-db/shoal/store/pebbleengine"
@@ -90,6 +91,13 @@ type Store struct {
 	// waiting happens here, with no deadline of its own, and partitions
 	// queue more changes into their next batch meanwhile.
 	writeSlots chan struct{}
+	// statements bounds the statements of the mongo engine's write
+	// commands in flight, all commands together, to maxBulkStatements
+	// (see Commit): FerretDB 1.24 holds one of its 100 pooled SQLite
+	// connections per statement of an update command until the command
+	// ends, so commands of many partitions at once could hold them all
+	// and wait for each other's for good.
+	statements *semaphore.Weighted
 
 	closeEngine func() error // the embedded engine's Close
 	closeOnce   sync.Once
@@ -145,6 +153,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	slots := 16
 	s.writeSlots = make(chan struct{}, slots)
+	s.statements = semaphore.NewWeighted(maxBulkStatements)
 	co, err := mongoClientOptions(s.uri)
 	if err != nil {
 		return nil, err
