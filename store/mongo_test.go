@@ -233,7 +233,9 @@ func TestAScanCutShortClosesItsCursor(t *testing.T) {
 func TestConcurrentCommitsOfReplacementsCompleteOnFerretDB(t *testing.T) {
 	s := openMongoStore(t)
 	eng := s.docs.(*mongoEngine)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Under -race the two rounds take about 20 s; a stall holds until
+	// the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const partitions, perCommit = 12, 40
 	commitAll := func(version int64) error {
