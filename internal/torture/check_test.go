@@ -312,7 +312,7 @@ func TestASummarySaysHowManyWritesWereNotRead(t *testing.T) {
 	sum.Add(&Report{Seed: 1, Lists: ListResult{Acked: 10, Unread: 7}, W1: W1Result{Acked: 5, Unread: 3}})
 	sum.Add(&Report{Seed: 2, Lists: ListResult{Acked: 4, Unread: 2}, W1: W1Result{Acked: 2}})
 	tab := sum.Table()
-	for _, want := range []string{"0 of 14 acknowledged; 9 UNREAD", "0 silently lost; 3 UNREAD"} {
+	for _, want := range []string{"0 of 14 acknowledged; 9 UNREAD", "0 of 0 deleted; 9 UNREAD", "0 silently lost; 3 UNREAD"} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("the table does not say %q:\n%s", want, tab)
 		}

@@ -103,7 +103,7 @@ func (s *Summary) Table() string {
 	row("read-your-writes (tokens)", "%d local and majority reads checked, %d returned an older state", s.ReadYourWritesChecked, s.ReadYourWritesBroken)
 	row("majority reads never rolled back", "%d that found their register checked (query pages' included), %d returned a rolled-back state", s.MajorityReadsChecked, s.MajorityReadsBroken)
 	row("lost majority list elements", "%d of %d acknowledged%s", s.LostList, s.ListAcked, unread(s.ListUnread))
-	row("deleted list elements back", "%d of %d deleted; %d tombstones purged, %d full copies started (counted since each node's last start)", s.ListResurrected, s.ListDeleted, s.TombstonesPurged, s.FullCopies)
+	row("deleted list elements back", "%d of %d deleted%s; %d tombstones purged, %d full copies started (counted since each node's last start)", s.ListResurrected, s.ListDeleted, unread(s.ListUnread), s.TombstonesPurged, s.FullCopies)
 	row("w=1 writes", "%d acknowledged, %d rolled back, %d silently lost%s", s.W1Acked, s.W1RolledBack, s.SilentW1, unread(s.W1Unread))
 	row("rolled back (all collections)", "%d document states", s.RolledBackDocs)
 	row("linearizable (porcupine)", "%d of %d runs (%d operations checked)", s.Linearizable, s.Runs, s.Checked)
