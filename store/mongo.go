@@ -57,8 +57,8 @@ func (m *mongoEngine) Each(ctx context.Context, partition int, scope engine.Scop
 	return m.each(ctx, "scan_each", partition, filter, opts, scanBatchBytes, fn)
 }
 
-// cursorCloseTimeout bounds closing a cursor whose caller's context has
-// ended.
+// cursorCloseTimeout bounds closing a cursor, in place of the caller's
+// context (see closeCursor).
 const cursorCloseTimeout = 5 * time.Second
 
 // closeCursor closes cur on the server, even when ctx has ended (a caller

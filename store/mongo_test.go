@@ -264,3 +264,44 @@ func TestConcurrentCommitsOfReplacementsCompleteOnFerretDB(t *testing.T) {
 		}
 	}
 }
+
+// Reading the partitions' records at start fails when the read is cut
+// between two batches of its cursor, rather than handing back the records
+// read so far as all of them: the node would claim the older positions
+// they hold as its own.
+func TestRecordsCutShortAreNotLoaded(t *testing.T) {
+	ctx := context.Background()
+	m := storetest.Start(t)
+	s, err := Open(ctx, Options{URI: m.URI, Database: "shoal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	// More log entries than a cursor's first batch (101): reading them
+	// all takes a getMore.
+	const entries = 150
+	var all []appliedDoc
+	for i := 1; i <= entries; i++ {
+		d := appliedDoc{Partition: i % 3, Epoch: 2, Seq: uint64(i), Seen: 2}
+		all = append(all, d)
+		if err := s.records.SaveRecords(ctx, []appliedDoc{d}, func() []appliedDoc { return all }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut, err := Open(ctx, Options{URI: m.Cutting(t, func(cmd bson.Raw) bool { return cmd.Index(0).Key() == "getMore" }), Database: "shoal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cut.Close(ctx)
+	recs, err := cut.records.LoadRecords(ctx)
+	if err == nil {
+		for p := range 3 {
+			if want := uint64(entries - (entries-p)%3); recs[p].Seq != want {
+				t.Errorf("partition %d: loaded 2.%d from a read cut short, stored 2.%d", p, recs[p].Seq, want)
+			}
+		}
+	}
+	if err == nil || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a read of the records cut between two batches: %v, want the store unavailable", err)
+	}
+}

@@ -18,6 +18,35 @@ import (
 // stops when the test ends.
 func (m *Mongo) Recording(t testing.TB) (uri string, sent func() []bson.Raw) {
 	t.Helper()
+	var mu sync.Mutex
+	var cmds []bson.Raw
+	uri = m.proxy(t, func(doc bson.Raw) bool {
+		mu.Lock()
+		cmds = append(cmds, doc)
+		mu.Unlock()
+		return true
+	})
+	return uri, func() []bson.Raw {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]bson.Raw(nil), cmds...)
+	}
+}
+
+// Cutting starts a proxy in front of m that cuts the connection a command
+// comes on, instead of passing it on, when cut says so (a link cut in the
+// middle of a conversation: a cursor's getMore, say), and returns its
+// URI. The proxy stops when the test ends.
+func (m *Mongo) Cutting(t testing.TB, cut func(cmd bson.Raw) bool) string {
+	t.Helper()
+	return m.proxy(t, func(doc bson.Raw) bool { return !cut(doc) })
+}
+
+// proxy starts a proxy in front of m that hands the command document of
+// every message a client sends to pass, which says whether to pass it on
+// (false: the connection is closed), and returns its URI.
+func (m *Mongo) proxy(t testing.TB, pass func(bson.Raw) bool) string {
+	t.Helper()
 	u, err := url.Parse(m.URI)
 	if err != nil {
 		t.Fatal(err)
@@ -28,15 +57,9 @@ func (m *Mongo) Recording(t testing.TB) (uri string, sent func() []bson.Raw) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var cmds []bson.Raw
 	var conns sync.WaitGroup
 	var open []net.Conn
 	closed := false
-	record := func(doc bson.Raw) {
-		mu.Lock()
-		cmds = append(cmds, doc)
-		mu.Unlock()
-	}
 	conns.Add(1)
 	go func() {
 		defer conns.Done()
@@ -61,7 +84,7 @@ func (m *Mongo) Recording(t testing.TB) (uri string, sent func() []bson.Raw) {
 			conns.Add(2)
 			mu.Unlock()
 			go func() { defer conns.Done(); io.Copy(c, s); c.Close() }()
-			go func() { defer conns.Done(); copyMessages(s, c, record); s.Close() }()
+			go func() { defer conns.Done(); copyMessages(s, c, pass); s.Close() }()
 		}
 	}()
 	t.Cleanup(func() {
@@ -74,19 +97,16 @@ func (m *Mongo) Recording(t testing.TB) (uri string, sent func() []bson.Raw) {
 		mu.Unlock()
 		conns.Wait()
 	})
-	return "mongodb://" + l.Addr().String() + "/", func() []bson.Raw {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]bson.Raw(nil), cmds...)
-	}
+	return "mongodb://" + l.Addr().String() + "/"
 }
 
 // opMsg is the wire protocol's OP_MSG opcode.
 const opMsg = 2013
 
 // copyMessages copies wire-protocol messages from src to dst, handing the
-// command document (section 0) of every OP_MSG to record.
-func copyMessages(dst io.Writer, src io.Reader, record func(bson.Raw)) {
+// command document (section 0) of every OP_MSG to pass, and stops at the
+// first it does not pass.
+func copyMessages(dst io.Writer, src io.Reader, pass func(bson.Raw) bool) {
 	for {
 		var head [16]byte
 		if _, err := io.ReadFull(src, head[:]); err != nil {
@@ -108,8 +128,8 @@ func copyMessages(dst io.Writer, src io.Reader, record func(bson.Raw)) {
 				if size < 5 || 1+size > len(b) {
 					break
 				}
-				if kind == 0 {
-					record(bson.Raw(append([]byte(nil), b[1:1+size]...)))
+				if kind == 0 && !pass(bson.Raw(append([]byte(nil), b[1:1+size]...))) {
+					return
 				}
 				b = b[1+size:]
 			}
