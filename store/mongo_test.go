@@ -272,11 +272,7 @@ func TestConcurrentCommitsOfReplacementsCompleteOnFerretDB(t *testing.T) {
 func TestRecordsCutShortAreNotLoaded(t *testing.T) {
 	ctx := context.Background()
 	m := storetest.Start(t)
-	s, err := Open(ctx, Options{URI: m.URI, Database: "shoal"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s := openMongoAt(t, m.URI)
 	// More log entries than a cursor's first batch (101): reading them
 	// all takes a getMore.
 	const entries = 150
@@ -288,11 +284,7 @@ func TestRecordsCutShortAreNotLoaded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cut, err := Open(ctx, Options{URI: m.Cutting(t, func(cmd bson.Raw) bool { return cmd.Index(0).Key() == "getMore" }), Database: "shoal"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cut.Close(ctx)
+	cut := openMongoAt(t, m.Cutting(t, func(cmd bson.Raw) bool { return cmd.Index(0).Key() == "getMore" }))
 	recs, err := cut.records.LoadRecords(ctx)
 	if err == nil {
 		for p := range 3 {

@@ -29,8 +29,15 @@ func openTestStore(t *testing.T) *Store {
 // URI: the mongo engine.
 func openMongoStore(t *testing.T) *Store {
 	t.Helper()
+	return openMongoAt(t, storetest.Start(t).URI)
+}
+
+// openMongoAt opens a store on the MongoDB at uri, database "shoal", until
+// the test ends.
+func openMongoAt(t *testing.T, uri string) *Store {
+	t.Helper()
 	ctx := context.Background()
-	s, err := Open(ctx, Options{URI: storetest.Start(t).URI, Database: "shoal"})
+	s, err := Open(ctx, Options{URI: uri, Database: "shoal"})
 	if err != nil {
 		t.Fatal(err)
 	}
