@@ -103,7 +103,8 @@ func TestPurgeRemovesOnlyOldTombstones(t *testing.T) {
 
 // As a master: the horizon is durable, a purged delete's position is never
 // handed out again, even after a restart, and a document created again
-// after its tombstone is gone starts at version 1.
+// after its tombstone is gone starts at its position's sequence number,
+// above every version it had (an old If-Match cannot match it).
 func TestHorizonSurvivesARestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -144,8 +145,12 @@ func TestHorizonSurvivesARestart(t *testing.T) {
 		t.Fatal("after a restart, a partition whose only tombstone was purged is taken to hold one")
 	}
 	res := w2.Do(ctx, Op{Partition: 2, User: "u", Coll: "c", ID: "b", Mutate: put(map[string]any{"again": true})})
-	if res.Err != nil || res.Doc.Version != 1 || res.Doc.Pos.Compare(del.Doc.Pos) <= 0 {
-		t.Fatalf("b created again: %+v %v, want version 1 after %v", res.Doc, res.Err, del.Doc.Pos)
+	if res.Err != nil || res.Doc.Pos.Compare(del.Doc.Pos) <= 0 || res.Doc.Version != int64(res.Doc.Pos.Seq) || res.Doc.Version <= del.Doc.Version {
+		t.Fatalf("b created again: %+v %v, want it after %v at the version of its sequence number, above its tombstone's v%d", res.Doc, res.Err, del.Doc.Pos, del.Doc.Version)
+	}
+	// A document that has a state goes on from it.
+	if a := w2.Do(ctx, Op{Partition: 2, User: "u", Coll: "c", ID: "a", Mutate: put(map[string]any{"more": true})}); a.Err != nil || a.Doc.Version != 2 {
+		t.Fatalf("a changed: %+v %v, want version 2", a.Doc, a.Err)
 	}
 	// The applied record written by the purge kept the rest of the record.
 	if _, seen, err := s2.Applied(ctx, 2); err != nil || seen != 0 {
@@ -276,6 +281,32 @@ func TestFullCopyChunksReplaceTheirKeyRange(t *testing.T) {
 	}
 	if p, _, err := s.Applied(ctx, 0); err != nil || p != target {
 		t.Fatalf("stored applied %v %v", p, err)
+	}
+}
+
+// A replica that took a full copy holds none of the tombstones its master
+// purged; promoted, it creates a document at its position's sequence
+// number, above any version the key had, as the master that purged them
+// would: the horizon it adopted with the copy says tombstones may be gone.
+func TestANewMasterCreatesAboveTheHorizonItsFullCopyBrought(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{Epoch: 3})
+	defer w.Close(ctx)
+	horizon := Position{Epoch: 2, Seq: 8}
+	full := Batch{Partition: 0, Epoch: 2, Full: true, UpTo: Position{Epoch: 2, Seq: 9}, Horizon: horizon,
+		Docs: []*Doc{doc("a", 2, 9, 4, false)}}
+	if r := w.Apply(ctx, full); r.Err != nil {
+		t.Fatalf("full copy: %+v", r)
+	}
+	for _, c := range []struct {
+		id   string
+		want int64
+	}{{"gone", 10}, {"a", 5}} {
+		res := w.Do(ctx, Op{Partition: 0, User: "u", Coll: "c", ID: c.id, Mutate: put(map[string]any{"x": 1})})
+		if res.Err != nil || res.Doc.Version != c.want {
+			t.Fatalf("%s written by the new master: %+v %v, want version %d", c.id, res.Doc, res.Err, c.want)
+		}
 	}
 }
 

@@ -532,6 +532,23 @@ type staged struct {
 	insert bool // the store holds no record of the key before this batch
 }
 
+// firstVersion is the version a key the partition holds no state of
+// starts at when written at position pos: 1, or, once tombstones may have
+// been purged (a horizon: this node purged some, or took a full copy from
+// a master that had), pos's sequence number. The key may be one whose
+// tombstone went. No version of a key is above the sequence number of the
+// position that wrote it (a key's versions are written at ever later
+// positions of one history, whose sequence numbers only grow, and a carry
+// keeps a version at a later position still), so a document made again
+// starts above every version it had: an If-Match or ETag of the old
+// document never matches the new one, however long ago it was deleted.
+func firstVersion(horizon, pos Position) int64 {
+	if horizon == (Position{}) {
+		return 1
+	}
+	return int64(pos.Seq)
+}
+
 func (w *Writer) process(p *partition, batch []*request) {
 	if n := len(batch); batch[n-1].alone() {
 		batch = batch[:n-1] // handled by handle, after this group
@@ -593,11 +610,11 @@ func (w *Writer) process(p *partition, batch []*request) {
 				r.results[i].Err = err
 				continue
 			}
-			version := int64(1)
+			pos.Seq++
+			version := firstVersion(p.horizon, pos)
 			if st.doc != nil {
 				version = st.doc.Version + 1
 			}
-			pos.Seq++
 			d := &Doc{Key: key, User: op.User, Coll: op.Coll, ID: op.ID, Version: version,
 				Pos: pos, Deleted: next.Delete, Updated: now, Size: next.Size, New: st.doc == nil}
 			if !next.Delete {

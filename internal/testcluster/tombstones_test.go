@@ -18,7 +18,7 @@ import (
 // from it): once the link heals it gets a full copy and ends holding
 // exactly the master's documents, at the same versions, none of the deleted
 // ones. A document created again after its tombstone was purged starts
-// again at version 1.
+// above every version it had: an If-Match of the old document is refused.
 func TestAReplicaBehindTheTombstoneHorizonGetsAFullCopy(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.TombstoneRetention(200*time.Millisecond))
 	token := testnode.AdminToken(t)
@@ -61,8 +61,15 @@ func TestAReplicaBehindTheTombstoneHorizonGetsAFullCopy(t *testing.T) {
 	if got := c.Node(replica).Applied(p); got.Compare(horizon) >= 0 {
 		t.Fatalf("the replica is at %s, not behind the horizon %s: the test proves nothing", got, horizon)
 	}
-	if v := do("PUT", "d10", `{"again":true}`, 201)["_version"]; v != float64(1) {
-		t.Fatalf("d10 created again after its tombstone was purged has version %v, want 1", v)
+	// d10 was created at version 1 and deleted at 2.
+	again := do("PUT", "d10", `{"again":true}`, 201)["_version"].(float64)
+	if again <= 2 {
+		t.Fatalf("d10 created again after its tombstone was purged has version %v, want above 2", again)
+	}
+	for _, old := range []string{`"1"`, `"2"`} {
+		if r := cl.Do("PUT", base+"d10", `{"stale":true}`, "If-Match", old); r.Status != 412 {
+			t.Fatalf("PUT d10 with If-Match %s of the deleted document: %d %s, want 412", old, r.Status, r.Body)
+		}
 	}
 
 	c.Faults.HealAll()

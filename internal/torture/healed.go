@@ -160,6 +160,7 @@ func (c Healed) Check(ctx context.Context, rep *Report, h *History, healed time.
 	}
 	rep.Ops["register writes done"] = h.DefiniteWrites
 	rep.Ops["register deletes done"] = h.Deletes
+	rep.Ops["register puts made above the next version"] = h.MadeHigher
 	rep.Ops["register writes unknown"] = h.UnknownWrites
 	rep.Ops["compare-and-sets or -deletes refused"] = h.Refused
 	rep.Ops["deletes of absent registers"] = h.Absent

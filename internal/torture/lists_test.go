@@ -95,11 +95,11 @@ func TestAListAppenderDeletesItsAcknowledgedElementsOnce(t *testing.T) {
 	}
 }
 
-// With a TOMBSTONE_RETENTION shorter than the run, the registers do no
-// compare-and-deletes (a register made again after its tombstone's purge
-// starts at version 1, which the model cannot follow); otherwise they do.
-func TestNoRegisterDeletesSendsNone(t *testing.T) {
-	for _, noDeletes := range []bool{false, true} {
+// The registers do compare-and-deletes whether or not the nodes purge
+// tombstones (a register made again after its tombstone's purge starts
+// higher, which the model follows), and the history says which it was.
+func TestTheRegistersDeleteWhetherOrNotTombstonesArePurged(t *testing.T) {
+	for _, purged := range []bool{false, true} {
 		var mu sync.Mutex
 		requests, deletes := 0, 0
 		enough := make(chan struct{})
@@ -120,7 +120,7 @@ func TestNoRegisterDeletesSendsNone(t *testing.T) {
 				rw.Write([]byte(`{"_id":"a1","v":"x","_version":1,"documents":[]}`))
 			}
 		}))
-		w := NewWorkload([]Target{{ID: "n1", URL: srv.URL}}, WorkloadOptions{Token: "t", RegisterUser: "r", RegisterClients: 1, Seed: 5, NoRegisterDeletes: noDeletes})
+		w := NewWorkload([]Target{{ID: "n1", URL: srv.URL}}, WorkloadOptions{Token: "t", RegisterUser: "r", RegisterClients: 1, Seed: 5, TombstonesPurged: purged})
 		w.Start(context.Background())
 		select {
 		case <-enough:
@@ -129,8 +129,11 @@ func TestNoRegisterDeletesSendsNone(t *testing.T) {
 		}
 		w.Stop()
 		srv.Close()
-		if noDeletes && deletes > 0 || !noDeletes && deletes == 0 {
-			t.Errorf("NoRegisterDeletes %v: %d deletes in %d requests", noDeletes, deletes, requests)
+		if deletes == 0 {
+			t.Errorf("TombstonesPurged %v: no delete in %d requests", purged, requests)
+		}
+		if h := w.History(); h.TombstonesPurged != purged {
+			t.Errorf("TombstonesPurged %v: the history says %v", purged, h.TombstonesPurged)
 		}
 	}
 }

@@ -15,8 +15,11 @@ import (
 // with If-Match) makes it absent at the next version on the same
 // condition (404 when it is absent), and a read returns the value and
 // version or 404. Versions go on through a delete (its tombstone holds
-// the next one; the suite's runs are far shorter than
-// TOMBSTONE_RETENTION, after which a document made again starts at 1).
+// the next one). In a run whose nodes purge tombstones
+// (TOMBSTONE_RETENTION shorter than the run), a put on an absent register
+// may make it at any higher version: a node starts a key it holds no
+// state of at the sequence number of the write's position once it has
+// purged tombstones (store.firstVersion), above every version the key had.
 
 type opKind int
 
@@ -71,6 +74,16 @@ type regState struct {
 	Exists  bool
 	Value   string
 	Version int64
+	// AtLeast says Version is a lower bound: a write of unknown outcome
+	// made the register again, in a run that purges tombstones, at a
+	// version no answer told. The next operation that names a version
+	// fixes it.
+	AtLeast bool
+}
+
+// is reports whether the register can be at version v.
+func (s regState) is(v int64) bool {
+	return s.Version == v || s.AtLeast && v >= s.Version
 }
 
 // opMeta is an operation's details for the log and the visualization.
@@ -97,37 +110,52 @@ func (m *opMeta) String() string {
 	return s
 }
 
-func stepRegister(st, in, out any) (bool, any) {
-	s, i, o := st.(regState), in.(regInput), out.(regOutput)
-	switch i.Kind {
-	case opRead:
-		if !o.Found {
-			return !s.Exists, s
-		}
-		return s.Exists && s.Value == o.Value && s.Version == o.Version, s
-	case opPut:
-		next := regState{Exists: true, Value: i.Value, Version: s.Version + 1}
-		return o.Outcome == resultUnknown || o.Version == next.Version, next
-	default: // opCAS, opDelete: on the condition of If-Match
-		match := s.Exists && s.Version == i.Expect
-		// A delete's next state is absent at the next version (its Value
-		// is empty).
-		next := regState{Exists: i.Kind == opCAS, Value: i.Value, Version: s.Version + 1}
-		switch o.Outcome {
-		case resultAbsent: // a delete's 404, answered before If-Match is compared
-			return i.Kind == opDelete && !s.Exists, s
-		case resultRefused:
-			if i.Kind == opDelete {
-				return s.Exists && !match, s
+// stepRegister is the model's step; purges says the run purges
+// tombstones (a put on an absent register may make it at any higher
+// version).
+func stepRegister(purges bool) func(st, in, out any) (bool, any) {
+	return func(st, in, out any) (bool, any) {
+		s, i, o := st.(regState), in.(regInput), out.(regOutput)
+		switch i.Kind {
+		case opRead:
+			if !o.Found {
+				return !s.Exists, s
 			}
-			return !match, s
-		case resultDone:
-			return match && o.Version == next.Version, next
-		default:
-			if match {
+			return s.Exists && s.Value == o.Value && s.is(o.Version), regState{Exists: true, Value: o.Value, Version: o.Version}
+		case opPut:
+			next := regState{Exists: true, Value: i.Value, Version: s.Version + 1, AtLeast: s.AtLeast || purges && !s.Exists}
+			switch {
+			case o.Outcome == resultUnknown:
 				return true, next
+			case next.AtLeast:
+				next.Version, next.AtLeast = o.Version, false
+				return o.Version >= s.Version+1, next
 			}
-			return true, s
+			return o.Version == next.Version, next
+		default: // opCAS, opDelete: on the condition of If-Match
+			match := s.Exists && s.is(i.Expect)
+			// A delete's next state is absent at the next version (its Value
+			// is empty).
+			next := regState{Exists: i.Kind == opCAS, Value: i.Value, Version: i.Expect + 1}
+			switch o.Outcome {
+			case resultAbsent: // a delete's 404, answered before If-Match is compared
+				return i.Kind == opDelete && !s.Exists, s
+			case resultRefused:
+				// At a version only bounded, a refusal may be right whatever
+				// it named.
+				mismatch := !match || s.AtLeast
+				if i.Kind == opDelete {
+					return s.Exists && mismatch, s
+				}
+				return mismatch, s
+			case resultDone:
+				return match && o.Version == next.Version, next
+			default:
+				if match {
+					return true, next
+				}
+				return true, s
+			}
 		}
 	}
 }
@@ -171,11 +199,15 @@ func describeState(st any) string {
 	if !s.Exists {
 		return "absent"
 	}
+	if s.AtLeast {
+		return fmt.Sprintf("%q at v%d or later", s.Value, s.Version)
+	}
 	return fmt.Sprintf("%q v%d", s.Value, s.Version)
 }
 
-// registerModel checks each of docs (in this order) as its own partition.
-func registerModel(docs []string) porcupine.Model {
+// registerModel checks each of docs (in this order) as its own partition;
+// purges says the run purges tombstones.
+func registerModel(docs []string, purges bool) porcupine.Model {
 	return porcupine.Model{
 		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
 			by := map[string][]porcupine.Operation{}
@@ -190,7 +222,7 @@ func registerModel(docs []string) porcupine.Model {
 			return out
 		},
 		Init:                      func() any { return regState{} },
-		Step:                      stepRegister,
+		Step:                      stepRegister(purges),
 		DescribeOperation:         describeOp,
 		DescribeState:             describeState,
 		DescribeOperationMetadata: func(m any) string { return m.(*opMeta).String() },
@@ -213,7 +245,7 @@ func blockingOp(model porcupine.Model, doc string, ops []porcupine.Operation, pa
 	var st any = regState{}
 	for _, op := range longest {
 		in[op.Metadata.(*opMeta).id] = true
-		_, st = stepRegister(st, op.Input, op.Output)
+		_, st = model.Step(st, op.Input, op.Output)
 	}
 	var rest []porcupine.Operation
 	for _, op := range ops {

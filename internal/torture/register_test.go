@@ -78,19 +78,113 @@ func TestRegisterHistoryChecker(t *testing.T) {
 		// tombstone at v2 only the unknown put can have made it again.
 		{"an unknown write a refused delete needs is kept", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 0, "y", 0), op(5, 6, regInput{Doc: "a", Kind: opDelete, Expect: 1}, regOutput{Outcome: resultRefused})}, porcupine.Ok, 0, ""},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			ops, dropped := reduce(c.ops)
-			res := porcupine.CheckOperations(registerModel([]string{"a"}), ops)
-			if want := c.want == porcupine.Ok; res != want || dropped != c.dropped {
-				t.Fatalf("linearizable %v with %d left out, want %v with %d", res, dropped, want, c.dropped)
-			}
-			if full := porcupine.CheckOperations(registerModel([]string{"a"}), c.ops); full != res {
-				t.Fatalf("reduce changed the verdict: %v on the whole history, %v once reduced", full, res)
-			}
-			found := strings.Join(anomalies(ops), "\n")
-			if (c.anomaly == "") != (found == "") || !strings.Contains(found, c.anomaly) {
-				t.Fatalf("anomalies %q, want one about %q", found, c.anomaly)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkHistory(t, c.ops, c.want, c.dropped, c.anomaly, false) })
+	}
+}
+
+// checkHistory checks ops with the register model (purges: the run
+// purges tombstones), reduced and whole, and their anomalies: the
+// verdict must be want, with dropped operations left out, and the
+// anomalies must name anomaly ("": none).
+func checkHistory(t *testing.T, ops []porcupine.Operation, want porcupine.CheckResult, dropped int, anomaly string, purges bool) {
+	t.Helper()
+	reduced, n := reduce(ops)
+	res := porcupine.CheckOperations(registerModel([]string{"a"}, purges), reduced)
+	if w := want == porcupine.Ok; res != w || n != dropped {
+		t.Fatalf("linearizable %v with %d left out, want %v with %d", res, n, w, dropped)
+	}
+	if full := porcupine.CheckOperations(registerModel([]string{"a"}, purges), ops); full != res {
+		t.Fatalf("reduce changed the verdict: %v on the whole history, %v once reduced", full, res)
+	}
+	found := strings.Join(anomalies(reduced), "\n")
+	if (anomaly == "") != (found == "") || !strings.Contains(found, anomaly) {
+		t.Fatalf("anomalies %q, want one about %q", found, anomaly)
+	}
+}
+
+// In a run whose nodes purge tombstones, a register made again (or made
+// first) may start at any version above its last, and goes on by one from
+// there; without purges it goes on by one through its tombstone.
+func TestRegisterHistoryCheckerWithPurges(t *testing.T) {
+	const end = 100
+	id := 0
+	op := func(call, ret int64, in regInput, out regOutput) porcupine.Operation {
+		id++
+		return porcupine.Operation{ClientId: id % 3, Input: in, Call: call, Output: out, Return: ret, Metadata: &opMeta{id: id, asked: "n"}}
+	}
+	put := func(call, ret int64, v string, version int64) porcupine.Operation {
+		if version == 0 {
+			return op(call, end, regInput{Doc: "a", Kind: opPut, Value: v}, regOutput{Outcome: resultUnknown})
+		}
+		return op(call, ret, regInput{Doc: "a", Kind: opPut, Value: v}, regOutput{Outcome: resultDone, Version: version})
+	}
+	read := func(call, ret int64, v string, version int64) porcupine.Operation {
+		return op(call, ret, regInput{Doc: "a", Kind: opRead, Concern: ReadLinearizable}, regOutput{Outcome: resultDone, Found: v != "", Value: v, Version: version})
+	}
+	refused := func(call, ret int64, expect int64) porcupine.Operation {
+		return op(call, ret, regInput{Doc: "a", Kind: opCAS, Value: fmt.Sprint("cas", call), Expect: expect}, regOutput{Outcome: resultRefused})
+	}
+	del := func(call, ret int64, expect int64, o outcome) porcupine.Operation {
+		out := regOutput{Outcome: o}
+		switch o {
+		case resultDone:
+			out.Version = expect + 1
+		case resultUnknown:
+			ret = end
+		}
+		return op(call, ret, regInput{Doc: "a", Kind: opDelete, Expect: expect}, out)
+	}
+	for _, c := range []struct {
+		name    string
+		ops     []porcupine.Operation
+		want    porcupine.CheckResult
+		dropped int
+		anomaly string
+		purges  bool
+	}{
+		// Tombstones purged: a register made again (or made first) may
+		// start at any version above its last, and goes on by one.
+		{"made again above its tombstone", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 5, "y", 9), read(6, 7, "y", 9), put(8, 9, "z", 10)}, porcupine.Ok, 0, "", true},
+		{"made again above its tombstone, with no purges", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 5, "y", 9)}, porcupine.Illegal, 0, "", false},
+		{"made first above 1", []porcupine.Operation{put(0, 1, "x", 7), read(2, 3, "x", 7)}, porcupine.Ok, 0, "", true},
+		{"made again at its tombstone's version", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 5, "y", 2)}, porcupine.Illegal, 0, "sharing a version", true},
+		{"an update that does not go on by one", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 5, "y", 9), put(6, 7, "z", 11)}, porcupine.Illegal, 0, "", true},
+		// The unknown put made the register again at a version only the
+		// read tells; the compare-and-set and the delete go on from it.
+		{"an unknown re-creation, its version read later", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 0, "y", 0), read(5, 6, "y", 9),
+			op(7, 8, regInput{Doc: "a", Kind: opCAS, Value: "z", Expect: 9}, regOutput{Outcome: resultDone, Version: 10}), refused(9, 10, 1), del(11, 12, 10, resultDone), read(13, 14, "", 0)}, porcupine.Ok, 0, "", true},
+		{"an unknown re-creation read below its tombstone", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 0, "y", 0), read(5, 6, "y", 2)}, porcupine.Illegal, 0, "rolled-back", true},
+		{"an unknown re-creation, then a put", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 0, "y", 0), read(5, 6, "y", 5), put(7, 8, "z", 6), read(9, 10, "z", 6)}, porcupine.Ok, 0, "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) { checkHistory(t, c.ops, c.want, c.dropped, c.anomaly, c.purges) })
+	}
+}
+
+// madeHigher counts the puts that skipped versions no write of unknown
+// outcome can account for.
+func TestMadeHigherCountsPutsAboveTheNextVersion(t *testing.T) {
+	op := func(in regInput, out regOutput) porcupine.Operation {
+		return porcupine.Operation{Input: in, Output: out, Metadata: &opMeta{}}
+	}
+	put := func(doc string, version int64) porcupine.Operation {
+		if version == 0 {
+			return op(regInput{Doc: doc, Kind: opPut, Value: "u"}, regOutput{Outcome: resultUnknown})
+		}
+		return op(regInput{Doc: doc, Kind: opPut, Value: fmt.Sprint(version)}, regOutput{Outcome: resultDone, Version: version})
+	}
+	deleted := op(regInput{Doc: "a", Kind: opDelete, Expect: 1}, regOutput{Outcome: resultDone, Version: 2})
+	for _, c := range []struct {
+		name string
+		ops  []porcupine.Operation
+		want int
+	}{
+		{"by one", []porcupine.Operation{put("a", 1), put("a", 2), deleted, put("a", 3)}, 0},
+		{"made again above its tombstone", []porcupine.Operation{put("a", 1), deleted, put("a", 9)}, 1},
+		{"a gap an unknown write fills", []porcupine.Operation{put("a", 1), put("a", 0), put("a", 3)}, 0},
+		{"made first above 1", []porcupine.Operation{put("a", 7), put("b", 1)}, 1},
+	} {
+		if got := madeHigher(c.ops); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
 	}
 }

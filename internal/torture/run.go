@@ -59,8 +59,8 @@ type Config struct {
 	// default, 24h, which no run reaches). Shorter than the run, the
 	// nodes purge tombstones under the faults: the list appenders' deleted
 	// elements must stay gone, and a replica behind a purge gets a full
-	// copy. The registers then do no compare-and-deletes
-	// (WorkloadOptions.NoRegisterDeletes).
+	// copy; a register deleted and made again may start at any higher
+	// version (WorkloadOptions.TombstonesPurged).
 	TombstoneRetention time.Duration
 }
 
@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	sub := max(1, cfg.Clients/2)
 	r.w = NewWorkload(targets, WorkloadOptions{Token: c.Token, RegisterUser: cfg.registerUser(),
-		RegisterClients: cfg.Clients, W1Clients: sub, ListClients: sub, Seed: cfg.Seed, Dial: c.Dial, NoRegisterDeletes: cfg.TombstoneRetention > 0})
+		RegisterClients: cfg.Clients, W1Clients: sub, ListClients: sub, Seed: cfg.Seed, Dial: c.Dial, TombstonesPurged: cfg.TombstoneRetention > 0})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.w.Start(wctx)

@@ -44,11 +44,10 @@ type WorkloadOptions struct {
 	// deletes one of its acknowledged elements, at random, with a
 	// majority delete).
 	RegisterClients, W1Clients, ListClients int
-	// NoRegisterDeletes leaves the registers' compare-and-deletes out (puts
-	// take their share): with a TOMBSTONE_RETENTION shorter than a run, a
-	// register deleted and made again after its tombstone's purge starts
-	// at version 1 again, which the register model cannot follow.
-	NoRegisterDeletes bool
+	// TombstonesPurged says the nodes purge tombstones during the run
+	// (TOMBSTONE_RETENTION shorter than it): a register made again may
+	// start at any higher version (History.TombstonesPurged).
+	TombstonesPurged bool
 	// W1Users is how many users the w=1 keys are spread over (default 4).
 	W1Users int
 	// Seed seeds the clients' choices.
@@ -324,8 +323,6 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 		if o, ok := w.read(ctx, cl, doc, ReadLinearizable); ok && o.Found {
 			w.write(ctx, cl, regInput{Doc: doc, Kind: opCAS, Value: value, Expect: o.Version})
 		}
-	case r < 55 && w.o.NoRegisterDeletes:
-		w.write(ctx, cl, regInput{Doc: doc, Kind: opPut, Value: value})
 	case r < 55:
 		// Compare-and-delete, likewise: the register is absent until a put
 		// makes it again, at the version after its tombstone's.
@@ -739,8 +736,18 @@ func (w *Workload) do(cl *client, n Target, req *http.Request, timeout time.Dura
 
 // History is what the clients did, once they stopped.
 type History struct {
-	RegisterUser   string
-	Docs           []string
+	RegisterUser string
+	Docs         []string
+	// TombstonesPurged says the nodes purged tombstones during the run: a
+	// register made again may start at any version above its last (the
+	// register model allows it).
+	TombstonesPurged bool
+	// MadeHigher counts the acknowledged puts that made their register at
+	// a version further above the register's next lower version seen in
+	// the history than its writes of unknown outcome could fill: made
+	// (again) above the next version, as a node does once it purged
+	// tombstones.
+	MadeHigher     int
 	ops            []porcupine.Operation
 	marks          []porcupine.Annotation
 	Notes          []string
@@ -763,7 +770,7 @@ type History struct {
 func (w *Workload) History() *History {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	h := &History{RegisterUser: w.o.RegisterUser, Docs: slices.Clone(w.all), marks: slices.Clone(w.marks), Notes: slices.Clone(w.notes), end: w.now() + 1,
+	h := &History{RegisterUser: w.o.RegisterUser, TombstonesPurged: w.o.TombstonesPurged, Docs: slices.Clone(w.all), marks: slices.Clone(w.marks), Notes: slices.Clone(w.notes), end: w.now() + 1,
 		DefiniteReads: map[ReadConcern]int{}, UnknownWhy: map[string]int{}, W1: slices.Clone(w.w1), List: slices.Clone(w.list), Attempts: slices.Clone(w.attempts)}
 	sort.Slice(h.Attempts, func(i, j int) bool { return h.Attempts[i].Call < h.Attempts[j].Call })
 	h.QueryPages, h.QueryReads = maps.Clone(w.queryPages), map[ReadConcern]int{}
@@ -793,7 +800,43 @@ func (w *Workload) History() *History {
 			}
 		}
 	}
+	h.MadeHigher = madeHigher(h.ops)
 	return h
+}
+
+// madeHigher counts the acknowledged puts of ops at a version more than
+// one above their register's next lower version that ops show (an
+// acknowledged write's or a read's; 0 if none), beyond what the
+// register's writes of unknown outcome could fill (one version each).
+func madeHigher(ops []porcupine.Operation) int {
+	seen := map[string][]int64{} // doc -> versions shown
+	unknown := map[string]int64{}
+	for _, op := range ops {
+		in, out := op.Input.(regInput), op.Output.(regOutput)
+		switch {
+		case in.Kind == opRead && out.Found, in.Kind != opRead && out.Outcome == resultDone:
+			seen[in.Doc] = append(seen[in.Doc], out.Version)
+		case in.Kind != opRead && out.Outcome == resultUnknown:
+			unknown[in.Doc]++
+		}
+	}
+	n := 0
+	for _, op := range ops {
+		in, out := op.Input.(regInput), op.Output.(regOutput)
+		if in.Kind != opPut || out.Outcome != resultDone {
+			continue
+		}
+		var below int64
+		for _, v := range seen[in.Doc] {
+			if v < out.Version {
+				below = max(below, v)
+			}
+		}
+		if out.Version-below > 1+unknown[in.Doc] {
+			n++
+		}
+	}
+	return n
 }
 
 // Counts sums the register history up.
@@ -803,8 +846,8 @@ func (h *History) Counts() string {
 		why = append(why, fmt.Sprintf("%s: %d", k, n))
 	}
 	sort.Strings(why)
-	return fmt.Sprintf("%d writes done (%d of them deletes), %d compare-and-sets or -deletes refused, %d deletes of absent registers, %d writes of unknown outcome (%s), %d linearizable reads, %d more from %d query pages, %d majority reads, %d more from %d query pages, and %d local reads, %d more from %d query pages",
-		h.DefiniteWrites, h.Deletes, h.Refused, h.Absent, h.UnknownWrites, strings.Join(why, ", "),
+	return fmt.Sprintf("%d writes done (%d of them deletes, %d puts made above the next version), %d compare-and-sets or -deletes refused, %d deletes of absent registers, %d writes of unknown outcome (%s), %d linearizable reads, %d more from %d query pages, %d majority reads, %d more from %d query pages, and %d local reads, %d more from %d query pages",
+		h.DefiniteWrites, h.Deletes, h.MadeHigher, h.Refused, h.Absent, h.UnknownWrites, strings.Join(why, ", "),
 		h.DefiniteReads[ReadLinearizable]-h.QueryReads[ReadLinearizable], h.QueryReads[ReadLinearizable], h.QueryPages[ReadLinearizable],
 		h.DefiniteReads[ReadMajority]-h.QueryReads[ReadMajority], h.QueryReads[ReadMajority], h.QueryPages[ReadMajority],
 		h.DefiniteReads[ReadLocal]-h.QueryReads[ReadLocal], h.QueryReads[ReadLocal], h.QueryPages[ReadLocal])
