@@ -22,7 +22,8 @@ const restoreChunk = 50
 // history up to agreed, the position it answered its history agrees with
 // this master's up to (which may be before this master's epoch start: its
 // history may have left the replica's in an earlier tenure); catch-up
-// follows from there.
+// follows from there. Each batch carries this master's tombstone horizon,
+// which the replica takes before it removes the absent keys.
 func (s *Shipper) restore(d *dest, p int, agreed record.Position, keys []string) error {
 	epoch, master := s.cfg.Mastership.Epoch(p)
 	if !master {
@@ -41,6 +42,10 @@ func (s *Shipper) restore(d *dest, p int, agreed record.Position, keys []string)
 		if len(b.Docs) == 0 && len(b.Absent) == 0 {
 			return nil
 		}
+		// An absent key may be one whose tombstone this master purged:
+		// the replica takes the horizon, read after the keys were (a
+		// purge raises it before it removes a tombstone), with them.
+		b.Horizon = s.horizon(p)
 		err := s.send(d, Request{Batches: []WireBatch{ToWire(b)}})
 		next()
 		return err

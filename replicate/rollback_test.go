@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -72,5 +73,53 @@ func TestARestoreLeavesTheReplicaAtTheAgreementPoint(t *testing.T) {
 	// It follows the master's chain now.
 	if got, want := pr.replica.Epochs(0, 4), pr.master.Epochs(0, 4); !slices.Equal(got, want) {
 		t.Fatalf("the replica's chain %v, the master's %v", got, want)
+	}
+}
+
+// A restore removes the keys its master holds nothing of, which may be
+// keys whose tombstones the master purged: the replica must take the
+// master's horizon with them, or it holds neither the tombstone nor a
+// horizon that says one is gone. Promoted, it would then make the key
+// again at version 1 (an old If-Match would match it), and catch a copy
+// behind the purge up change by change, which never removes the key.
+// Here the master's history deleted k at 1.3 and purged the tombstone
+// (horizon 1.3); the replica, master at epoch 1 before, made k again at
+// 1.5, which never left it. The catch-up after the restore starts at
+// 1.4, past the horizon, so no full copy brings it either.
+func TestARestoreGivesTheReplicaTheMastersHorizon(t *testing.T) {
+	holding := false
+	pr := newPairWith(t, pairOptions{tenures: true, lease: func(int) (uint64, bool) { return 2, holding }})
+	ctx := context.Background()
+	chain1 := []store.EpochStart{{Epoch: 1}}
+	tomb := stored("k", pos(1, 3))
+	tomb.Version, tomb.Deleted, tomb.Body = 3, true, nil
+	if r := pr.master.Apply(ctx, store.Batch{Partition: 0, Epoch: 1, Epochs: chain1, UpTo: pos(1, 4),
+		Docs: []*store.Doc{tomb, stored("z", pos(1, 4))}}); r.Err != nil {
+		t.Fatalf("master: %+v", r)
+	}
+	if n, err := pr.master.PurgeTombstones(ctx, time.Now()); err != nil || n != 1 {
+		t.Fatalf("the master purged %d tombstones: %v", n, err)
+	}
+	again := stored("k", pos(1, 5))
+	again.Version = 4
+	if r := pr.replica.Apply(ctx, store.Batch{Partition: 0, Epoch: 1, Epochs: chain1, UpTo: pos(1, 5),
+		Docs: []*store.Doc{stored("z", pos(1, 4)), again}}); r.Err != nil {
+		t.Fatalf("replica: %+v", r)
+	}
+	holding = true
+	pr.write(t, "c", false) // the first write of epoch 2, from 1.4
+	pr.waitReplicated(t)
+
+	pr.mu.Lock()
+	restores := len(pr.restores)
+	pr.mu.Unlock()
+	if restores == 0 {
+		t.Fatal("no restore was sent: k was not rolled back")
+	}
+	if _, err := pr.replica.Get(ctx, 0, store.DocKey("u", "c", "k")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("k on the replica after the restore: %v", err)
+	}
+	if h := pr.replica.Horizon(0); h.Compare(pos(1, 3)) < 0 {
+		t.Fatalf("the replica's horizon is %s after a restore removed k, whose tombstone its master purged at 1.3", h)
 	}
 }

@@ -487,3 +487,52 @@ func TestATombstoneDatedBefore1970IsDue(t *testing.T) {
 		})
 	}
 }
+
+// A restore removes a key its master holds nothing of. When the master's
+// history that deleted it (and purged the tombstone) is abandoned in turn,
+// the key's older state, in the history both shared, is gone from this
+// copy too, with nothing left to find it by: no state of the key to roll
+// back, and no tombstone. The horizon the copy took with the restore is
+// what tells the next master's first batch that this copy holds less than
+// the history it claims: it asks for a full copy. Before, it took the
+// batch and went on without k for good.
+//
+// Here k (1.1) and z (1.2) are shared; this node, master at epoch 1, made
+// k again at 1.3, which never left it. The master of epoch 2 (from 1.2)
+// deleted k at 2.4 and purged the tombstone, and restored this copy: k
+// absent. It then died; the master of epoch 3 started from 1.2, with k
+// at 1.1.
+func TestACopyThatRemovedAPurgedKeyAsksTheNextMasterForAFullCopy(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer w.Close(ctx)
+	k := DocKey("u", "c", "k")
+	chain1 := []EpochStart{{Epoch: 1}}
+	for _, b := range []Batch{
+		{Partition: 0, Epoch: 1, Epochs: chain1, UpTo: Position{Epoch: 1, Seq: 2}, Docs: []*Doc{doc("k", 1, 1, 1, false), doc("z", 1, 2, 1, false)}},
+		{Partition: 0, Epoch: 1, Epochs: chain1, From: Position{Epoch: 1, Seq: 2}, UpTo: Position{Epoch: 1, Seq: 3}, Docs: []*Doc{doc("k", 1, 3, 2, false)}},
+	} {
+		if r := w.Apply(ctx, b); r.Err != nil {
+			t.Fatalf("epoch 1: %+v", r)
+		}
+	}
+	shared := Position{Epoch: 1, Seq: 2}
+	chain2 := []EpochStart{{Epoch: 1}, {Epoch: 2, Start: shared}}
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 2, EpochStart: shared, Epochs: chain2, From: shared, UpTo: shared}); !errors.Is(r.Err, ErrDiverged) || r.Applied != shared {
+		t.Fatalf("epoch 2's first batch: %+v, want diverged at 1.2", r)
+	}
+	if r := w.Apply(ctx, Batch{Partition: 0, Epoch: 2, EpochStart: shared, Epochs: chain2, From: shared, UpTo: shared,
+		Restore: true, Absent: []string{k}, Horizon: Position{Epoch: 2, Seq: 4}}); r.Err != nil {
+		t.Fatalf("restore: %+v", r)
+	}
+	if _, err := w.Get(ctx, 0, k); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("k after the restore: %v", err)
+	}
+	chain3 := []EpochStart{{Epoch: 1}, {Epoch: 3, Start: shared}}
+	r := w.Apply(ctx, Batch{Partition: 0, Epoch: 3, EpochStart: shared, Epochs: chain3, From: shared, UpTo: Position{Epoch: 3, Seq: 3},
+		Docs: []*Doc{doc("x", 3, 3, 1, false)}})
+	if !errors.Is(r.Err, ErrNeedsFullCopy) {
+		t.Fatalf("epoch 3's first batch: %+v, want a full copy asked for (this copy lacks k, which epoch 3's history holds at 1.1)", r)
+	}
+}

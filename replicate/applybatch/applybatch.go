@@ -343,11 +343,28 @@ func rollBack(tx Tx, b *record.Batch, chain []record.EpochStart, agreed record.P
 
 // restore makes this replica's copies of a rollback's documents the
 // master's: given states replace whatever is held, absent keys are
-// removed, and the replica then holds the history up to b.UpTo, the
+// removed (after the master's horizon is taken), and the replica then
+// holds the history up to b.UpTo, the
 // position it answered its history agrees with the master's up to. Its
 // chain stays its own until a batch passes the check again (a restore
 // may be cut short).
 func restore(tx Tx, b *record.Batch) Result {
+	if now := tx.State(); b.Horizon.Compare(now.Horizon) > 0 {
+		// A key the master holds nothing of may be one whose tombstone it
+		// purged: as for a full copy's chunk, this copy takes the
+		// master's horizon, durably, before it removes the first. Without
+		// it this copy would hold neither the tombstone nor a horizon
+		// that says one is gone: promoted, it would catch a copy behind
+		// the purge up change by change (which never removes the key) and
+		// make the key again at version 1.
+		tx.SaveRecord(now.Applied, b.Horizon)
+		if err := tx.SyncRecord(); err != nil {
+			return Result{Err: err}
+		}
+		// (Nothing learnt of the committed position yet: the end of the
+		// restore learns it, capped at the agreement point.)
+		tx.Advance(now.Applied, applyrule.MaxPosition(now.Last, b.Horizon), b.Horizon, record.Position{})
+	}
 	if err := tx.Overwrite(b.Docs, b.Absent); err != nil {
 		return Result{Err: err}
 	}

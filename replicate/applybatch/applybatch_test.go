@@ -167,6 +167,17 @@ func TestRunCarriesOutTheRulesInOrder(t *testing.T) {
 		err:   ErrDiverged, applied: pos(1, 5), calls: []string{"stage 2.1", "cap committed 1.5"},
 		record: &[2]record.Position{pos(1, 7), {}}, kept: []string{"x", "y"}, restoring: 2, chainEpoch: 1,
 	}, {
+		// A removed key may be one whose tombstone the master purged.
+		name: "a restore takes the master's horizon, durably, before it removes anything",
+		tx: func() *fakeTx {
+			f := copyAt5()
+			f.st.Restoring, f.st.EpochSeen = 2, 2
+			return f
+		},
+		batch:   record.Batch{Epoch: 2, Restore: true, From: pos(1, 4), UpTo: pos(1, 4), Absent: []string{"k"}, Horizon: pos(1, 3)},
+		applied: pos(1, 4), calls: []string{"stage 1.4", "sync", "advance 1.5", "overwrite 0, remove 1", "sync", "advance 1.4"},
+		record: &[2]record.Position{pos(1, 4), pos(1, 3)}, restoring: 2, chainEpoch: 1,
+	}, {
 		name:  "a check that fails is refused and done again by the next batch",
 		tx:    func() *fakeTx { f := copyAt5(); f.scanErr = errors.New("store down"); return f },
 		batch: record.Batch{Epoch: 2, EpochStart: pos(1, 5), From: pos(1, 5), UpTo: pos(2, 1), Docs: []*record.Doc{doc("c", pos(2, 1))}},
