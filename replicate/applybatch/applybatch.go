@@ -344,10 +344,9 @@ func rollBack(tx Tx, b *record.Batch, chain []record.EpochStart, agreed record.P
 // restore makes this replica's copies of a rollback's documents the
 // master's: given states replace whatever is held, absent keys are
 // removed (after the master's horizon is taken), and the replica then
-// holds the history up to b.UpTo, the
-// position it answered its history agrees with the master's up to. Its
-// chain stays its own until a batch passes the check again (a restore
-// may be cut short).
+// holds the history up to b.UpTo, the position it answered its history
+// agrees with the master's up to. Its chain stays its own until a batch
+// passes the check again (a restore may be cut short).
 func restore(tx Tx, b *record.Batch) Result {
 	if now := tx.State(); b.Horizon.Compare(now.Horizon) > 0 {
 		// A key the master holds nothing of may be one whose tombstone it
@@ -356,7 +355,10 @@ func restore(tx Tx, b *record.Batch) Result {
 		// it this copy would hold neither the tombstone nor a horizon
 		// that says one is gone: promoted, it would catch a copy behind
 		// the purge up change by change (which never removes the key) and
-		// make the key again at version 1.
+		// make the key again at version 1; and were the master's history
+		// abandoned in turn, the next master's check (Diverged on the
+		// horizon) would not see that this copy lost the key's older
+		// state, which that history holds.
 		tx.SaveRecord(now.Applied, b.Horizon)
 		if err := tx.SyncRecord(); err != nil {
 			return Result{Err: err}
