@@ -325,7 +325,8 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 		}
 	case r < 55:
 		// Compare-and-delete, likewise: the register is absent until a put
-		// makes it again, at the version after its tombstone's.
+		// makes it again, at the version after its tombstone's (or, once
+		// its partition purged tombstones, at a higher one).
 		if o, ok := w.read(ctx, cl, doc, ReadLinearizable); ok && o.Found {
 			w.write(ctx, cl, regInput{Doc: doc, Kind: opDelete, Expect: o.Version})
 		}
