@@ -534,8 +534,9 @@ type staged struct {
 
 // firstVersion is the version a key the partition holds no state of
 // starts at when written at position pos: 1, or, once tombstones may have
-// been purged (a horizon: this node purged some, or took a full copy from
-// a master that had), pos's sequence number. The key may be one whose
+// been purged (a horizon: this node purged some, or took a full copy's
+// chunk or a rollback's restore from a master that had), pos's sequence
+// number. The key may be one whose
 // tombstone went. No version of a key is above the sequence number of the
 // position that wrote it (a key's versions are written at ever later
 // positions of one history, whose sequence numbers only grow, and a carry

@@ -122,6 +122,7 @@ func TestTortureShortRunOnMongo(t *testing.T) {
 	if rep.History.Deletes == 0 {
 		t.Errorf("no register delete with tombstones purged after 2 s (%d register writes acknowledged)", rep.History.DefiniteWrites)
 	}
+	t.Logf("%d register deletes, %d puts made above the next version", rep.History.Deletes, rep.History.MadeHigher)
 }
 
 func TestTortureHelp(t *testing.T) {

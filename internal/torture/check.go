@@ -33,7 +33,7 @@ type RegisterVerdict struct {
 // dir is empty.
 func (h *History) CheckRegisters(concern ReadConcern, timeout time.Duration, dir string) (RegisterVerdict, error) {
 	start := time.Now()
-	model := RegisterModel(h.Docs, h.TombstonesPurged)
+	model := RegisterModel(h.Docs, h.TombstonesMayBePurged)
 	ops, dropped := reduce(h.with(concern))
 	v := RegisterVerdict{Checked: len(ops), Dropped: dropped, Docs: map[string]porcupine.CheckResult{}}
 	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
@@ -70,7 +70,7 @@ func (h *History) CheckRegisters(concern ReadConcern, timeout time.Duration, dir
 
 // RegisterModel is the register model, each of docs (in this order)
 // checked as its own partition; purges says the run's nodes purge
-// tombstones (History.TombstonesPurged).
+// tombstones (History.TombstonesMayBePurged).
 func RegisterModel(docs []string, purges bool) porcupine.Model { return registerModel(docs, purges) }
 
 // AddFinalReads appends to the history a read of each register that

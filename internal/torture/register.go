@@ -427,7 +427,10 @@ func anomalies(ops []porcupine.Operation) []string {
 // W's version or a later one, above Mv (an acknowledged delete observes
 // its tombstone's version, at most Mv; an unknown one naming Mv or above
 // keeps every write), so no 404 comes after W either. So the rest is a
-// linearization without W.
+// linearization without W. The argument needs only that versions grow
+// along a linearization, so it holds in runs that purge tombstones too,
+// where a register made again skips versions: those are gaps, and the
+// unknown writes invoked before the put that skipped them returned stay.
 func reduce(ops []porcupine.Operation) ([]porcupine.Operation, int) {
 	type docInfo struct {
 		name     string

@@ -64,7 +64,7 @@ func TestRegisterHistoryChecker(t *testing.T) {
 		want    porcupine.CheckResult
 		dropped int
 		anomaly string
-		purges  bool // the run purges tombstones (History.TombstonesPurged)
+		purges  bool // the run purges tombstones (History.TombstonesMayBePurged)
 	}{
 		{"a read sees the last acknowledged write", []porcupine.Operation{read(0, 1, "", 0), put(2, 3, "x", 1), read(4, 5, "x", 1)}, porcupine.Ok, 0, "", false},
 		{"a stale read", []porcupine.Operation{put(0, 1, "x", 1), put(2, 3, "y", 2), read(4, 5, "x", 1)}, porcupine.Illegal, 0, "stale reads", false},
@@ -107,6 +107,11 @@ func TestRegisterHistoryChecker(t *testing.T) {
 		{"an unknown re-creation, its version read later", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 0, "y", 0), read(5, 6, "y", 9),
 			op(7, 8, regInput{Doc: "a", Kind: opCAS, Value: "z", Expect: 9}, regOutput{Outcome: resultDone, Version: 10}), refused(9, 10, 1), del(11, 12, 10, resultDone), read(13, 14, "", 0)}, porcupine.Ok, 0, "", true},
 		{"an unknown re-creation read below its tombstone", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 0, "y", 0), read(5, 6, "y", 2)}, porcupine.Illegal, 0, "rolled-back", true},
+		// A refusal on a version only bounded is right whatever it named;
+		// a put on it goes on from the bound.
+		{"refusals on an unknown re-creation", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 0, "y", 0),
+			op(5, 6, regInput{Doc: "a", Kind: opDelete, Expect: 1}, regOutput{Outcome: resultRefused}), refused(7, 8, 9), read(9, 10, "y", 5)}, porcupine.Ok, 0, "", true},
+		{"a put after an unknown re-creation", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 0, "y", 0), put(5, 6, "z", 7), read(7, 8, "z", 7)}, porcupine.Ok, 0, "", true},
 		{"an unknown re-creation, then a put", []porcupine.Operation{put(0, 1, "x", 1), del(2, 3, 1, resultDone), put(4, 0, "y", 0), read(5, 6, "y", 5), put(7, 8, "z", 6), read(9, 10, "z", 6)}, porcupine.Ok, 0, "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) { checkHistory(t, c.ops, c.want, c.dropped, c.anomaly, c.purges) })

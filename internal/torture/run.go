@@ -60,7 +60,7 @@ type Config struct {
 	// nodes purge tombstones under the faults: the list appenders' deleted
 	// elements must stay gone, and a replica behind a purge gets a full
 	// copy; a register deleted and made again may start at any higher
-	// version (WorkloadOptions.TombstonesPurged).
+	// version (WorkloadOptions.TombstonesMayBePurged).
 	TombstoneRetention time.Duration
 }
 
@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	sub := max(1, cfg.Clients/2)
 	r.w = NewWorkload(targets, WorkloadOptions{Token: c.Token, RegisterUser: cfg.registerUser(),
-		RegisterClients: cfg.Clients, W1Clients: sub, ListClients: sub, Seed: cfg.Seed, Dial: c.Dial, TombstonesPurged: cfg.TombstoneRetention > 0})
+		RegisterClients: cfg.Clients, W1Clients: sub, ListClients: sub, Seed: cfg.Seed, Dial: c.Dial, TombstonesMayBePurged: cfg.TombstoneRetention > 0 && cfg.TombstoneRetention < cfg.Duration})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.w.Start(wctx)

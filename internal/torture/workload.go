@@ -44,10 +44,10 @@ type WorkloadOptions struct {
 	// deletes one of its acknowledged elements, at random, with a
 	// majority delete).
 	RegisterClients, W1Clients, ListClients int
-	// TombstonesPurged says the nodes purge tombstones during the run
-	// (TOMBSTONE_RETENTION shorter than it): a register made again may
-	// start at any higher version (History.TombstonesPurged).
-	TombstonesPurged bool
+	// TombstonesMayBePurged says the nodes may purge tombstones during the
+	// run (their TOMBSTONE_RETENTION is shorter than it): a register made
+	// again may start at any higher version (History.TombstonesMayBePurged).
+	TombstonesMayBePurged bool
 	// W1Users is how many users the w=1 keys are spread over (default 4).
 	W1Users int
 	// Seed seeds the clients' choices.
@@ -739,15 +739,17 @@ func (w *Workload) do(cl *client, n Target, req *http.Request, timeout time.Dura
 type History struct {
 	RegisterUser string
 	Docs         []string
-	// TombstonesPurged says the nodes purged tombstones during the run: a
-	// register made again may start at any version above its last (the
-	// register model allows it).
-	TombstonesPurged bool
+	// TombstonesMayBePurged says the nodes may have purged tombstones during
+	// the run: a register made again may start at any version above its
+	// last (the register model allows it then, and only then).
+	TombstonesMayBePurged bool
 	// MadeHigher counts the acknowledged puts that made their register at
 	// a version further above the register's next lower version seen in
 	// the history than its writes of unknown outcome could fill: made
 	// (again) above the next version, as a node does once it purged
-	// tombstones.
+	// tombstones. A figure for the report, which may count low: every
+	// unknown write of the register, at any time, counts as able to fill
+	// a version.
 	MadeHigher     int
 	ops            []porcupine.Operation
 	marks          []porcupine.Annotation
@@ -771,7 +773,7 @@ type History struct {
 func (w *Workload) History() *History {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	h := &History{RegisterUser: w.o.RegisterUser, TombstonesPurged: w.o.TombstonesPurged, Docs: slices.Clone(w.all), marks: slices.Clone(w.marks), Notes: slices.Clone(w.notes), end: w.now() + 1,
+	h := &History{RegisterUser: w.o.RegisterUser, TombstonesMayBePurged: w.o.TombstonesMayBePurged, Docs: slices.Clone(w.all), marks: slices.Clone(w.marks), Notes: slices.Clone(w.notes), end: w.now() + 1,
 		DefiniteReads: map[ReadConcern]int{}, UnknownWhy: map[string]int{}, W1: slices.Clone(w.w1), List: slices.Clone(w.list), Attempts: slices.Clone(w.attempts)}
 	sort.Slice(h.Attempts, func(i, j int) bool { return h.Attempts[i].Call < h.Attempts[j].Call })
 	h.QueryPages, h.QueryReads = maps.Clone(w.queryPages), map[ReadConcern]int{}
