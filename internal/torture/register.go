@@ -16,7 +16,7 @@ import (
 // condition (404 when it is absent), and a read returns the value and
 // version or 404. Versions go on through a delete (its tombstone holds
 // the next one). In a run whose nodes purge tombstones
-// (TOMBSTONE_RETENTION shorter than the run), a put on an absent register
+// (any TOMBSTONE_RETENTION set), a put on an absent register
 // may make it at any higher version: a node starts a key it holds no
 // state of at the sequence number of the write's position once it has
 // purged tombstones (store.firstVersion), above every version the key had.

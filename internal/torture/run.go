@@ -56,15 +56,21 @@ type Config struct {
 	// own (the mongo engine) instead of the embedded store.
 	Mongo MongoOptions
 	// TombstoneRetention is the nodes' TOMBSTONE_RETENTION (0: their
-	// default, 24h, which no run reaches). Shorter than the run, the
+	// default, 24h, which no run reaches). Set at all, a register deleted
+	// and made again may start at any higher version (a run may outlast
+	// Duration: tombstonesMayBePurged). Shorter than the run, the
 	// nodes purge tombstones under the faults: the list appenders' deleted
 	// elements must stay gone, and a replica behind a purge gets a full
-	// copy; a register deleted and made again may start at any higher
-	// version (WorkloadOptions.TombstonesMayBePurged).
+	// copy.
 	TombstoneRetention time.Duration
 }
 
 func (c Config) registerUser() string { return "registers" }
+
+// tombstonesMayBePurged says the nodes may purge tombstones while the
+// clients write: whenever a TOMBSTONE_RETENTION is set, however long, as a
+// run goes on past Duration until every fault kind has run.
+func (c Config) tombstonesMayBePurged() bool { return c.TombstoneRetention > 0 }
 
 // replicationFactor is the nodes' REPLICATION_FACTOR.
 func (c Config) replicationFactor() int {
@@ -193,7 +199,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	sub := max(1, cfg.Clients/2)
 	r.w = NewWorkload(targets, WorkloadOptions{Token: c.Token, RegisterUser: cfg.registerUser(),
-		RegisterClients: cfg.Clients, W1Clients: sub, ListClients: sub, Seed: cfg.Seed, Dial: c.Dial, TombstonesMayBePurged: cfg.TombstoneRetention > 0 && cfg.TombstoneRetention < cfg.Duration})
+		RegisterClients: cfg.Clients, W1Clients: sub, ListClients: sub, Seed: cfg.Seed, Dial: c.Dial, TombstonesMayBePurged: cfg.tombstonesMayBePurged()})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.w.Start(wctx)

@@ -45,8 +45,9 @@ type WorkloadOptions struct {
 	// majority delete).
 	RegisterClients, W1Clients, ListClients int
 	// TombstonesMayBePurged says the nodes may purge tombstones during the
-	// run (their TOMBSTONE_RETENTION is shorter than it): a register made
-	// again may start at any higher version (History.TombstonesMayBePurged).
+	// run (a TOMBSTONE_RETENTION is set: Config.tombstonesMayBePurged): a
+	// register made again may start at any higher version
+	// (History.TombstonesMayBePurged).
 	TombstonesMayBePurged bool
 	// W1Users is how many users the w=1 keys are spread over (default 4).
 	W1Users int
@@ -823,6 +824,9 @@ func madeHigher(ops []porcupine.Operation) int {
 			unknown[in.Doc]++
 		}
 	}
+	for _, vs := range seen {
+		slices.Sort(vs)
+	}
 	n := 0
 	for _, op := range ops {
 		in, out := op.Input.(regInput), op.Output.(regOutput)
@@ -830,10 +834,8 @@ func madeHigher(ops []porcupine.Operation) int {
 			continue
 		}
 		var below int64
-		for _, v := range seen[in.Doc] {
-			if v < out.Version {
-				below = max(below, v)
-			}
+		if i, _ := slices.BinarySearch(seen[in.Doc], out.Version); i > 0 {
+			below = seen[in.Doc][i-1]
 		}
 		if out.Version-below > 1+unknown[in.Doc] {
 			n++
