@@ -536,13 +536,13 @@ type staged struct {
 // starts at when written at position pos: 1, or, once tombstones may have
 // been purged (a horizon: this node purged some, or took a full copy's
 // chunk or a rollback's restore from a master that had), pos's sequence
-// number. The key may be one whose
-// tombstone went. No version of a key is above the sequence number of the
-// position that wrote it (a key's versions are written at ever later
-// positions of one history, whose sequence numbers only grow, and a carry
-// keeps a version at a later position still), so a document made again
-// starts above every version it had: an If-Match or ETag of the old
-// document never matches the new one, however long ago it was deleted.
+// number. The key may be one whose tombstone went. No version of a key is
+// above the sequence number of the position that wrote it (a key's
+// versions are written at ever later positions of one history, whose
+// sequence numbers only grow, and a carry keeps a version at a later
+// position still), so a document made again starts above every version
+// it had: an If-Match or ETag of the old document never matches the new
+// one, however long ago it was deleted.
 func firstVersion(horizon, pos Position) int64 {
 	if horizon == (Position{}) {
 		return 1

@@ -232,20 +232,13 @@ func Run(tx Tx, b *record.Batch, log *slog.Logger) Result {
 	var newLast record.Position
 	var err error
 	if b.Full {
-		if now := tx.State(); b.Horizon.Compare(now.Horizon) > 0 {
-			// The chunk removes the documents whose deletes the master
-			// purged: this copy takes the master's horizon, durably,
-			// before it removes the first. A chunk cut short by a failure
-			// then leaves no document gone without the horizon that says
-			// so (were this node to become master, a copy behind it would
-			// be sent a full copy; without it, that copy kept what this
-			// one had removed).
-			tx.SaveRecord(now.Applied, b.Horizon)
-			if err := tx.SyncRecord(); err != nil {
-				return refuse(res(err))
-			}
-			last = applyrule.MaxPosition(now.Last, b.Horizon)
-			tx.Advance(now.Applied, last, b.Horizon, b.Committed)
+		// The chunk removes the documents whose deletes the master
+		// purged. A chunk cut short by a failure must leave no document
+		// gone without the horizon that says so (were this node to
+		// become master, a copy behind it would be sent a full copy;
+		// without it, that copy kept what this one had removed).
+		if last, err = takeHorizon(tx, b.Horizon, last); err != nil {
+			return refuse(res(err))
 		}
 		newLast, err = tx.ApplyFull(b, chain, last)
 	} else {
@@ -273,6 +266,25 @@ func Run(tx Tx, b *record.Batch, log *slog.Logger) Result {
 	}
 	tx.Advance(next, newLast, now.Horizon, b.Committed)
 	return Result{Applied: next, Epoch: max(newest, b.Epoch)}
+}
+
+// takeHorizon makes the master's tombstone horizon this copy's, durably,
+// when it is ahead, before a batch removes documents on the master's word
+// (a full copy's chunk, a restore), and returns last raised to it (last:
+// the copy's newest stored position). Nothing is learnt of the committed
+// position here: the batch's end learns it.
+func takeHorizon(tx Tx, horizon, last record.Position) (record.Position, error) {
+	now := tx.State()
+	if horizon.Compare(now.Horizon) <= 0 {
+		return last, nil
+	}
+	tx.SaveRecord(now.Applied, horizon)
+	if err := tx.SyncRecord(); err != nil {
+		return last, err
+	}
+	last = applyrule.MaxPosition(now.Last, horizon)
+	tx.Advance(now.Applied, last, horizon, record.Position{})
+	return last, nil
 }
 
 // startRecopy is the answer of a node that returns as a replica after
@@ -348,24 +360,16 @@ func rollBack(tx Tx, b *record.Batch, chain []record.EpochStart, agreed record.P
 // agrees with the master's up to. Its chain stays its own until a batch
 // passes the check again (a restore may be cut short).
 func restore(tx Tx, b *record.Batch) Result {
-	if now := tx.State(); b.Horizon.Compare(now.Horizon) > 0 {
-		// A key the master holds nothing of may be one whose tombstone it
-		// purged: as for a full copy's chunk, this copy takes the
-		// master's horizon, durably, before it removes the first. Without
-		// it this copy would hold neither the tombstone nor a horizon
-		// that says one is gone: promoted, it would catch a copy behind
-		// the purge up change by change (which never removes the key) and
-		// make the key again at version 1; and were the master's history
-		// abandoned in turn, the next master's check (Diverged on the
-		// horizon) would not see that this copy lost the key's older
-		// state, which that history holds.
-		tx.SaveRecord(now.Applied, b.Horizon)
-		if err := tx.SyncRecord(); err != nil {
-			return Result{Err: err}
-		}
-		// (Nothing learnt of the committed position yet: the end of the
-		// restore learns it, capped at the agreement point.)
-		tx.Advance(now.Applied, applyrule.MaxPosition(now.Last, b.Horizon), b.Horizon, record.Position{})
+	// A key the master holds nothing of may be one whose tombstone it
+	// purged. Without the horizon this copy would hold neither the
+	// tombstone nor a horizon that says one is gone: promoted, it would
+	// catch a copy behind the purge up change by change (which never
+	// removes the key) and make the key again at version 1; and were the
+	// master's history abandoned in turn, the next master's check
+	// (Diverged on the horizon) would not see that this copy lost the
+	// key's older state, which that history holds.
+	if _, err := takeHorizon(tx, b.Horizon, record.Position{}); err != nil {
+		return Result{Err: err}
 	}
 	if err := tx.Overwrite(b.Docs, b.Absent); err != nil {
 		return Result{Err: err}
