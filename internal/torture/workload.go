@@ -758,6 +758,7 @@ type History struct {
 	end            int64
 	DefiniteWrites int
 	Deletes        int // of DefiniteWrites, the acknowledged deletes
+	DeletesSent    int // compare-and-deletes sent, whatever their outcome
 	UnknownWrites  int
 	Refused        int
 	Absent         int                 // deletes answered 404: the register was absent
@@ -784,6 +785,9 @@ func (w *Workload) History() *History {
 		}
 		h.ops = append(h.ops, op)
 		in, out := op.Input.(regInput), op.Output.(regOutput)
+		if in.Kind == opDelete {
+			h.DeletesSent++
+		}
 		switch {
 		case in.Kind == opRead:
 			h.DefiniteReads[in.Concern]++
