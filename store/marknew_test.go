@@ -73,6 +73,7 @@ func TestANewStoresCopiesAwaitAFullCopy(t *testing.T) {
 		t.Fatal("a copy just marked new is not untouched")
 	}
 	w.Whole(0)
+	awaitWriter(t, w, 0)
 	if !w.Recopying(0) || w.Untouched(0) {
 		t.Fatalf("Whole over a copy holding documents: awaiting %v, untouched %v; want true, false", w.Recopying(0), w.Untouched(0))
 	}
@@ -91,7 +92,68 @@ func TestAWholeTenureOverAnEmptyCopyEndsItsWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Whole(0)
+	awaitWriter(t, w, 0)
 	if w.Recopying(0) {
 		t.Fatal("an empty copy still awaits a full copy once its tenure may write")
 	}
+}
+
+// Whole is decided on the partition's writer, after what was queued
+// before it: a full copy's chunk queued when a tenure is confirmed
+// stores documents before Whole looks, so the copy keeps its mark (it
+// holds documents of no history until the copy's last chunk). Decided
+// at the call, Whole saw an empty copy and ended the wait, and the
+// chunk's documents then counted as a copy's history.
+func TestWholeWaitsForWhatTheWriterHasQueued(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	defer func() { w.Close(ctx) }()
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.MarkNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resume, err := w.Pause(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	horizon := Position{Epoch: 2, Seq: 8}
+	chunk := &request{apply: &Batch{Partition: 0, Epoch: 2, Full: true, KeyTo: DocKey("u", "c", "m"), Horizon: horizon,
+		Docs: []*Doc{doc("a", 2, 3, 1, false)}}, done: make(chan struct{})}
+	if err := w.enqueue(ctx, w.parts[0], chunk); err != nil {
+		t.Fatal(err)
+	}
+	w.Whole(0)
+	resume()
+	<-chunk.done
+	if chunk.applied.Err != nil {
+		t.Fatalf("the chunk: %+v", chunk.applied)
+	}
+	awaitWriter(t, w, 0)
+	if !w.Recopying(0) {
+		t.Fatal("a copy holding the first chunk of a full copy no longer awaits the rest of it")
+	}
+	if err := w.SyncApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.partitionRecord(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Recopy || (Position{Epoch: rec.HorizonEpoch, Seq: rec.HorizonSeq}) != horizon {
+		t.Fatalf("the stored record: recopy %v, horizon %d.%d; want true, %v", rec.Recopy, rec.HorizonEpoch, rec.HorizonSeq, horizon)
+	}
+}
+
+// awaitWriter returns once the partition's writer has handled everything
+// queued before the call (a Whole among it).
+func awaitWriter(t *testing.T, w *Writer, partition int) {
+	t.Helper()
+	resume, err := w.Pause(context.Background(), partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resume()
 }

@@ -350,19 +350,39 @@ func (w *Writer) MarkNew(ctx context.Context) error {
 // acknowledged. A copy that awaited a full copy and holds nothing no
 // longer awaits one: it answers its position again. One that holds
 // documents of no history (a full copy cut short) keeps the mark.
+//
+// Whole does not wait: it is called from the lease's callbacks, which
+// must not block on the partition's writer. Whether the copy holds
+// anything is decided on the writer, after what was queued before the
+// call (a full copy's chunk in flight stores documents, and takes its
+// master's horizon, before Whole looks), and the record it stages is
+// built there from the writer's own state, as every record is. Until
+// then the copy still counts as awaiting a full copy, which only asks
+// more of a tenure's check; the tenure's first write ends the wait
+// anyway (beginTenure).
 func (w *Writer) Whole(partition int) {
 	p := w.parts[partition]
 	p.mu.Lock()
 	p.untouched = false
+	p.mu.Unlock()
+	w.post(p, &request{whole: true, done: make(chan struct{})})
+}
+
+// whole carries out Whole on the partition's writer.
+func (w *Writer) whole(p *partition) {
+	if err := w.load(p); err != nil {
+		w.log.Warn("could not tell whether this node's copy holds anything; it awaits a full copy until its tenure's first write",
+			"partition", p.id, "err", err)
+		return
+	}
+	p.mu.Lock()
 	changed := p.recopy && p.last == (Position{}) && p.applied == (Position{})
-	var rec appliedDoc
 	if changed {
 		p.recopy = false
-		rec = p.record(p.applied, p.horizon)
 	}
 	p.mu.Unlock()
 	if changed {
-		w.setRecord(rec)
+		w.setRecord(p.record(p.applied, p.horizon))
 	}
 }
 

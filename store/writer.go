@@ -184,6 +184,7 @@ type request struct {
 	purge   *purge       // a tombstone purge instead of ops
 	pause   *pause       // a pause of the partition instead of ops
 	tenure  *tenureStart // a tenure's start instead of ops
+	whole   bool         // a Whole instead of ops
 	done    chan struct{}
 }
 
@@ -204,7 +205,7 @@ type pause struct {
 // alone reports whether the request runs on its own rather than grouped
 // with client ops.
 func (r *request) alone() bool {
-	return r.apply != nil || r.purge != nil || r.pause != nil || r.tenure != nil
+	return r.apply != nil || r.purge != nil || r.pause != nil || r.tenure != nil || r.whole
 }
 
 // NewWriter creates the writer for a store with partitions partitions.
@@ -285,16 +286,45 @@ func (w *Writer) enqueue(ctx context.Context, p *partition, req *request) error 
 	if w.closed {
 		return ErrClosed
 	}
-	p.start.Do(func() {
-		w.wg.Add(1)
-		go w.run(p)
-	})
+	w.startWriter(p)
 	select {
 	case p.queue <- req:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// startWriter starts the partition's writer goroutine on first use; call
+// it with closeMu held for reading, the writer not closed.
+func (w *Writer) startWriter(p *partition) {
+	p.start.Do(func() {
+		w.wg.Add(1)
+		go w.run(p)
+	})
+}
+
+// post hands req to the partition's writer without blocking its caller:
+// at once when the queue has room (nearly always: it holds 1,024), else
+// from a goroutine that ends with the writer's context. Nothing waits for
+// req.
+func (w *Writer) post(p *partition, req *request) {
+	w.closeMu.RLock()
+	closed := w.closed
+	if !closed {
+		w.startWriter(p)
+		select {
+		case p.queue <- req:
+			w.closeMu.RUnlock()
+			return
+		default:
+		}
+	}
+	w.closeMu.RUnlock()
+	if closed {
+		return
+	}
+	go func() { _ = w.enqueue(w.ctx, p, req) }()
 }
 
 // Get reads the current state of a document: from the cache, else from the
@@ -461,7 +491,8 @@ func (w *Writer) handle(p *partition, first *request) {
 }
 
 // handleAlone runs a request that is not grouped: a replication batch, a
-// purge, or a pause (which blocks this partition's writer until resumed).
+// purge, a tenure's start, a Whole, or a pause (which blocks this
+// partition's writer until resumed).
 func (w *Writer) handleAlone(p *partition, r *request) {
 	switch {
 	case r.apply != nil:
@@ -470,6 +501,8 @@ func (w *Writer) handleAlone(p *partition, r *request) {
 		r.purge.err = w.processPurge(p, r.purge)
 	case r.tenure != nil:
 		r.tenure.err = w.startTenure(p, r.tenure.epoch)
+	case r.whole:
+		w.whole(p)
 	case r.pause != nil:
 		close(r.pause.paused)
 		select {
