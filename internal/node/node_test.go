@@ -204,3 +204,22 @@ func TestANodeRefusesAPeerListURLOfTheWrongScheme(t *testing.T) {
 		})
 	}
 }
+
+// A swap the master does not make this round (the newcomer holds less
+// than the copy it would replace) leaves that copy counting towards
+// `majority` at once: it stays on every list. The third review of the
+// twenty-first session found it left uncounted for the rest of the round,
+// a store write included, which stalled `majority` writes at RF 2 during
+// a drain.
+func TestASwapNotMadeLeavesTheCopyCounting(t *testing.T) {
+	n := testnode.StartNew(t)
+	p, at := putOne(t, n)
+	// "ghost" has acknowledged nothing: it cannot take r's slot.
+	made, counting := n.DecideSwap(p, at.Epoch, []string{"ghost"}, []string{"r"})
+	if made {
+		t.Fatal("a swap to a newcomer that acknowledged nothing was made")
+	}
+	if len(counting) != 1 || counting[0] != "r" {
+		t.Fatalf("after a swap not made, the copies it would have replaced that count: %v, want r", counting)
+	}
+}
