@@ -580,14 +580,15 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted})
 }
 
-// placement says where a user's data lives: partition, preferred master,
-// current master and epoch, responsible list, succession, and each member's
-// state as this node sees it.
+// placement says where a user's data lives: partition (and the cluster's
+// partition count), preferred master, current master and epoch,
+// responsible list, succession, and each member's state as this node
+// sees it.
 func (s *Server) placement(w http.ResponseWriter, r *http.Request) {
 	user := chi.URLParam(r, "user")
 	p := s.partitionOf(user)
 	v := s.placementView(p)
-	v.User, v.Position = user, s.writer.Applied(p)
+	v.User, v.Position, v.PartitionCount = user, s.writer.Applied(p), s.cfg.PartitionCount
 	if s.cfg.Replication != nil {
 		for _, l := range s.cfg.Replication.Lags() {
 			if l.Partition == p {

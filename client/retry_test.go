@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shoal-db/shoal/api"
+	"github.com/shoal-db/shoal/api/wire"
 )
 
 // Which failures a call is tried again after: a write only after one that
@@ -241,13 +242,75 @@ func TestRoutesChoose(t *testing.T) {
 	}
 }
 
-// The users remembered are bounded.
+// The placements remembered are bounded: a node that does not say the
+// partition count (older than partition_count) has them kept per user.
 func TestRoutesForget(t *testing.T) {
 	r := newRoutes([]string{"http://a", "http://b"}, time.Now)
-	for i := range maxUsers + 1 {
+	for i := range maxPlaces + 1 {
 		r.learnView("http://a", "n1", fmt.Sprint("u", i), api.PlacementView{Master: "n1", Epoch: 1})
 	}
-	if n := len(r.users); n != 1 {
-		t.Errorf("%d users remembered, want 1 after the reset", n)
+	if n := len(r.places); n != 1 {
+		t.Errorf("%d placements remembered, want 1 after the reset", n)
+	}
+}
+
+// Once a node says the partition count, a placement serves every user of
+// its partition: a client writing as many users looks each partition up
+// once. Kept per user, a client writing as more users than it remembered
+// looked up before every call.
+func TestRoutesKeepPlacementsPerPartition(t *testing.T) {
+	r := newRoutes([]string{"http://a", "http://b"}, time.Now)
+	r.learnView("http://a", "n1", "n1", api.PlacementView{})
+	r.learnView("http://b", "n2", "n2", api.PlacementView{})
+	const count = 8
+	lookups := 0
+	for i := range 20000 {
+		user := fmt.Sprint("u", i)
+		if !r.needsLookup(user, true) {
+			continue
+		}
+		lookups++
+		p := wire.PartitionOf(user, count)
+		r.learnView("http://a", "n1", user, api.PlacementView{Partition: p, PartitionCount: count, Master: []string{"n1", "n2"}[p%2], Epoch: 1})
+	}
+	if lookups != count {
+		t.Errorf("%d lookups for 20,000 users in %d partitions, want one per partition", lookups, count)
+	}
+	for i := range 100 {
+		user := fmt.Sprint("v", i)
+		want := []string{"http://a", "http://b"}[wire.PartitionOf(user, count)%2]
+		if r.needsLookup(user, true) || r.choose(user, true, nil) != want {
+			t.Fatalf("%s: a lookup needed %v, sent to %s; want %s at once", user, r.needsLookup(user, true), r.choose(user, true, nil), want)
+		}
+	}
+	// A failure marks the partition's placement stale, for every user of it.
+	r.failed("v0")
+	p := wire.PartitionOf("v0", count)
+	for i := range 100 {
+		user := fmt.Sprint("w", i)
+		if got, want := r.needsLookup(user, true), wire.PartitionOf(user, count) == p; got != want {
+			t.Fatalf("%s after a failure in partition %d: lookup needed %v, want %v", user, p, got, want)
+		}
+	}
+}
+
+// A node whose answer names another partition than the client works out
+// (a cluster placing users by another rule) makes the client keep
+// placements per user, as before partition_count: never one user's
+// master for another's partition.
+func TestRoutesKeepPlacementsPerUserWhenTheRuleDisagrees(t *testing.T) {
+	r := newRoutes([]string{"http://a", "http://b"}, time.Now)
+	r.learnView("http://a", "n1", "alice", api.PlacementView{Partition: wire.PartitionOf("alice", 8) + 1, PartitionCount: 8, Master: "n1", Epoch: 1})
+	for i := range 100 {
+		if user := fmt.Sprint("u", i); !r.needsLookup(user, true) {
+			t.Fatalf("%s needs no lookup after an answer the client's rule disagrees with", user)
+		}
+	}
+	if r.needsLookup("alice", true) {
+		t.Error("alice's own placement was not kept")
+	}
+	r.learnView("http://a", "n1", "bob", api.PlacementView{Partition: wire.PartitionOf("bob", 8), PartitionCount: 8, Master: "n1", Epoch: 1})
+	if !r.needsLookup("carol", true) {
+		t.Error("an answer that agrees again made the client keep placements per partition")
 	}
 }

@@ -22,13 +22,13 @@ const (
 	// lookupTimeout bounds one placement lookup: a hint is not worth the
 	// whole call's time.
 	lookupTimeout = 3 * time.Second
-	// maxUsers bounds the users whose placement is remembered; past it
-	// the client forgets them all and learns again.
-	maxUsers = 4096
+	// maxPlaces bounds the placements remembered (per partition, or per
+	// user for nodes that do not say the partition count); past it the
+	// client forgets them all and learns again.
+	maxPlaces = 4096
 )
 
-// placement is what a client believes of where one user's partition
-// lives.
+// placement is what a client believes of where one partition lives.
 type placement struct {
 	master string   // the master's node id ("": not known)
 	epoch  uint64   // its lease epoch, as far as known
@@ -39,21 +39,66 @@ type placement struct {
 }
 
 // routes is what a client has learnt of the cluster: which node id each
-// of its URLs answers as, which nodes refuse connections, and each user's
-// placement. All of it is a hint: a wrong one costs a forward or a retry,
-// never a wrong answer. Its methods decide; the Client does the I/O.
+// of its URLs answers as, which nodes refuse connections, and each
+// partition's placement. All of it is a hint: a wrong one costs a forward
+// or a retry, never a wrong answer. Its methods decide; the Client does
+// the I/O.
+//
+// A placement is kept per partition once a node has said the cluster's
+// partition count (a placement answer's partition_count): a user's
+// partition is then worked out here (wire.PartitionOf), and one lookup
+// serves every user of the partition, so a client writing as many users
+// looks up at most once per partition. Until then (a node too old to say
+// it) placements are kept per user.
 type routes struct {
 	nodes []string // base URLs, in the order to prefer them
 	now   func() time.Time
 
-	mu    sync.Mutex
-	ids   map[string]string    // node URL -> node id
-	down  map[string]time.Time // node URL -> passed over until then
-	users map[string]placement
+	mu     sync.Mutex
+	ids    map[string]string    // node URL -> node id
+	down   map[string]time.Time // node URL -> passed over until then
+	places map[place]placement
+	// partitions is the cluster's partition count (0: not known, or a
+	// node's answer disagreed with the hash, and placements are kept per
+	// user for good).
+	partitions int
+	perUser    bool // a placement answer named another partition than PartitionOf
+}
+
+// place is what a placement is kept under: a partition, or a user while
+// the partition count is not known.
+type place struct {
+	partition int // -1: by user
+	user      string
 }
 
 func newRoutes(nodes []string, now func() time.Time) *routes {
-	return &routes{nodes: nodes, now: now, ids: map[string]string{}, down: map[string]time.Time{}, users: map[string]placement{}}
+	return &routes{nodes: nodes, now: now, ids: map[string]string{}, down: map[string]time.Time{}, places: map[place]placement{}}
+}
+
+// placeOf is where user's placement is kept (r.mu held).
+func (r *routes) placeOf(user string) place {
+	if r.partitions > 0 {
+		return place{partition: wire.PartitionOf(user, r.partitions)}
+	}
+	return place{partition: -1, user: user}
+}
+
+// learnCount takes the partition count and user's partition from a
+// placement answer (r.mu held): from then on placements are kept per
+// partition. An answer whose partition is not the one the hash gives
+// (a cluster this client does not understand) keeps them per user.
+func (r *routes) learnCount(user string, partition, count int) {
+	if count <= 0 || r.perUser || r.partitions == count {
+		return
+	}
+	if wire.PartitionOf(user, count) != partition {
+		r.perUser, r.partitions = true, 0
+		clear(r.places)
+		return
+	}
+	r.partitions = count
+	clear(r.places) // those kept per user, or under another count
 }
 
 // isDown reports whether node is passed over now (r.mu held).
@@ -99,7 +144,7 @@ func (r *routes) needsLookup(user string, toMaster bool) bool {
 	if len(r.nodes) < 2 {
 		return false
 	}
-	pl, ok := r.users[user]
+	pl, ok := r.places[r.placeOf(user)]
 	switch {
 	case !ok:
 		return toMaster
@@ -127,7 +172,7 @@ func (r *routes) choose(user string, toMaster bool, tried map[string]bool) strin
 	if len(r.nodes) == 1 {
 		return r.nodes[0]
 	}
-	if pl, ok := r.users[user]; ok {
+	if pl, ok := r.places[r.placeOf(user)]; ok {
 		if toMaster {
 			if u := r.urlOf(pl.master, tried); u != "" {
 				return u
@@ -172,20 +217,21 @@ func (r *routes) lookupOrder(avoid string) []string {
 	return order
 }
 
-// set stores user's placement (r.mu held), forgetting every user's when
-// too many are remembered.
+// set stores the placement of user's partition (r.mu held), forgetting
+// every placement when too many are remembered.
 func (r *routes) set(user string, pl placement) {
-	if _, ok := r.users[user]; !ok && len(r.users) >= maxUsers {
-		clear(r.users)
+	at := r.placeOf(user)
+	if _, ok := r.places[at]; !ok && len(r.places) >= maxPlaces {
+		clear(r.places)
 	}
-	r.users[user] = pl
+	r.places[at] = pl
 }
 
 // learnView takes node's answer to a placement lookup for user: node
-// answers as servedBy, and the view replaces the user's placement unless
-// it is of an older epoch than the one known (an epoch never goes back),
-// or names no master. It reports whether the lookup may stop: the
-// master's URL is known, or every node's id is.
+// answers as servedBy, and the view replaces the placement of the user's
+// partition unless it is of an older epoch than the one known (an epoch
+// never goes back), or names no master. It reports whether the lookup may
+// stop: the master's URL is known, or every node's id is.
 func (r *routes) learnView(node, servedBy, user string, v wire.PlacementView) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -193,7 +239,8 @@ func (r *routes) learnView(node, servedBy, user string, v wire.PlacementView) bo
 		r.ids[node] = servedBy
 	}
 	delete(r.down, node)
-	cur, ok := r.users[user]
+	r.learnCount(user, v.Partition, v.PartitionCount)
+	cur, ok := r.places[r.placeOf(user)]
 	if !ok || v.Master != "" && v.Epoch >= cur.epoch {
 		cur = placement{master: v.Master, epoch: v.Epoch, copies: slices.Clone(v.Responsible)}
 		if v.Master != "" && !slices.Contains(cur.copies, v.Master) {
@@ -211,7 +258,7 @@ func (r *routes) learnView(node, servedBy, user string, v wire.PlacementView) bo
 func (r *routes) learnMaster(user, master string, epoch uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.users[user]; ok && cur.epoch > epoch {
+	if cur, ok := r.places[r.placeOf(user)]; ok && cur.epoch > epoch {
 		return
 	}
 	r.set(user, placement{master: master, epoch: epoch, copies: []string{master}})
@@ -223,7 +270,7 @@ func (r *routes) learnMaster(user, master string, epoch uint64) {
 func (r *routes) servedWrite(user, servedBy string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cur, ok := r.users[user]
+	cur, ok := r.places[r.placeOf(user)]
 	if !ok || servedBy == "" || cur.master == servedBy {
 		return
 	}
@@ -253,9 +300,10 @@ func (r *routes) unreachable(node string) {
 func (r *routes) failed(user string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.users[user]; ok {
+	at := r.placeOf(user)
+	if cur, ok := r.places[at]; ok {
 		cur.stale = true
-		r.users[user] = cur
+		r.places[at] = cur
 	}
 }
 

@@ -503,3 +503,52 @@ func TestAWriteIsSentAgainOnlyWhenItWasNotSent(t *testing.T) {
 		t.Errorf("documents %v, want the two, each once", ids)
 	}
 }
+
+// placementLookups is how many placement lookups (GET
+// /v1/users/{user}/placement) the cluster's nodes answered, from their
+// /metrics.
+func placementLookups(t *testing.T, c *testcluster.Cluster) int {
+	t.Helper()
+	n := 0
+	for _, node := range c.Nodes {
+		resp, err := http.Get(node.URL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "shoal_http_requests_total{") && strings.Contains(line, `route="/v1/users/{user}/placement"`) {
+				v, _ := strconv.Atoi(line[strings.LastIndexByte(line, ' ')+1:])
+				n += v
+			}
+		}
+		resp.Body.Close()
+	}
+	return n
+}
+
+// A client writing as many users (a service with an admin token) looks
+// each partition's placement up once, not each user's: the nodes say the
+// partition count, and the client works out a user's partition itself.
+// Each user's first write cost a lookup before, and past 4,096 users
+// every write did (the client forgot them all and learnt again).
+func TestAClientOfManyUsersLooksUpEachPartitionOnce(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	ctx := t.Context()
+	cl := client.New(c.Nodes[0].URL(), testnode.AdminToken(t), client.WithNodes(c.Nodes[1].URL(), c.Nodes[2].URL()))
+	before := placementLookups(t, c)
+	const users = 200
+	for i := range users {
+		if _, _, err := cl.Put(ctx, fmt.Sprint("many", i), "notes", "d", map[string]any{"i": i}, client.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A lookup asks one node after another until it knows the master's
+	// URL: until the client knows every node's id, one may take a request
+	// to each.
+	most := testcluster.Partitions + len(c.Nodes) - 1
+	if n := placementLookups(t, c) - before; n == 0 || n > most {
+		t.Errorf("%d placement lookups for %d users in %d partitions, want at most %d (one per partition, and one per node to learn its id)", n, users, testcluster.Partitions, most)
+	}
+}

@@ -58,8 +58,13 @@ const (
 
 // PlacementView is the answer of GET /v1/users/{user}/placement.
 type PlacementView struct {
-	User            string            `json:"user"`
-	Partition       int               `json:"partition"`
+	User      string `json:"user"`
+	Partition int    `json:"partition"`
+	// PartitionCount is the cluster's partition count (on GET
+	// /v1/users/{user}/placement; absent from older nodes): with it a
+	// client works out any user's partition itself (shard.PartitionOf)
+	// and keeps what it learns of placement per partition, not per user.
+	PartitionCount  int               `json:"partition_count,omitempty"`
 	PreferredMaster string            `json:"preferred_master"`
 	Master          string            `json:"master"`
 	Epoch           uint64            `json:"epoch"`
