@@ -28,10 +28,10 @@
 // answer says the cluster's partition count, and wire.PartitionOf gives a
 // user's partition), so a client writing as many users looks each
 // partition up once; from a node too old to say the count, per user. It
-// is a hint, never trusted for correctness: a node that is not the master forwards the write, and the
-// client then takes the master from the answer's X-Served-By; a 421
-// names the master to go to; an epoch older than the one known is
-// ignored. The admin and health calls (Health, Ready, Cluster,
+// is a hint, never trusted for correctness: a node that is not the
+// master forwards the write, and the client then takes the master from
+// the answer's X-Served-By; a 421 names the master to go to; an epoch
+// older than the one known is ignored. The admin and health calls (Health, Ready, Cluster,
 // Placement, Rollbacks) always ask the base URL, once: they ask about
 // that node.
 //

@@ -283,6 +283,32 @@ func TestRoutesKeepPlacementsPerPartition(t *testing.T) {
 			t.Fatalf("%s: a lookup needed %v, sent to %s; want %s at once", user, r.needsLookup(user, true), r.choose(user, true, nil), want)
 		}
 	}
+	// A 421 and a write served elsewhere teach the partition's master,
+	// for every user of it; an answer without the count (a node of an
+	// older version) is of the user's partition all the same.
+	var u1, u2 string
+	for i := 0; u2 == ""; i++ {
+		user := fmt.Sprint("x", i)
+		switch {
+		case wire.PartitionOf(user, count) != 3:
+		case u1 == "":
+			u1 = user
+		default:
+			u2 = user
+		}
+	}
+	r.learnMaster(u1, "n2", 2)
+	if got := r.choose(u2, true, nil); got != "http://b" {
+		t.Errorf("after a 421 for %s naming n2: %s's write goes to %s, want b", u1, u2, got)
+	}
+	r.servedWrite(u2, "n1")
+	if got := r.choose(u1, true, nil); got != "http://a" {
+		t.Errorf("after %s's write served by n1: %s's goes to %s, want a", u2, u1, got)
+	}
+	r.learnView("http://b", "n2", u1, api.PlacementView{Partition: 3, Master: "n2", Epoch: 3})
+	if got := r.choose(u2, true, nil); got != "http://b" || r.partitions != count {
+		t.Errorf("after an answer without the count for %s: %s's write goes to %s (count %d), want b (%d)", u1, u2, got, r.partitions, count)
+	}
 	// A failure marks the partition's placement stale, for every user of it.
 	r.failed("v0")
 	p := wire.PartitionOf("v0", count)
@@ -312,5 +338,26 @@ func TestRoutesKeepPlacementsPerUserWhenTheRuleDisagrees(t *testing.T) {
 	r.learnView("http://a", "n1", "bob", api.PlacementView{Partition: wire.PartitionOf("bob", 8), PartitionCount: 8, Master: "n1", Epoch: 1})
 	if !r.needsLookup("carol", true) {
 		t.Error("an answer that agrees again made the client keep placements per partition")
+	}
+	// Disagreeing after agreeing: every answer is checked.
+	r = newRoutes([]string{"http://a", "http://b"}, time.Now)
+	r.learnView("http://a", "n1", "bob", api.PlacementView{Partition: wire.PartitionOf("bob", 8), PartitionCount: 8, Master: "n1", Epoch: 1})
+	r.learnView("http://a", "n1", "alice", api.PlacementView{Partition: wire.PartitionOf("alice", 8) + 1, PartitionCount: 8, Master: "n1", Epoch: 1})
+	if !r.perUser || !r.needsLookup("carol", true) {
+		t.Error("an answer the client's rule disagrees with, after one it agreed with, left placements kept per partition")
+	}
+}
+
+// With more partitions than maxPlaces, every partition's placement is
+// kept: the bound is for placements kept per user.
+func TestRoutesKeepEveryPartition(t *testing.T) {
+	r := newRoutes([]string{"http://a", "http://b"}, time.Now)
+	count := maxPlaces * 2
+	for i := range 3 * count {
+		user := fmt.Sprint("u", i)
+		r.learnView("http://a", "n1", user, api.PlacementView{Partition: wire.PartitionOf(user, count), PartitionCount: count, Master: "n1", Epoch: 1})
+	}
+	if n := len(r.places); n <= maxPlaces {
+		t.Errorf("%d placements kept of %d partitions, want more than %d", n, count, maxPlaces)
 	}
 }

@@ -22,9 +22,10 @@ const (
 	// lookupTimeout bounds one placement lookup: a hint is not worth the
 	// whole call's time.
 	lookupTimeout = 3 * time.Second
-	// maxPlaces bounds the placements remembered (per partition, or per
-	// user for nodes that do not say the partition count); past it the
-	// client forgets them all and learns again.
+	// maxPlaces bounds the placements remembered per user (from nodes
+	// that do not say the partition count), and per partition when there
+	// are fewer partitions; past it the client forgets them all and
+	// learns again.
 	maxPlaces = 4096
 )
 
@@ -87,9 +88,10 @@ func (r *routes) placeOf(user string) place {
 // learnCount takes the partition count and user's partition from a
 // placement answer (r.mu held): from then on placements are kept per
 // partition. An answer whose partition is not the one the hash gives
-// (a cluster this client does not understand) keeps them per user.
+// (a cluster this client does not understand; every answer is checked,
+// at the cost of one hash) keeps them per user for good.
 func (r *routes) learnCount(user string, partition, count int) {
-	if count <= 0 || r.perUser || r.partitions == count {
+	if count <= 0 || r.perUser {
 		return
 	}
 	if wire.PartitionOf(user, count) != partition {
@@ -97,8 +99,10 @@ func (r *routes) learnCount(user string, partition, count int) {
 		clear(r.places)
 		return
 	}
-	r.partitions = count
-	clear(r.places) // those kept per user, or under another count
+	if r.partitions != count {
+		r.partitions = count
+		clear(r.places) // those kept per user, or under another count
+	}
 }
 
 // isDown reports whether node is passed over now (r.mu held).
@@ -221,7 +225,7 @@ func (r *routes) lookupOrder(avoid string) []string {
 // every placement when too many are remembered.
 func (r *routes) set(user string, pl placement) {
 	at := r.placeOf(user)
-	if _, ok := r.places[at]; !ok && len(r.places) >= maxPlaces {
+	if _, ok := r.places[at]; !ok && len(r.places) >= max(maxPlaces, r.partitions) {
 		clear(r.places)
 	}
 	r.places[at] = pl
