@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http"
 	"slices"
 
 	"github.com/shoal-db/shoal/shard"
@@ -71,4 +72,26 @@ func (s *Server) positionHere(v PartitionView) *store.Position {
 	}
 	pos := s.writer.Applied(v.Partition)
 	return &pos
+}
+
+// placementTable answers GET /v1/placement: every partition's master,
+// epoch, preferred master and responsible list as this node sees them,
+// with the partition count, for any caller with a valid token (what a
+// user's own placement answer says of one partition, for all of them:
+// node ids and partition numbers, no user's data). In-memory state only,
+// like partitionTable, without the positions.
+func (s *Server) placementTable(w http.ResponseWriter, r *http.Request) {
+	var rows []PartitionView
+	if s.cfg.Placement != nil {
+		rows = s.cfg.Placement.Partitions()
+	} else {
+		rows = make([]PartitionView, s.cfg.PartitionCount)
+		for p := range rows {
+			rows[p] = s.standalone(p)
+		}
+	}
+	for i := range rows {
+		rows[i].Position = nil
+	}
+	writeJSON(w, http.StatusOK, PlacementTable{PartitionCount: s.cfg.PartitionCount, Partitions: rows})
 }

@@ -108,13 +108,20 @@ func TestClusterPartitionTableMatchesPlacement(t *testing.T) {
 			}
 			return out
 		}
+		// GET /v1/placement, for any user's token: the same rows, without
+		// positions, and the partition count.
+		anyone := n.Client(testnode.Token(t, "anyone"))
 		var compared int
 		testnode.Eventually(t, 30*time.Second, n.ID+": a round in which no partition's placement changed", func() (bool, string) {
 			before := placements()
 			table := clusterAnswer(t, cl, "/v1/cluster?partitions=1").PartitionTable
+			public := placementTable(t, anyone)
 			after := placements()
 			if len(table) != len(users) {
 				t.Fatalf("%s: %d partition rows, want %d", n.ID, len(table), len(users))
+			}
+			if public.PartitionCount != len(users) || len(public.Partitions) != len(users) {
+				t.Fatalf("%s: GET /v1/placement: count %d, %d rows; want %d", n.ID, public.PartitionCount, len(public.Partitions), len(users))
 			}
 			var moved []string
 			compared = 0
@@ -129,6 +136,9 @@ func TestClusterPartitionTableMatchesPlacement(t *testing.T) {
 				compared++
 				if !samePartition(row, now) {
 					t.Errorf("%s: partition %d: the table says %+v, the placement %+v", n.ID, p, row, now)
+				}
+				if pub := public.Partitions[p]; !samePartition(pub, now) || pub.Partition != p || pub.Position != nil {
+					t.Errorf("%s: partition %d: GET /v1/placement says %+v, the placement %+v", n.ID, p, pub, now)
 				}
 				holds := now.Master == n.ID || slices.Contains(now.Responsible, n.ID)
 				switch {
@@ -162,6 +172,19 @@ func clusterAnswer(t *testing.T, cl *testnode.Client, path string) api.ClusterAn
 	var out api.ClusterAnswer
 	if err := json.Unmarshal(r.Body, &out); err != nil {
 		t.Fatalf("GET %s: %v", path, err)
+	}
+	return out
+}
+
+func placementTable(t *testing.T, cl *testnode.Client) api.PlacementTable {
+	t.Helper()
+	r := cl.Do("GET", "/v1/placement", nil)
+	if r.Status != 200 {
+		t.Fatalf("GET /v1/placement: %d %s", r.Status, r.Body)
+	}
+	var out api.PlacementTable
+	if err := json.Unmarshal(r.Body, &out); err != nil {
+		t.Fatalf("GET /v1/placement: %v", err)
 	}
 	return out
 }

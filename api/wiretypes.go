@@ -8,6 +8,7 @@ type (
 	Problem          = wire.Problem
 	PlacementView    = wire.PlacementView
 	PartitionView    = wire.PartitionView
+	PlacementTable   = wire.PlacementTable
 	NodeStatus       = wire.NodeStatus
 	RollbackList     = wire.RollbackList
 	ClusterAnswer    = wire.ClusterAnswer

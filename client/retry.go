@@ -155,7 +155,7 @@ func (c *Client) send(ctx context.Context, k call) (sent, error) {
 	failed := "" // the node the last try failed at
 	for attempt := 1; ; attempt++ {
 		if c.routes.needsLookup(k.user, k.toMaster) {
-			c.lookUp(ctx, k.user, failed)
+			c.lookUp(ctx, k.user, k.toMaster, failed)
 		}
 		node := c.routes.choose(k.user, k.toMaster, tried)
 		a, err := c.try(ctx, node, k)

@@ -320,6 +320,64 @@ func TestRoutesKeepPlacementsPerPartition(t *testing.T) {
 	}
 }
 
+// Every partition's placement at once (GET /v1/placement): a call for any
+// user whose partition has a master known at a known URL needs no
+// lookup; an older epoch does not replace a newer one; a node that does
+// not serve the table (404, or an answer that is not one) leaves lookups
+// per user.
+func TestRoutesLearnTheTable(t *testing.T) {
+	r := newRoutes([]string{"http://a", "http://b"}, time.Now)
+	r.learnView("http://b", "n2", "n2", api.PlacementView{})
+	if !r.wantsTable() {
+		t.Fatal("a client that knows no partition count does not want the table")
+	}
+	const count = 4
+	rows := make([]api.PartitionView, count)
+	for p := range rows {
+		rows[p] = api.PartitionView{Partition: p, Master: []string{"n1", "n2"}[p%2], Epoch: 2, Responsible: []string{"n1", "n2"}}
+	}
+	rows[3].Master = "" // no master known: looked up when needed
+	r.learnTable("http://a", "n1", api.PlacementTable{PartitionCount: count, Partitions: rows})
+	if r.wantsTable() {
+		t.Error("a client that learnt the table wants it again")
+	}
+	for i := range 200 {
+		user := fmt.Sprint("u", i)
+		p := wire.PartitionOf(user, count)
+		if got, want := r.needsLookup(user, true), p == 3; got != want {
+			t.Fatalf("%s in partition %d: lookup needed %v, want %v", user, p, got, want)
+		}
+		if want := []string{"http://a", "http://b"}[p%2]; p != 3 && r.choose(user, true, nil) != want {
+			t.Fatalf("%s in partition %d goes to %s, want %s", user, p, r.choose(user, true, nil), want)
+		}
+	}
+	// A newer epoch learnt since is kept over an older table.
+	var u string
+	for i := 0; u == ""; i++ {
+		if user := fmt.Sprint("v", i); wire.PartitionOf(user, count) == 0 {
+			u = user
+		}
+	}
+	r.learnMaster(u, "n2", 5)
+	r.learnTable("http://a", "n1", api.PlacementTable{PartitionCount: count, Partitions: rows})
+	if got := r.choose(u, true, nil); got != "http://b" {
+		t.Errorf("after a 421 naming n2 at epoch 5 and a table naming n1 at 2: %s, want b", got)
+	}
+
+	for _, bad := range []api.PlacementTable{{}, {PartitionCount: 2, Partitions: rows[:1]}} {
+		r := newRoutes([]string{"http://a", "http://b"}, time.Now)
+		r.learnTable("http://a", "n1", bad)
+		if r.wantsTable() || r.partitions != 0 {
+			t.Errorf("after %+v: the table wanted again %v, count %d; want neither", bad, r.wantsTable(), r.partitions)
+		}
+	}
+	r = newRoutes([]string{"http://a", "http://b"}, time.Now)
+	r.refuseTable()
+	if r.wantsTable() {
+		t.Error("a client told the table is not served wants it")
+	}
+}
+
 // A node whose answer names another partition than the client works out
 // (a cluster placing users by another rule) makes the client keep
 // placements per user, as before partition_count: never one user's

@@ -64,6 +64,7 @@ type routes struct {
 	// user for good).
 	partitions int
 	perUser    bool // a placement answer named another partition than PartitionOf
+	noTable    bool // a node does not serve GET /v1/placement (an older version)
 }
 
 // place is what a placement is kept under: a partition, or a user while
@@ -246,14 +247,73 @@ func (r *routes) learnView(node, servedBy, user string, v wire.PlacementView) bo
 	r.learnCount(user, v.Partition, v.PartitionCount)
 	cur, ok := r.places[r.placeOf(user)]
 	if !ok || v.Master != "" && v.Epoch >= cur.epoch {
-		cur = placement{master: v.Master, epoch: v.Epoch, copies: slices.Clone(v.Responsible)}
-		if v.Master != "" && !slices.Contains(cur.copies, v.Master) {
-			cur.copies = append([]string{v.Master}, cur.copies...)
-		}
+		cur = placementOf(v.Master, v.Epoch, v.Responsible)
 	}
 	cur.stale = false
 	r.set(user, cur)
 	return cur.master != "" && r.urlOf(cur.master, nil) != "" || r.allKnown()
+}
+
+// placementOf is a placement naming master at epoch, with the copies of
+// responsible, the master first.
+func placementOf(master string, epoch uint64, responsible []string) placement {
+	pl := placement{master: master, epoch: epoch, copies: slices.Clone(responsible)}
+	if master != "" && !slices.Contains(pl.copies, master) {
+		pl.copies = append([]string{master}, pl.copies...)
+	}
+	return pl
+}
+
+// wantsTable reports whether a lookup should ask for every partition's
+// placement first (GET /v1/placement): the partition count is not known
+// yet, and no node has answered that it does not serve the table.
+func (r *routes) wantsTable() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.partitions == 0 && !r.perUser && !r.noTable
+}
+
+// refuseTable notes that a node does not serve the table (a node of an
+// older version): lookups ask per user from then on.
+func (r *routes) refuseTable() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.noTable = true
+}
+
+// learnTable takes node's placement table (node answers as servedBy): the
+// partition count, and each partition's placement that names a master,
+// unless one of a newer epoch is known. An answer that is not one row per
+// partition (or not a table at all) is taken as a node that does not
+// serve the table.
+func (r *routes) learnTable(node, servedBy string, t wire.PlacementTable) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if servedBy != "" {
+		r.ids[node] = servedBy
+	}
+	delete(r.down, node)
+	if t.PartitionCount <= 0 || len(t.Partitions) != t.PartitionCount {
+		r.noTable = true // not a table this client understands: per user
+		return
+	}
+	if r.perUser {
+		return
+	}
+	if r.partitions != t.PartitionCount {
+		r.partitions = t.PartitionCount
+		clear(r.places)
+	}
+	for p, v := range t.Partitions {
+		if v.Partition != p || v.Master == "" {
+			continue
+		}
+		at := place{partition: p}
+		if cur, ok := r.places[at]; ok && cur.epoch > v.Epoch {
+			continue
+		}
+		r.places[at] = placementOf(v.Master, v.Epoch, v.Responsible)
+	}
 }
 
 // learnMaster takes the master (and epoch) a 421 named for user, unless
@@ -316,8 +376,17 @@ func (r *routes) failed(user string) {
 // teaches the id of the node that gave it. A node that does not answer is
 // passed over; an answer refusing the request (a 4xx: a token of another
 // user, a name the node refuses) ends the lookup, as the call itself will
-// be refused the same way and says why.
-func (c *Client) lookUp(ctx context.Context, user, avoid string) {
+// be refused the same way and says why. The first lookup asks for every
+// partition's placement at once (lookUpTable), and asks for user's only
+// if that did not tell where a call for user goes (toMaster: a call for
+// the master).
+func (c *Client) lookUp(ctx context.Context, user string, toMaster bool, avoid string) {
+	if c.routes.wantsTable() {
+		c.lookUpTable(ctx, avoid)
+		if !c.routes.needsLookup(user, toMaster) {
+			return
+		}
+	}
 	path := "/v1/users/" + url.PathEscape(user) + "/placement"
 	for _, node := range c.routes.lookupOrder(avoid) {
 		if ctx.Err() != nil {
@@ -347,5 +416,45 @@ func (c *Client) lookUp(ctx context.Context, user, avoid string) {
 		if c.routes.learnView(node, a.header.Get(headerServedBy), user, v) {
 			return
 		}
+	}
+}
+
+// lookUpTable asks the client's nodes, in turn, for every partition's
+// placement (GET /v1/placement), until one answers. A node that answers
+// 404 or 405 does not serve it (an older version): the client asks per
+// user from then on. Another refusal (a 4xx) ends it: the per-user lookup
+// and the call say why.
+func (c *Client) lookUpTable(ctx context.Context, avoid string) {
+	for _, node := range c.routes.lookupOrder(avoid) {
+		if ctx.Err() != nil {
+			return
+		}
+		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		a, err := c.try(lctx, node, call{method: http.MethodGet, path: "/v1/placement", want: []int{http.StatusOK}})
+		cancel()
+		var he *HTTPError
+		switch {
+		case errors.As(err, &he) && (he.StatusCode == http.StatusNotFound || he.StatusCode == http.StatusMethodNotAllowed):
+			c.routes.answered(node)
+			c.routes.refuseTable()
+			return
+		case errors.As(err, &he) && he.StatusCode < 500:
+			c.routes.answered(node)
+			return
+		case errors.As(err, &he):
+			c.routes.answered(node)
+			continue
+		case err != nil:
+			if ctx.Err() == nil {
+				c.routes.unreachable(node)
+			}
+			continue
+		}
+		var t wire.PlacementTable
+		if json.Unmarshal(a.body, &t) != nil {
+			t = wire.PlacementTable{}
+		}
+		c.routes.learnTable(node, a.header.Get(headerServedBy), t)
+		return
 	}
 }
