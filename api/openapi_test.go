@@ -363,8 +363,9 @@ func TestOpenAPI(t *testing.T) {
 		{name: "placement of a bad user name", as: "admin", method: "GET", path: "/v1/users/a%20b/placement", status: 400, problem: "invalid-name", breaks: true},
 		{name: "placement without a token", method: "GET", path: "/v1/users/alice/placement", status: 401, problem: "unauthorized", breaks: true},
 		{name: "placement of another user", as: "bob", method: "GET", path: "/v1/users/alice/placement", status: 403, problem: "forbidden"},
-		{name: "placement table", as: "alice", method: "GET", path: "/v1/placement", status: 200},
-		{name: "placement table for an admin", as: "admin", method: "GET", path: "/v1/placement", status: 200},
+		{name: "placement table", as: "admin", method: "GET", path: "/v1/placement", status: 200},
+		{name: "placement table with a query string that does not parse", as: "admin", method: "GET", path: "/v1/placement?a=%zz", status: 400, problem: "invalid-query"},
+		{name: "placement table for a user", as: "alice", method: "GET", path: "/v1/placement", status: 403, problem: "forbidden"},
 		{name: "placement table without a token", method: "GET", path: "/v1/placement", status: 401, problem: "unauthorized", breaks: true},
 
 		{name: "delete with a stale If-Match", as: "alice", method: "DELETE", path: n1, headers: []string{"If-Match", `"7"`}, status: 412, problem: "precondition-failed"},

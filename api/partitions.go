@@ -74,12 +74,12 @@ func (s *Server) positionHere(v PartitionView) *store.Position {
 	return &pos
 }
 
-// placementTable answers GET /v1/placement: every partition's master,
-// epoch, preferred master and responsible list as this node sees them,
-// with the partition count, for any caller with a valid token (what a
-// user's own placement answer says of one partition, for all of them:
-// node ids and partition numbers, no user's data). In-memory state only,
-// like partitionTable, without the positions.
+// placementTable answers GET /v1/placement (an admin's call): every
+// partition's master, epoch, preferred master and responsible list as
+// this node sees them, with the partition count, for a client that routes
+// for many users (a user's token routes for one, and asks for its own
+// placement). In-memory state only, like partitionTable, without the
+// positions.
 func (s *Server) placementTable(w http.ResponseWriter, r *http.Request) {
 	var rows []PartitionView
 	if s.cfg.Placement != nil {

@@ -108,14 +108,16 @@ func TestClusterPartitionTableMatchesPlacement(t *testing.T) {
 			}
 			return out
 		}
-		// GET /v1/placement, for any user's token: the same rows, without
-		// positions, and the partition count.
-		anyone := n.Client(testnode.Token(t, "anyone"))
+		// GET /v1/placement (an admin's call): the same rows, without
+		// positions, and the partition count; refused to a user's token.
+		if r := n.Client(testnode.Token(t, "anyone")).Do("GET", "/v1/placement", nil); r.Status != 403 {
+			t.Errorf("%s: GET /v1/placement with a user's token: %d %s, want 403", n.ID, r.Status, r.Body)
+		}
 		var compared int
 		testnode.Eventually(t, 30*time.Second, n.ID+": a round in which no partition's placement changed", func() (bool, string) {
 			before := placements()
 			table := clusterAnswer(t, cl, "/v1/cluster?partitions=1").PartitionTable
-			public := placementTable(t, anyone)
+			public := placementTable(t, cl)
 			after := placements()
 			if len(table) != len(users) {
 				t.Fatalf("%s: %d partition rows, want %d", n.ID, len(table), len(users))

@@ -311,7 +311,7 @@ func (s *Server) routes() chi.Router {
 		r.Use(s.forwardedOnly, s.requireAuth, checkQuery)
 		r.With(s.requireAdmin).Get("/cluster", s.clusterView)
 		r.With(s.requireAdmin).Get("/admin/rollback", s.listRollback)
-		r.Get("/placement", s.placementTable)
+		r.With(s.requireAdmin).Get("/placement", s.placementTable)
 		r.Route("/users/{user}", func(r chi.Router) {
 			r.Use(s.userScope)
 			r.Delete("/", s.writes(s.eraseUser))

@@ -24,18 +24,19 @@
 // learns which id each of its URLs answers as from the X-Served-By header
 // of that node's placement answer, so it only ever sends to the nodes it
 // was given (a master it has no URL of is reached through another node,
-// which forwards). What it learns is kept per partition: its first
-// lookup asks for every partition's placement (GET /v1/placement, with
-// the cluster's partition count), and wire.PartitionOf gives a user's
-// partition, so a client writing as many users looks up a handful of
-// times in all; a placement found stale is looked up again for its
-// user's partition alone (GET /v1/users/{user}/placement); from nodes
-// too old to serve the table or say the count, per user. It is a hint, never trusted for correctness: a node that is not the
-// master forwards the write, and the client then takes the master from
-// the answer's X-Served-By; a 421 names the master to go to; an epoch
-// older than the one known is ignored. The admin and health calls (Health, Ready, Cluster,
-// Placement, Rollbacks) always ask the base URL, once: they ask about
-// that node.
+// which forwards). What it learns is kept per partition (every placement
+// answer gives the cluster's partition count, and wire.PartitionOf a
+// user's partition). With an admin token, its first lookup asks for every
+// partition's placement at once (GET /v1/placement), so a client writing
+// as many users looks up a handful of times in all; otherwise it looks
+// up once per partition (GET /v1/users/{user}/placement), and a placement
+// found stale is looked up again for its partition alone; from nodes too
+// old to say the count, per user. It is a hint, never trusted for
+// correctness: a node that is not the master forwards the write, and the
+// client then takes the master from the answer's X-Served-By; a 421 names
+// the master to go to; an epoch older than the one known is ignored. The
+// admin and health calls (Health, Ready, Cluster, Placement, Rollbacks)
+// always ask the base URL, once: they ask about that node.
 //
 // # Retries
 //

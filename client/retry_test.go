@@ -2,12 +2,17 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -364,17 +369,104 @@ func TestRoutesLearnTheTable(t *testing.T) {
 		t.Errorf("after a 421 naming n2 at epoch 5 and a table naming n1 at 2: %s, want b", got)
 	}
 
+	// No table (an answer that is not one, or none at all): lookups per
+	// user for tableAgain, then the table is asked for again.
+	now := time.Now()
+	clock := func() time.Time { return now }
 	for _, bad := range []api.PlacementTable{{}, {PartitionCount: 2, Partitions: rows[:1]}} {
-		r := newRoutes([]string{"http://a", "http://b"}, time.Now)
+		r := newRoutes([]string{"http://a", "http://b"}, clock)
 		r.learnTable("http://a", "n1", bad)
 		if r.wantsTable() || r.partitions != 0 {
 			t.Errorf("after %+v: the table wanted again %v, count %d; want neither", bad, r.wantsTable(), r.partitions)
 		}
 	}
-	r = newRoutes([]string{"http://a", "http://b"}, time.Now)
-	r.refuseTable()
+	r = newRoutes([]string{"http://a", "http://b"}, clock)
+	r.noTable()
 	if r.wantsTable() {
-		t.Error("a client told the table is not served wants it")
+		t.Error("a client that just got no table wants it again at once")
+	}
+	now = now.Add(tableAgain)
+	if !r.wantsTable() {
+		t.Error("a client that got no table tableAgain ago does not ask again")
+	}
+}
+
+// fakeNodes are nodes on loopback that answer a placement table as table
+// says (its status, and a table of count partitions mastered by n1 when
+// 200), placement lookups (partition_count count, master n1) and reads;
+// they count the requests for the table.
+type fakeNodes struct {
+	urls   []string
+	tables atomic.Int64
+}
+
+func startFakeNodes(t *testing.T, n, count, tableStatus int) *fakeNodes {
+	t.Helper()
+	f := &fakeNodes{}
+	for i := range n {
+		id := fmt.Sprint("n", i+1)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Served-By", id)
+			w.Header().Set("Content-Type", "application/json")
+			switch {
+			case r.URL.Path == "/v1/placement":
+				f.tables.Add(1)
+				if tableStatus != http.StatusOK {
+					w.WriteHeader(tableStatus)
+					return
+				}
+				rows := make([]api.PartitionView, count)
+				for p := range rows {
+					rows[p] = api.PartitionView{Partition: p, Master: "n1", Epoch: 1, Responsible: []string{"n1"}}
+				}
+				json.NewEncoder(w).Encode(api.PlacementTable{PartitionCount: count, Partitions: rows})
+			case strings.HasSuffix(r.URL.Path, "/placement"):
+				user := strings.Split(r.URL.Path, "/")[3]
+				json.NewEncoder(w).Encode(api.PlacementView{User: user, Partition: wire.PartitionOf(user, count), PartitionCount: count, Master: "n1", Epoch: 1, Responsible: []string{"n1"}})
+			default:
+				w.Write([]byte(`{"_id":"d","_version":1}`))
+			}
+		}))
+		t.Cleanup(srv.Close)
+		f.urls = append(f.urls, srv.URL)
+	}
+	return f
+}
+
+// The table is asked for once, whatever the answer: concurrent first
+// calls share one request, and a refusal (a token that is not an
+// admin's), a node that does not serve it (404) or nodes that fail (5xx)
+// leave the client looking up per user (where the count is learnt too)
+// rather than asking for the table at every call.
+func TestTheTableIsAskedForOnce(t *testing.T) {
+	for _, status := range []int{http.StatusOK, http.StatusForbidden, http.StatusNotFound, http.StatusServiceUnavailable} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			f := startFakeNodes(t, 2, 8, status)
+			c := New(f.urls[0], "tok", WithNodes(f.urls[1]), WithRetry(Retry{Attempts: 1}))
+			var wg sync.WaitGroup
+			for i := range 20 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := c.Get(context.Background(), fmt.Sprint("u", i), "c", "d", ReadOptions{}); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+			for i := range 20 {
+				if _, err := c.Get(context.Background(), fmt.Sprint("v", i), "c", "d", ReadOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := int64(1)
+			if status >= 500 {
+				want = 2 // each node, once
+			}
+			if got := f.tables.Load(); got != want {
+				t.Errorf("%d requests for the table, want %d", got, want)
+			}
+		})
 	}
 }
 

@@ -22,6 +22,14 @@ const (
 	// lookupTimeout bounds one placement lookup: a hint is not worth the
 	// whole call's time.
 	lookupTimeout = 3 * time.Second
+	// tableTimeout bounds one request for the placement table (one row
+	// per partition: about 30 KB at the default 271 partitions, megabytes
+	// at tens of thousands).
+	tableTimeout = 10 * time.Second
+	// tableAgain is how long a client that got no table (every node
+	// failed, refused it, or does not serve it) looks up per user before
+	// it asks for the table again.
+	tableAgain = time.Minute
 	// maxPlaces bounds the placements remembered per user (from nodes
 	// that do not say the partition count), and per partition when there
 	// are fewer partitions; past it the client forgets them all and
@@ -64,7 +72,12 @@ type routes struct {
 	// user for good).
 	partitions int
 	perUser    bool // a placement answer named another partition than PartitionOf
-	noTable    bool // a node does not serve GET /v1/placement (an older version)
+	// noTableUntil: no table is asked for before then (the last request
+	// got none).
+	noTableUntil time.Time
+	// tableMu is held while the table is asked for: concurrent first
+	// calls wait for one request rather than each sending its own.
+	tableMu sync.Mutex
 }
 
 // place is what a placement is kept under: a partition, or a user while
@@ -266,26 +279,25 @@ func placementOf(master string, epoch uint64, responsible []string) placement {
 
 // wantsTable reports whether a lookup should ask for every partition's
 // placement first (GET /v1/placement): the partition count is not known
-// yet, and no node has answered that it does not serve the table.
+// yet, and the last request for the table is tableAgain ago or more.
 func (r *routes) wantsTable() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.partitions == 0 && !r.perUser && !r.noTable
+	return r.partitions == 0 && !r.perUser && !r.now().Before(r.noTableUntil)
 }
 
-// refuseTable notes that a node does not serve the table (a node of an
-// older version): lookups ask per user from then on.
-func (r *routes) refuseTable() {
+// noTable notes that a request for the table got none (r.mu not held):
+// lookups ask per user for tableAgain.
+func (r *routes) noTable() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.noTable = true
+	r.noTableUntil = r.now().Add(tableAgain)
 }
 
 // learnTable takes node's placement table (node answers as servedBy): the
 // partition count, and each partition's placement that names a master,
 // unless one of a newer epoch is known. An answer that is not one row per
-// partition (or not a table at all) is taken as a node that does not
-// serve the table.
+// partition (or not a table at all) counts as no table.
 func (r *routes) learnTable(node, servedBy string, t wire.PlacementTable) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -294,7 +306,7 @@ func (r *routes) learnTable(node, servedBy string, t wire.PlacementTable) {
 	}
 	delete(r.down, node)
 	if t.PartitionCount <= 0 || len(t.Partitions) != t.PartitionCount {
-		r.noTable = true // not a table this client understands: per user
+		r.noTableUntil = r.now().Add(tableAgain)
 		return
 	}
 	if r.perUser {
@@ -420,32 +432,37 @@ func (c *Client) lookUp(ctx context.Context, user string, toMaster bool, avoid s
 }
 
 // lookUpTable asks the client's nodes, in turn, for every partition's
-// placement (GET /v1/placement), until one answers. A node that answers
-// 404 or 405 does not serve it (an older version): the client asks per
-// user from then on. Another refusal (a 4xx) ends it: the per-user lookup
-// and the call say why.
+// placement (GET /v1/placement, an admin's call), until one answers with
+// it. One request at a time: a call that waited for another's finds the
+// table learnt. Got none (every node failed, or refused: a token that is
+// not an admin's, a node of an older version that does not serve it), the
+// client looks up per user for tableAgain before it asks again. A node
+// that failed is passed over only if it could not be reached: the table
+// is large, and a slow answer says nothing of the node.
 func (c *Client) lookUpTable(ctx context.Context, avoid string) {
+	c.routes.tableMu.Lock()
+	defer c.routes.tableMu.Unlock()
+	if !c.routes.wantsTable() {
+		return // learnt, or given up on, by the call this one waited for
+	}
 	for _, node := range c.routes.lookupOrder(avoid) {
 		if ctx.Err() != nil {
-			return
+			return // this call's end, not the table's: ask again next time
 		}
-		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-		a, err := c.try(lctx, node, call{method: http.MethodGet, path: "/v1/placement", want: []int{http.StatusOK}})
+		tctx, cancel := context.WithTimeout(ctx, tableTimeout)
+		a, err := c.try(tctx, node, call{method: http.MethodGet, path: "/v1/placement", want: []int{http.StatusOK}})
 		cancel()
 		var he *HTTPError
 		switch {
-		case errors.As(err, &he) && (he.StatusCode == http.StatusNotFound || he.StatusCode == http.StatusMethodNotAllowed):
-			c.routes.answered(node)
-			c.routes.refuseTable()
-			return
 		case errors.As(err, &he) && he.StatusCode < 500:
 			c.routes.answered(node)
+			c.routes.noTable()
 			return
 		case errors.As(err, &he):
 			c.routes.answered(node)
 			continue
 		case err != nil:
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && isDialError(err) {
 				c.routes.unreachable(node)
 			}
 			continue
@@ -456,5 +473,8 @@ func (c *Client) lookUpTable(ctx context.Context, avoid string) {
 		}
 		c.routes.learnTable(node, a.header.Get(headerServedBy), t)
 		return
+	}
+	if ctx.Err() == nil {
+		c.routes.noTable()
 	}
 }

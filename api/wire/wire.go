@@ -221,11 +221,11 @@ type PartitionView struct {
 	Position *record.Position `json:"position,omitempty"`
 }
 
-// PlacementTable is the answer of GET /v1/placement: every partition's
-// placement as the answering node sees it, read from its memory, for any
-// caller with a valid token. A client routing for many users learns every
-// partition's master from it at once (a user's partition is
-// PartitionOf(user, PartitionCount)).
+// PlacementTable is the answer of GET /v1/placement (an admin's call):
+// every partition's placement as the answering node sees it, read from
+// its memory. A client routing for many users learns every partition's
+// master from it at once (a user's partition is PartitionOf(user,
+// PartitionCount)).
 type PlacementTable struct {
 	PartitionCount int `json:"partition_count"`
 	// Partitions holds one entry per partition, in partition order;
