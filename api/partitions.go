@@ -46,17 +46,22 @@ func (s *Server) placementView(p int) PlacementView {
 // partition table, the ring, the leases and the writer's positions, which
 // it reads from the store once, at start), no store read per partition.
 func (s *Server) partitionTable() []PartitionView {
-	var out []PartitionView
-	if s.cfg.Placement != nil {
-		out = s.cfg.Placement.Partitions()
-	} else {
-		out = make([]PartitionView, s.cfg.PartitionCount)
-		for p := range out {
-			out[p] = s.standalone(p)
-		}
-	}
+	out := s.partitionRows()
 	for i := range out {
 		out[i].Position = s.positionHere(out[i])
+	}
+	return out
+}
+
+// partitionRows is every partition as this node sees it, without
+// positions.
+func (s *Server) partitionRows() []PartitionView {
+	if s.cfg.Placement != nil {
+		return s.cfg.Placement.Partitions()
+	}
+	out := make([]PartitionView, s.cfg.PartitionCount)
+	for p := range out {
+		out[p] = s.standalone(p)
 	}
 	return out
 }
@@ -81,17 +86,5 @@ func (s *Server) positionHere(v PartitionView) *store.Position {
 // placement). In-memory state only, like partitionTable, without the
 // positions.
 func (s *Server) placementTable(w http.ResponseWriter, r *http.Request) {
-	var rows []PartitionView
-	if s.cfg.Placement != nil {
-		rows = s.cfg.Placement.Partitions()
-	} else {
-		rows = make([]PartitionView, s.cfg.PartitionCount)
-		for p := range rows {
-			rows[p] = s.standalone(p)
-		}
-	}
-	for i := range rows {
-		rows[i].Position = nil
-	}
-	writeJSON(w, http.StatusOK, PlacementTable{PartitionCount: s.cfg.PartitionCount, Partitions: rows})
+	writeJSON(w, http.StatusOK, PlacementTable{PartitionCount: s.cfg.PartitionCount, Partitions: s.partitionRows()})
 }

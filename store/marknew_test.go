@@ -81,16 +81,7 @@ func TestANewStoresCopiesAwaitAFullCopy(t *testing.T) {
 
 // Whole ends the wait of a copy that holds nothing.
 func TestAWholeTenureOverAnEmptyCopyEndsItsWait(t *testing.T) {
-	s := openTestStore(t)
-	ctx := context.Background()
-	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
-	defer func() { w.Close(ctx) }()
-	if err := w.LoadAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.MarkNew(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, w := newMarkedWriter(t)
 	w.Whole(0)
 	awaitWriter(t, w, 0)
 	if w.Recopying(0) {
@@ -105,16 +96,8 @@ func TestAWholeTenureOverAnEmptyCopyEndsItsWait(t *testing.T) {
 // at the call, Whole saw an empty copy and ended the wait, and the
 // chunk's documents then counted as a copy's history.
 func TestWholeWaitsForWhatTheWriterHasQueued(t *testing.T) {
-	s := openTestStore(t)
+	s, w := newMarkedWriter(t)
 	ctx := context.Background()
-	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
-	defer func() { w.Close(ctx) }()
-	if err := w.LoadAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.MarkNew(ctx); err != nil {
-		t.Fatal(err)
-	}
 	resume, err := w.Pause(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -156,4 +139,22 @@ func awaitWriter(t *testing.T, w *Writer, partition int) {
 		t.Fatal(err)
 	}
 	resume()
+}
+
+// newMarkedWriter is a writer of one partition over a new store, its
+// copy marked new (MarkNew): it awaits a full copy. The writer is closed
+// when the test ends.
+func newMarkedWriter(t *testing.T) (*Store, *Writer) {
+	t.Helper()
+	s := openTestStore(t)
+	ctx := context.Background()
+	w := NewWriter(s, 1, WriterOptions{CacheBytes: 1 << 20})
+	t.Cleanup(func() { w.Close(ctx) })
+	if err := w.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.MarkNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s, w
 }
