@@ -324,10 +324,12 @@ func (w *Workload) registerOp(ctx context.Context, cl *client, seq int) {
 		if o, ok := w.read(ctx, cl, doc, ReadLinearizable); ok && o.Found {
 			w.write(ctx, cl, regInput{Doc: doc, Kind: opCAS, Value: value, Expect: o.Version})
 		}
-	case r < 55:
+	case r < 60:
 		// Compare-and-delete, likewise: the register is absent until a put
 		// makes it again, at the version after its tombstone's (or, once
-		// its partition purged tombstones, at a higher one).
+		// its partition purged tombstones, at a higher one). One in ten
+		// operations: at one in twenty, a short run (CI's, under the race
+		// detector, about 80 register operations) sent none now and then.
 		if o, ok := w.read(ctx, cl, doc, ReadLinearizable); ok && o.Found {
 			w.write(ctx, cl, regInput{Doc: doc, Kind: opDelete, Expect: o.Version})
 		}
