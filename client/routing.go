@@ -253,10 +253,7 @@ func (r *routes) set(user string, pl placement) {
 func (r *routes) learnView(node, servedBy, user string, v wire.PlacementView) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if servedBy != "" {
-		r.ids[node] = servedBy
-	}
-	delete(r.down, node)
+	r.heard(node, servedBy)
 	r.learnCount(user, v.Partition, v.PartitionCount)
 	cur, ok := r.places[r.placeOf(user)]
 	if !ok || v.Master != "" && v.Epoch >= cur.epoch {
@@ -265,6 +262,14 @@ func (r *routes) learnView(node, servedBy, user string, v wire.PlacementView) bo
 	cur.stale = false
 	r.set(user, cur)
 	return cur.master != "" && r.urlOf(cur.master, nil) != "" || r.allKnown()
+}
+
+// heard notes that node answered, as servedBy (r.mu held).
+func (r *routes) heard(node, servedBy string) {
+	if servedBy != "" {
+		r.ids[node] = servedBy
+	}
+	delete(r.down, node)
 }
 
 // placementOf is a placement naming master at epoch, with the copies of
@@ -301,10 +306,7 @@ func (r *routes) noTable() {
 func (r *routes) learnTable(node, servedBy string, t wire.PlacementTable) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if servedBy != "" {
-		r.ids[node] = servedBy
-	}
-	delete(r.down, node)
+	r.heard(node, servedBy)
 	if t.PartitionCount <= 0 || len(t.Partitions) != t.PartitionCount {
 		r.noTableUntil = r.now().Add(tableAgain)
 		return
@@ -337,7 +339,7 @@ func (r *routes) learnMaster(user, master string, epoch uint64) {
 	if cur, ok := r.places[r.placeOf(user)]; ok && cur.epoch > epoch {
 		return
 	}
-	r.set(user, placement{master: master, epoch: epoch, copies: []string{master}})
+	r.set(user, placementOf(master, epoch, nil))
 }
 
 // servedWrite takes the node that served a write of user (X-Served-By of

@@ -310,21 +310,16 @@ func (w *Writer) startWriter(p *partition) {
 // req.
 func (w *Writer) post(p *partition, req *request) {
 	w.closeMu.RLock()
-	closed := w.closed
-	if !closed {
-		w.startWriter(p)
-		select {
-		case p.queue <- req:
-			w.closeMu.RUnlock()
-			return
-		default:
-		}
-	}
-	w.closeMu.RUnlock()
-	if closed {
+	defer w.closeMu.RUnlock()
+	if w.closed {
 		return
 	}
-	go func() { _ = w.enqueue(w.ctx, p, req) }()
+	w.startWriter(p)
+	select {
+	case p.queue <- req:
+	default:
+		go func() { _ = w.enqueue(w.ctx, p, req) }()
+	}
 }
 
 // Get reads the current state of a document: from the cache, else from the
