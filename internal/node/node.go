@@ -70,8 +70,10 @@ type Node struct {
 	// that one included (refreshCountable); owned by chooseReplicas.
 	listHistory map[int]listHistory
 	// decided: per partition, the copies a ReplaceNow decision of this
-	// round replaces (owned by chooseReplicas, cleared with deciding).
-	decided map[int][]string
+	// round replaces (written by chooseReplicas' round, cleared with
+	// deciding; decidedMu held, as a test decides a swap beside the round).
+	decided   map[int][]string
+	decidedMu sync.Mutex
 	// countable is, per partition, the copies whose acknowledgements count
 	// (countedOf), worked out by refreshCountable; replaced whole.
 	countable atomic.Pointer[map[int]countableCopies]
@@ -1112,8 +1114,10 @@ func (n *Node) chooseReplicas(ctx context.Context) (due []placement.PausedSwap) 
 	// made, or not recorded, counts its copies again, and a count waiting
 	// for one of them is made again.
 	n.refreshCountable()
+	n.decidedMu.Lock()
 	n.deciding.Clear()
 	clear(n.decided)
+	n.decidedMu.Unlock()
 	n.shipper.Recount()
 	// Broadcasts must fit a UDP packet: a few assignments each.
 	for len(changed) > 0 {
@@ -1318,6 +1322,8 @@ func (n *Node) wakeReplicas() {
 // chosen to replace regular copies of partition p at epoch (see
 // placement.KeepReplacedCopies), from what each has acknowledged.
 func (n *Node) replacement(p int, epoch uint64, newcomers, replaced []string) placement.ReplaceStep {
+	n.decidedMu.Lock()
+	defer n.decidedMu.Unlock()
 	// The copies replaced stop counting before their acknowledgements are
 	// read: DecideReplacement compares the newcomers with what they
 	// acknowledged, and a write they acknowledge after that must not be
